@@ -522,7 +522,7 @@ def _environ(node) -> bool:
             and node.value.id == "os") or (isinstance(node, ast.Name) and node.id == "environ")
 
 
-def _guarded(chain: list, name: str) -> bool:
+def _env_read_guarded(chain: list, name: str) -> bool:
     """Whether a read sits under a test that names the variable or os.environ (`if "RANK" in os.environ:`,
     `x if "RANK" in os.environ else 0`) or in a try whose handlers catch a KeyError (KeyError, LookupError,
     Exception, BaseException or a bare except)."""
@@ -548,7 +548,7 @@ def launcher_env_reads(tree: ast.AST, path: str) -> list:
     def walk(node, chain):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _environ(node.value):
             key = node.slice
-            if isinstance(key, ast.Constant) and key.value in LAUNCHER_ENV and not _guarded(chain, key.value):
+            if isinstance(key, ast.Constant) and key.value in LAUNCHER_ENV and not _env_read_guarded(chain, key.value):
                 out.append({"name": key.value, "path": path, "line": node.lineno})
         for child in ast.iter_child_nodes(node):
             walk(child, chain + [node] if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Try)) else chain)

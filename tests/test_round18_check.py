@@ -1,0 +1,119 @@
+"""Round 18 (check18): the classes batches 85 and 86 missed at first read, each with a trigger and a quiet fixture.
+The script facts are read from real source text (lint.scriptfacts), the checks judge snapshots built from them."""
+from __future__ import annotations
+
+import textwrap
+
+from factory import findings_of, make_snapshot
+
+from ddpdoctor.lint.scriptfacts import script_facts
+
+
+def _facts(tmp_path, source: str, name: str = "train.py") -> dict:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return script_facts([str(path)])
+
+
+def _with_script(facts: dict, **kw):
+    return make_snapshot(lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": facts},
+                         **kw)
+
+
+TORCHRUN = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "x"}
+
+
+# SET004: what the script switches on itself (WavTokenizer#17, BernoulliDiffusion#23, nerf-pytorch#42)
+
+def test_script_settings_and_debug_calls_are_read_from_the_source(tmp_path):
+    facts = _facts(tmp_path, """
+        import os
+        import torch
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+        os.environ.setdefault("NCCL_DEBUG", "INFO")
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        os.environ[name] = "1"
+        torch.autograd.set_detect_anomaly(True)
+        torch.autograd.set_detect_anomaly(flag)
+        with torch.autograd.detect_anomaly():
+            pass
+        """)
+    assert [(s["name"], s["value"], s["line"], s["how"]) for s in facts["setting_sets"]] == [
+        ("CUDA_LAUNCH_BLOCKING", "1", 4, "assign"), ("NCCL_DEBUG", "INFO", 5, "setdefault")]
+    assert sorted((c["call"], c["value"], c["line"]) for c in facts["debug_calls"]) == [
+        ("torch.autograd.detect_anomaly", "True", 10), ("torch.autograd.set_detect_anomaly", "True", 8)]
+
+
+def test_set004_fires_on_a_debug_setting_the_script_assigns(tmp_path):
+    facts = _facts(tmp_path, 'import os\nos.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n')
+    [finding] = findings_of(_with_script(facts), "SET004")
+    assert finding.severity == "warning" and "CUDA_LAUNCH_BLOCKING=1" in finding.title
+    assert "line:2" in finding.subjects and "CUDA_LAUNCH_BLOCKING" in finding.subjects
+
+
+def test_set004_fires_on_anomaly_detection_left_on(tmp_path):
+    facts = _facts(tmp_path, "import torch\ntorch.autograd.set_detect_anomaly(True)\n")
+    [finding] = findings_of(_with_script(facts), "SET004")
+    assert finding.severity == "warning" and "set_detect_anomaly" in finding.title and "line:2" in finding.subjects
+
+
+def test_set004_quiet_when_the_script_turns_nothing_costly_on(tmp_path):
+    facts = _facts(tmp_path, """
+        import os
+        import torch
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "0"
+        torch.autograd.set_detect_anomaly(False)
+        os.environ.setdefault("CUDA_LAUNCH_BLOCKING", "1")
+        """)
+    # the setdefault yields to the environment's own value
+    assert findings_of(_with_script(facts, env={"CUDA_LAUNCH_BLOCKING": "0"}), "SET004") == []
+
+
+def test_set004_does_not_repeat_the_environment_finding(tmp_path):
+    facts = _facts(tmp_path, 'import os\nos.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n')
+    found = findings_of(_with_script(facts, env={"CUDA_LAUNCH_BLOCKING": "1"}), "SET004")
+    assert len(found) == 1 and found[0].title.startswith("CUDA_LAUNCH_BLOCKING=1")
+
+
+# ENV001: a script that reads a launcher's variable without a default, started where no launcher runs
+# (MC-DDPM#1, LOMO#31, pysot#39, DAT#31)
+
+LAUNCHED_SCRIPT = """
+    import os
+    import torch.distributed as dist
+    def setup():
+        local_rank = int(os.environ["LOCAL_RANK"])
+        if "WORLD_SIZE" in os.environ:
+            world = int(os.environ["WORLD_SIZE"])
+        try:
+            master = os.environ["MASTER_ADDR"]
+        except KeyError:
+            master = "localhost"
+        port = os.environ.get("MASTER_PORT", "29500")
+        dist.init_process_group("nccl")
+    """
+
+
+def test_unguarded_launcher_reads_are_recorded_guarded_ones_are_not(tmp_path):
+    facts = _facts(tmp_path, LAUNCHED_SCRIPT)
+    assert [(r["name"], r["line"]) for r in facts["launcher_env_reads"]] == [("LOCAL_RANK", 5)]
+    own = _facts(tmp_path, 'import os\nos.environ["RANK"] = "0"\nr = int(os.environ["RANK"])\n', "own.py")
+    assert own["launcher_env_reads"] == []  # the script sets it itself
+
+
+def test_env001_fires_when_the_script_needs_a_launcher_and_none_runs(tmp_path):
+    [finding] = findings_of(_with_script(_facts(tmp_path, LAUNCHED_SCRIPT)), "ENV001")
+    assert finding.severity == "warning" and "KeyError: 'LOCAL_RANK'" in finding.title
+    assert "LOCAL_RANK" in finding.subjects and "line:5" in finding.subjects and finding.fix.startswith("torchrun")
+
+
+def test_env001_quiet_under_a_launcher_or_with_the_variables_set(tmp_path):
+    facts = _facts(tmp_path, LAUNCHED_SCRIPT)
+    assert findings_of(_with_script(facts, env=TORCHRUN), "ENV001") == []
+    under = _with_script(facts)
+    under.sections["launch"] = {"commands": [{"launcher": "torchrun", "options": {"nproc_per_node": "2"},
+                                              "program": "train.py", "depth": 1}], "depth_read": 1}
+    assert findings_of(under, "ENV001") == []
+    guarded = _facts(tmp_path, 'import os\nr = int(os.environ.get("LOCAL_RANK", 0))\n', "guarded.py")
+    assert findings_of(_with_script(guarded), "ENV001") == []
