@@ -388,6 +388,7 @@ TRIGGERS = [
     ("PKG015", dict(packages={"torch": "1.9.0", "torch_build": {"cuda": "11.1", "hip": None}, "conda_cuda": [{"name": "cudatoolkit", "version": "11.0.221", "prefix": "/opt/conda"}]}), "warning", {"pkg:cudatoolkit"}),  # check17b
     ("PKG016", dict(packages={"torch": "2.2.0", "nvidia-cudnn-cu12": "8.9.2.26", "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn_cnn_train.so.8", "version": "8.9.7"}]}), "warning", {"env:LD_LIBRARY_PATH"}),  # check17b
     ("PKG017", dict(packages={"torch": "1.0.0"}, host={"glibc": "2.12", "os": "Linux"}), "error", {"pkg:torch", "host:glibc"}),  # check17c
+    ("PKG018", dict(packages={"apex": "0.1", "apex_build": {"extensions": [], "from": "RECORD", "has_amp": True}}), "warning", {"pkg:apex"}),  # check18
     ("PKG012", dict(packages={"torch": "2.6.0", "torch_extensions": [{"package": "flash_attn", "file": "flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so", "missing": ["_ZN3c105ErrorC2ENS_14SourceLocationESs"], "missing_count": 1, "undefined_count": 40}]}), "error", {"pkg:flash_attn", "pkg:torch"}),  # check17c
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}}), "warning", {"path:train.py"}),
 ]
@@ -667,6 +668,7 @@ CLEAN = [
     ("PKG015", dict(packages={"torch": "1.9.0", "torch_build": {"cuda": "11.1", "hip": None}, "conda_cuda": [{"name": "cudatoolkit", "version": "11.1.74", "prefix": "/opt/conda"}]})),  # check17b
     ("PKG016", dict(packages={"torch": "2.2.0", "nvidia-cudnn-cu12": "8.9.2.26", "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn_cnn_train.so.8", "version": "8.9.2"}]})),  # check17b
     ("PKG017", dict(packages={"torch": "1.0.0"}, host={"glibc": "2.17", "os": "Linux"})), ("PKG017", dict(packages={"torch": "2.8.0"}, host={"glibc": "2.12", "os": "Linux"})),  # check17c: at the floor; a release outside the table
+    ("PKG018", dict(packages={"apex": "0.1", "apex_build": {"extensions": ["amp_C", "apex_C", "fused_layer_norm_cuda", "syncbn"], "from": "RECORD", "has_amp": True}})),  # check18
     ("PKG012", dict(packages={"torch": "2.6.0", "torch_extensions": []})),  # check17c
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local-rank", "--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}})),
 ]

@@ -117,3 +117,71 @@ def test_env001_quiet_under_a_launcher_or_with_the_variables_set(tmp_path):
     assert findings_of(under, "ENV001") == []
     guarded = _facts(tmp_path, 'import os\nr = int(os.environ.get("LOCAL_RANK", 0))\n', "guarded.py")
     assert findings_of(_with_script(guarded), "ENV001") == []
+
+
+# GPU036: an AMD target no PyTorch ROCm wheel has carried (pytorch/pytorch#91699, ROCm/hip#3282: gfx90c)
+
+def _amd(gfx: str, **kw):
+    snap = make_snapshot(gpus={"unavailable": "no NVIDIA driver library (libnvidia-ml.so.1)"},
+                         packages={"torch": "2.0.1", "torch_build": {"cuda": None, "hip": "5.4.22804"}}, **kw)
+    snap.sections.setdefault("pci", {})["amd_gpus"] = [{"node": 1, "gfx": gfx, "gfx_target_version": None}]
+    return snap
+
+
+def test_override_is_derived_from_the_wheel_targets():
+    from ddpdoctor.facts import gpu_versions
+
+    assert gpu_versions.gfx_parts("gfx90c") == (9, 0, 12) and gpu_versions.gfx_parts("gfx1032") == (10, 3, 2)
+    assert (gpu_versions.override_for("gfx90c"), gpu_versions.override_for("gfx1032")) == ("9.0.0", "10.3.0")
+    assert gpu_versions.override_for("gfx803") is None  # no gfx8 target in any wheel
+
+
+def test_gpu036_fires_on_a_target_no_wheel_carries():
+    [finding] = findings_of(_amd("gfx90c"), "GPU036")
+    assert finding.severity == "warning" and "gfx90c" in finding.title
+    assert "HSA_OVERRIDE_GFX_VERSION=9.0.0" in finding.fix
+
+
+def test_gpu036_quiet_with_the_override_set_or_a_carried_target():
+    assert findings_of(_amd("gfx90c", env={"HSA_OVERRIDE_GFX_VERSION": "9.0.0"}), "GPU036") == []
+    assert findings_of(_amd("gfx90a"), "GPU036") == []
+
+
+# PKG018: NVIDIA's apex installed without its extensions (NVIDIA/apex#499, NVIDIA-NeMo/Speech#842)
+
+def test_apex_extensions_are_the_top_level_compiled_modules():
+    from ddpdoctor.gather.packages import apex_extensions
+
+    assert apex_extensions(["amp_C.cpython-310-x86_64-linux-gnu.so", "apex/__init__.py", "apex/contrib/x.so",
+                            "fused_layer_norm_cuda.cpython-310-x86_64-linux-gnu.so"]) == ["amp_C", "fused_layer_norm_cuda"]
+
+
+def test_apex_build_reads_a_dist_info_record(tmp_path, monkeypatch):
+    from ddpdoctor.gather.packages import apex_build
+
+    info = tmp_path / "apex-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: apex\nVersion: 0.1\n")
+    (info / "RECORD").write_text("apex/__init__.py,,\napex/amp/__init__.py,,\napex-0.1.dist-info/METADATA,,\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert apex_build() == {"extensions": [], "from": "RECORD", "has_amp": True}
+
+
+def test_pkg018_fires_when_apex_has_no_cuda_extensions():
+    snap = make_snapshot(packages={"apex": "0.1", "apex_build": {"extensions": ["apex_C"], "from": "RECORD",
+                                                                   "has_amp": True}})
+    [finding] = findings_of(snap, "PKG018")
+    assert finding.severity == "warning" and "amp_C" in finding.title and "--cuda_ext" in finding.fix
+
+
+def test_pkg018_fires_on_pypis_unrelated_apex():
+    snap = make_snapshot(packages={"apex": "0.9.10.dev0", "apex_build": {"extensions": [], "from": "RECORD",
+                                                                           "has_amp": False}})
+    [finding] = findings_of(snap, "PKG018")
+    assert "not NVIDIA's apex" in finding.title
+
+
+def test_pkg018_quiet_with_the_extensions_or_without_the_fact():
+    built = {"extensions": ["amp_C", "apex_C", "fused_layer_norm_cuda", "syncbn"], "from": "RECORD", "has_amp": True}
+    assert findings_of(make_snapshot(packages={"apex": "0.1", "apex_build": built}), "PKG018") == []
+    assert findings_of(make_snapshot(packages={"apex": "0.1"}), "PKG018") == []  # not recorded: no verdict

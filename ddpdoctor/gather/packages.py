@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from ddpdoctor.gather import INT, LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 # The native-library facts (shared objects found on ld.so's paths, read from their ELF headers) live in
 # gather/native.py; imported here under their old names, which the gatherer and callers use.
 from ddpdoctor.gather.native import (ld_cuda_libs, libstdcxx, nccl_preloaded,  # noqa: F401 - re-exported
@@ -16,7 +16,9 @@ DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed
                  "pytorch-triton-rocm", "xformers",
                  # check17b: the CUDA library wheels torch's pip builds load (PKG016 compares LD_LIBRARY_PATH's copies)
                  "nvidia-cudnn-cu11", "nvidia-cudnn-cu12", "nvidia-cublas-cu11", "nvidia-cublas-cu12",
-                 "nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12")
+                 "nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12",
+                 # check18: NVIDIA's apex (distribution "apex"), whose compiled extensions PKG018 looks for
+                 "apex")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
@@ -57,6 +59,9 @@ FIELDS = {
     # check17c (PKG016): the libstdc++.so.6 ld.so finds for torch's libraries and the GLIBCXX/CXXABI versions they need
     "libstdcxx": OBJ, "libstdcxx.path": STR, "libstdcxx.from": STR, "libstdcxx.glibcxx": STR, "libstdcxx.cxxabi": STR,
     "libstdcxx.needs_glibcxx": STR, "libstdcxx.needs_cxxabi": STR, "libstdcxx.needed_by": STR,
+    # check18 (PKG018): the compiled extension modules NVIDIA's apex installed (apex_C, amp_C, fused_layer_norm_cuda...)
+    "apex_build": OBJ, "apex_build.extensions": LIST, "apex_build.extensions[]": STR, "apex_build.from": STR,
+    "apex_build.has_amp": BOOL,
 }
 
 
@@ -117,6 +122,10 @@ def gather_packages(src: Sources) -> dict:
         built = deepspeed_build()
         if built:
             out["deepspeed_build"] = built
+    if versions.get("apex"):
+        apex = apex_build()
+        if apex:
+            out["apex_build"] = apex
     return out
 
 
@@ -275,6 +284,56 @@ def conda_cuda(src: Sources) -> list:
         if len(out) >= MAX_CONDA_CUDA:
             break
     return out
+
+
+MAX_APEX_FILES = 4000
+
+
+def apex_extensions(names) -> list:
+    """The top-level compiled extension modules among a distribution's file names ("amp_C.cpython-310-x86_64-linux-gnu.so"
+    -> "amp_C"): what NVIDIA/apex's setup.py builds as CppExtension/CUDAExtension (apex_C with --cpp_ext; amp_C, syncbn,
+    fused_layer_norm_cuda, mlp_cuda, ... with --cuda_ext: setup.py @007e4724). Sorted, without duplicates. Pure."""
+    out = set()
+    for n in names:
+        base = str(n).replace("\\", "/")
+        if "/" in base.rstrip("/"):
+            continue  # a module inside a package, not one of setup.py's top-level extensions
+        if base.endswith((".so", ".pyd")):
+            out.add(base.split(".", 1)[0])
+    return sorted(out)
+
+
+def apex_build() -> dict:
+    """{extensions, from, has_amp} of the installed "apex" distribution: its top-level compiled modules, from the
+    dist-info RECORD (pip) or the egg's directory (`setup.py install`), and whether it is NVIDIA's apex at all (an
+    apex/amp package; PyPI's unrelated "apex" has none). {} when neither can be read (not judged)."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("apex")
+    except Exception:  # noqa: BLE001 - not installed, unreadable metadata
+        return {}
+    names, how = None, None
+    try:
+        files = dist.files
+        if files:
+            names, how = [str(f) for f in list(files)[:MAX_APEX_FILES]], "RECORD"
+    except Exception:  # noqa: BLE001
+        names = None
+    if names is None:
+        try:
+            top = str(dist.locate_file(""))
+            if top.endswith(".egg") or os.path.isdir(os.path.join(top, "apex")):
+                names = sorted(os.listdir(top))[:MAX_APEX_FILES]
+                names += [f"apex/{n}" for n in sorted(os.listdir(os.path.join(top, "apex")))[:MAX_APEX_FILES]] \
+                    if os.path.isdir(os.path.join(top, "apex")) else []
+                how = "egg directory"
+        except OSError:
+            names = None
+    if names is None:
+        return {}
+    has_amp = any(n.replace("\\", "/").startswith("apex/amp") for n in names)
+    return {"extensions": apex_extensions(names), "from": how, "has_amp": has_amp}
 
 
 def deepspeed_build() -> dict:

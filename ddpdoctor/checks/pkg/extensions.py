@@ -306,3 +306,61 @@ def cuda_toolkit_mismatch(snap):
                    fix="export CUDA_HOME=<a toolkit that knows the GPU (CUDA 11.8+ for sm_89/sm_90, 12.8+ for "
                        "sm_100/sm_120)>; or TORCH_CUDA_ARCH_LIST=<an older arch> (PTX, slower)",
                    subjects=["pkg:cuda-toolkit"] + [f"gpu:{d.get('index')}" for d in low], evidence=evidence)
+
+
+# NVIDIA/apex setup.py @007e4724: `--cpp_ext` builds apex_C, `--cuda_ext` builds amp_C (multi-tensor apply: fused
+# optimizers, amp's gradient scaling), syncbn, fused_layer_norm_cuda, mlp_cuda and more, each a top-level module.
+# Without the options only the Python package is installed, and the modules apex imports on use are missing.
+APEX_CUDA_EXTENSIONS = ("amp_C", "fused_layer_norm_cuda", "syncbn")
+
+
+@check("PKG018", "apex-without-extensions", family="packages", needs=("packages",), reads=("gpus",))
+def apex_without_extensions(snap):
+    """NVIDIA's apex is installed without its compiled C++/CUDA extensions.
+
+    What it checks
+        With the `apex` distribution installed, the top-level extension modules its files include
+        (packages.apex_build, from the dist-info RECORD or the egg directory): NVIDIA/apex's setup.py
+        builds apex_C only with `--cpp_ext` and amp_C, syncbn, fused_layer_norm_cuda, mlp_cuda and
+        the others only with `--cuda_ext`. Also whether the distribution is NVIDIA's apex at all (an
+        apex/amp package; PyPI's unrelated "apex" has none).
+
+    Why it matters
+        The Python package imports, then the first fused layer fails: FusedLayerNorm raises
+        "ModuleNotFoundError: No module named 'fused_layer_norm_cuda'" (NVIDIA/apex#499), amp and
+        the fused optimizers "No module named 'amp_C'" (NeMo's training, NVIDIA-NeMo/Speech#842),
+        and apex.parallel falls back to Python kernels ("apex was installed without --cuda_ext").
+
+    Example
+        pip install -v --no-cache-dir ./   # in a clone of NVIDIA/apex, without the build options
+
+    Fix
+        pip uninstall -y apex && pip install -v --disable-pip-version-check --no-cache-dir
+        --no-build-isolation --config-settings "--build-option=--cpp_ext" --config-settings
+        "--build-option=--cuda_ext" ./   # in a clone of NVIDIA/apex, with nvcc of torch's CUDA
+    """
+    pk = snap["packages"]
+    version = (pk.get("versions") or {}).get("apex")
+    built = pk.get("apex_build")
+    if not version or not isinstance(built, dict) or not isinstance(built.get("extensions"), list):
+        return
+    have = set(built["extensions"])
+    missing = [m for m in APEX_CUDA_EXTENSIONS if m not in have]
+    fix = ('pip uninstall -y apex && git clone https://github.com/NVIDIA/apex && cd apex && pip install -v '
+           '--disable-pip-version-check --no-cache-dir --no-build-isolation --config-settings "--build-option=--cpp_ext" '
+           '--config-settings "--build-option=--cuda_ext" ./')
+    if built.get("has_amp") is False:
+        yield warning(f"the installed 'apex' {version} is not NVIDIA's apex (no apex.amp)",
+                      detail="PyPI's distribution named apex is an unrelated project: `from apex import amp` and apex's "
+                             "fused layers fail. NVIDIA's apex is installed from its repository, built with its "
+                             "extensions.",
+                      fix=fix, subjects=["pkg:apex"], evidence={"apex": version, "apex_build": built})
+        return
+    if len(missing) < len(APEX_CUDA_EXTENSIONS):
+        return  # built with --cuda_ext (some optional extensions may be absent)
+    yield warning(f"apex {version} is installed without its CUDA extensions ({', '.join(missing)} missing)",
+                  detail=("NVIDIA/apex's setup.py builds them only with --cuda_ext (apex_C with --cpp_ext); "
+                          + ("found only " + ", ".join(sorted(have)) if have else "no compiled module is installed")
+                          + f" ({built.get('from') or 'its files'}). The first fused layer or optimizer fails: "
+                          "\"No module named 'fused_layer_norm_cuda'\", \"No module named 'amp_C'\"."),
+                  fix=fix, subjects=["pkg:apex"], evidence={"apex": version, "apex_build": built, "missing": missing})
