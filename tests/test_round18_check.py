@@ -185,3 +185,22 @@ def test_pkg018_quiet_with_the_extensions_or_without_the_fact():
     built = {"extensions": ["amp_C", "apex_C", "fused_layer_norm_cuda", "syncbn"], "from": "RECORD", "has_amp": True}
     assert findings_of(make_snapshot(packages={"apex": "0.1", "apex_build": built}), "PKG018") == []
     assert findings_of(make_snapshot(packages={"apex": "0.1"}), "PKG018") == []  # not recorded: no verdict
+
+
+# PKG014: a CUDA toolkit newer than the driver (BachiLi/diffvg#84: "the provided PTX was compiled with an
+# unsupported toolchain" until the driver was upgraded)
+
+def _toolkit(version: str, driver_cuda: str):
+    return make_snapshot(packages={"torch": "1.8.1+cu111", "torch_build": {"cuda": "11.1", "hip": None},
+                                   "cuda_toolkit": {"home": "/usr/local/cuda", "from": "/usr/local/cuda",
+                                                    "version": version}},
+                         gpus={"cuda_driver": driver_cuda, "driver_version": "470.256.02"})
+
+
+def test_pkg014_fires_on_a_toolkit_newer_than_the_driver():
+    found = [f for f in findings_of(_toolkit("12.1.105", "11.4"), "PKG014") if f.severity == "warning"]
+    assert len(found) == 1 and "newer than the driver" in found[0].title and "11.4" in found[0].title
+
+
+def test_pkg014_quiet_on_the_driver_side_with_an_older_toolkit():
+    assert [f for f in findings_of(_toolkit("11.1.105", "11.4"), "PKG014") if "driver" in f.title] == []

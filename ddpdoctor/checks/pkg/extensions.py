@@ -227,6 +227,32 @@ def _no_cuda_toolkit(snap, pk):
                   evidence={"toolkit": {}, "torch_build": build, "builders": builders})
 
 
+def _toolkit_newer_than_driver(snap, kit: dict, have: tuple, where: str, evidence: dict):
+    """PKG014's finding for a toolkit newer than the CUDA the driver supports (gpus.cuda_driver): what it compiles
+    carries PTX/cubins of that release, which the older driver refuses - "the provided PTX was compiled with an
+    unsupported toolchain" (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222, cuda.h; the cuda_errors catalogue) - whatever
+    torch's own build is (torch runs through minor-version compatibility; GPU023 judges torch)."""
+    gpus = snap.get("gpus") if "gpus" in snap else None
+    if not isinstance(gpus, dict) or gpus.get("unavailable"):
+        return
+    driver = gpu_versions.release(gpus.get("cuda_driver"))
+    if len(driver) < 2 or len(have) < 2 or tuple(have[:2]) <= tuple(driver[:2]):
+        return
+    yield warning(f"The CUDA toolkit at {where} (CUDA {kit['version']}) is newer than the driver "
+                  f"{gpus.get('driver_version')} supports (CUDA {gpus.get('cuda_driver')})",
+                  detail=("An extension compiled with it (a setup.py build of a CUDA extension, a cpp_extension "
+                          "load(), DeepSpeed's ops) carries code of CUDA " + ".".join(map(str, have[:2]))
+                          + ", which this driver cannot load: \"the provided PTX was compiled with an unsupported "
+                          "toolchain\" (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, cuda.h) or \"CUDA driver version is "
+                          "insufficient for CUDA runtime version\" at its first kernel. torch's own wheels are not "
+                          "affected (GPU023 judges them)."),
+                  fix=f"upgrade the driver to one that reports CUDA {'.'.join(map(str, have[:2]))} or newer, or "
+                      f"export CUDA_HOME=<a toolkit of CUDA {gpus.get('cuda_driver')} or older> and rebuild the "
+                      "extension",
+                  subjects=["pkg:cuda-toolkit"],
+                  evidence=dict(evidence, driver_version=gpus.get("driver_version"), driver_cuda=gpus.get("cuda_driver")))
+
+
 @check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint"))
 def cuda_toolkit_mismatch(snap):
     """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
@@ -237,7 +263,9 @@ def cuda_toolkit_mismatch(snap):
         against the CUDA release torch was built with (major versions) and against the GPUs' compute capability
         (the newest architecture that toolkit compiles for: gpu_versions.json newest_arch_of_toolkit). A warning
         when something will compile at run time (DeepSpeed without pre-built ops, a cpp_extension load() in the
-        script read), info otherwise.
+        script read), info otherwise. Also against the CUDA the driver supports: a toolkit newer than the
+        driver builds code the driver refuses ("the provided PTX was compiled with an unsupported toolchain",
+        BachiLi/diffvg#84), always a warning.
 
     Why it matters
         torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version
@@ -279,6 +307,7 @@ def cuda_toolkit_mismatch(snap):
     evidence = {"toolkit": kit, "torch_build": pk.get("torch_build"), "builders": builders}
     build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
     torch_cuda = gpu_versions.release(build.get("cuda"))
+    yield from _toolkit_newer_than_driver(snap, kit, have, where, evidence)
     if torch_cuda and torch_cuda[0] != have[0]:
         yield make(f"The CUDA toolkit at {where} is CUDA {kit['version']}; torch is built for CUDA {build['cuda']}",
                    detail="torch.utils.cpp_extension refuses a toolkit of another major version than torch's build "
