@@ -204,3 +204,25 @@ def test_pkg014_fires_on_a_toolkit_newer_than_the_driver():
 
 def test_pkg014_quiet_on_the_driver_side_with_an_older_toolkit():
     assert [f for f in findings_of(_toolkit("11.1.105", "11.4"), "PKG014") if "driver" in f.title] == []
+
+
+# NET002: torchrun's c10d rendezvous endpoint whose host does not resolve (meta-pytorch/torchx#541)
+
+def _rdzv(endpoint: dict, container=None):
+    snap = make_snapshot(host={"container": container} if container else None)
+    snap.sections["network"]["rdzv_endpoint"] = endpoint
+    snap.sections["launch"] = {"commands": [{"launcher": "torchrun", "depth": 1, "program": "train.py",
+                                             "options": {"rdzv_backend": "c10d", "rdzv_endpoint": endpoint["host"] + ":29400",
+                                                         "nnodes": "2", "nproc_per_node": "8"}}], "depth_read": 1}
+    return snap
+
+
+def test_net002_fires_on_an_unresolvable_rendezvous_endpoint():
+    found = [f for f in findings_of(_rdzv({"host": "trainer-0.trainer", "error": "[Errno -2] Name or service not known"},
+                                          "kubernetes"), "NET002") if "rendezvous endpoint" in f.title]
+    assert len(found) == 1 and found[0].severity == "error" and "getent hosts trainer-0.trainer" in found[0].fix
+
+
+def test_net002_quiet_when_the_rendezvous_endpoint_resolves():
+    snap = _rdzv({"host": "trainer-0.trainer", "addresses": ["10.0.0.7"]})
+    assert [f for f in findings_of(snap, "NET002") if "rendezvous endpoint" in f.title] == []

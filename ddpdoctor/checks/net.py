@@ -208,7 +208,10 @@ def master_addr_unreachable(snap):
         `export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)`.
 
     Also
-        torchrun's c10d rendezvous endpoint given by environment (PET_RDZV_ENDPOINT, the
+        torchrun's c10d rendezvous endpoint (its `--rdzv-endpoint` or PET_RDZV_ENDPOINT) whose host
+        does not resolve here: the store client fails with "host not found", unretried
+        (pytorch/pytorch#73682; in Kubernetes, a pod name not yet in DNS: meta-pytorch/torchx#541).
+        An endpoint given by environment (PET_RDZV_ENDPOINT, the
         `--rdzv-endpoint` torchrun reads from PET_* variables): an empty endpoint is `localhost`
         (parse_rendezvous_endpoint), and a loopback one matches every machine
         (_matches_machine_hostname), so on a job across nodes each node hosts its own store and
@@ -225,6 +228,7 @@ def master_addr_unreachable(snap):
     """
     env = launch_env(snap)  # PET_* with a recorded torchrun command over them (facts.launch)
     yield from _rdzv_endpoint_loopback(snap, env)
+    yield from _rdzv_endpoint_unresolved(snap, env)
     addr = env.get("MASTER_ADDR")
     if addr is None:
         return
@@ -327,6 +331,31 @@ def _pet_nnodes_max(env) -> Optional[int]:
         return int(raw.rsplit(":", 1)[-1]) if raw else None
     except ValueError:
         return None
+
+
+def _rdzv_endpoint_unresolved(snap, env):
+    """The host of torchrun's c10d rendezvous endpoint (its --rdzv-endpoint, or PET_RDZV_ENDPOINT; resolved by the
+    network gatherer as network.rdzv_endpoint) does not resolve here: every agent's TCPStore client fails at once
+    with "host not found: Name or service not known" (c10d_rendezvous_backend.py _create_tcp_store; the lookup is not
+    retried, pytorch/pytorch#73682). In a Kubernetes pod the name of rank 0's pod may not exist yet when the workers
+    start (meta-pytorch/torchx#541)."""
+    backend = str(env.get("PET_RDZV_BACKEND") or "").strip().lower()
+    endpoint = (snap["network"].get("rdzv_endpoint") or {}) if "network" in snap else {}
+    host = str(endpoint.get("host") or "").strip()
+    if backend != "c10d" or not host or not endpoint.get("error") or endpoint.get("addresses"):
+        return
+    pod = str((snap.get("host") or {}).get("container") or "") == "kubernetes"
+    yield error(f"torchrun's rendezvous endpoint host {host!r} does not resolve: {endpoint['error']}",
+                detail=("Every agent connects to the rendezvous store there and fails at once with \"host not found: "
+                        "Name or service not known\"; torch does not retry the lookup."
+                        + (" In a Kubernetes pod the name of rank 0's pod or service may not exist yet when this pod "
+                           "starts: wait for it before torchrun (an init container that loops on nslookup)." if pod
+                           else "")),
+                fix=(f'until getent hosts {host}; do sleep 2; done   # before torchrun, in each pod' if pod else
+                     "torchrun --rdzv-endpoint <resolvable host of the first node>:29400 ...   # check with: getent hosts "
+                     + host),
+                subjects=["PET_RDZV_ENDPOINT", f"host:{host}"],
+                evidence={"rdzv_endpoint": endpoint, "kubernetes": pod})
 
 
 def _rdzv_endpoint_loopback(snap, env):
