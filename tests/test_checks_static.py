@@ -239,6 +239,13 @@ TRIGGERS = [
     ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
                     network={"own_hostname": {"host": "node0", "addresses": ["127.0.1.1"]}}),  # Debian's /etc/hosts
      "warning", {"GLOO_SOCKET_IFNAME"}),
+    # NVIDIA/nccl#1581: two NICs in one /20 on each node, NCCL_SOCKET_IFNAME picks one of them (check18)
+    ("NET020", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_SOCKET_IFNAME": "enp37s0f0"},
+                    network={"interfaces": [
+                        {"name": "lo", "up": True, "addresses": [{"family": "ipv4", "address": "127.0.0.1", "netmask": "255.0.0.0"}]},
+                        {"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.3.14", "netmask": "255.255.240.0"}]},
+                        {"name": "enp37s0f0", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.5.14", "netmask": "255.255.240.0"}]}]}),
+     "warning", {"iface:enp37s0f0", "iface:eno1", "NCCL_SOCKET_IFNAME"}),
     # rwth-i6/returnn#1802: two NCCL wheels install the same libnccl.so.2
     ("PKG002", dict(packages={"nvidia-nccl-cu11": "2.14.3", "nvidia-nccl-cu12": "2.27.3"}), "warning",
      {"pkg:nvidia-nccl-cu11", "pkg:nvidia-nccl-cu12"}),
@@ -669,6 +676,13 @@ CLEAN = [
     ("PKG016", dict(packages={"torch": "2.2.0", "nvidia-cudnn-cu12": "8.9.2.26", "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn_cnn_train.so.8", "version": "8.9.2"}]})),  # check17b
     ("PKG017", dict(packages={"torch": "1.0.0"}, host={"glibc": "2.17", "os": "Linux"})), ("PKG017", dict(packages={"torch": "2.8.0"}, host={"glibc": "2.12", "os": "Linux"})),  # check17c: at the floor; a release outside the table
     ("PKG018", dict(packages={"apex": "0.1", "apex_build": {"extensions": ["amp_C", "apex_C", "fused_layer_norm_cuda", "syncbn"], "from": "RECORD", "has_amp": True}})),  # check18
+    ("NET020", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_SOCKET_IFNAME": "enp37s0f0"},
+                    network={"interfaces": [
+                        {"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.3.14", "netmask": "255.255.255.0"}]},
+                        {"name": "enp37s0f0", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.5.14", "netmask": "255.255.255.0"}]}]})),  # check18
+    ("NET020", dict(env=TORCHRUN, network={"interfaces": [
+        {"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.3.14", "netmask": "255.255.240.0"}]},
+        {"name": "enp37s0f0", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.5.14", "netmask": "255.255.240.0"}]}]})),  # one node
     ("PKG012", dict(packages={"torch": "2.6.0", "torch_extensions": []})),  # check17c
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local-rank", "--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}})),
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from factory import findings_of, make_snapshot
+from factory import findings_of, fixture_snapshot, make_snapshot
 
 from ddpdoctor.lint.scriptfacts import script_facts
 
@@ -226,3 +226,94 @@ def test_net002_fires_on_an_unresolvable_rendezvous_endpoint():
 def test_net002_quiet_when_the_rendezvous_endpoint_resolves():
     snap = _rdzv({"host": "trainer-0.trainer", "addresses": ["10.0.0.7"]})
     assert [f for f in findings_of(snap, "NET002") if "rendezvous endpoint" in f.title] == []
+
+
+# Batch 88's classes (check18): a script that picks its GPU by the global rank (meta-llama/llama-cookbook#90), two NICs
+# in one subnet (NVIDIA/nccl#1581), a cuDNN in LD_LIBRARY_PATH before the one torch carries in torch/lib
+# (bmaltais/kohya_ss#1096)
+
+def test_global_rank_devices_follow_the_rank_through_one_binding(tmp_path):
+    facts = _facts(tmp_path, """
+        import os
+        import torch
+        import torch.distributed as dist
+
+        def main():
+            rank = int(os.environ["RANK"])
+            local_rank = int(os.environ["LOCAL_RANK"])
+            torch.cuda.set_device(rank)
+            model.to(local_rank)
+
+        class Trainer:
+            def __init__(self):
+                self.rank = dist.get_rank()
+            def setup(self):
+                torch.cuda.set_device(self.rank)
+                DDP(model, device_ids=[dist.get_rank()])
+
+        def worker(rank, world):
+            torch.cuda.set_device(rank)
+
+        def wrapped():
+            r = dist.get_rank()
+            r = r % torch.cuda.device_count()
+            torch.cuda.set_device(r)
+    """)
+    got = [(p["line"], p["what"]) for p in facts["global_rank_devices"]]
+    assert got == [(9, "torch.cuda.set_device(rank)"), (16, "torch.cuda.set_device(self.rank)"),
+                   (17, "DDP(model, device_ids=[dist.get_rank()])")]
+
+
+def _rank_pick(env):
+    facts = {"global_rank_devices": [{"path": "train.py", "line": 9, "what": "torch.cuda.set_device(rank)",
+                                      "rank": "int(os.environ['RANK'])"}]}
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": facts}
+    return fixture_snapshot("rtx4090-4x-no-p2p", env=env, keep=2, edit=lambda s: s.__setitem__("lint", lint))
+
+
+def test_gpu016_fires_on_a_global_rank_device_on_the_second_node():
+    env = {**TORCHRUN, "RANK": "2", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
+           "MASTER_ADDR": "10.0.0.1"}
+    found = [f for f in findings_of(_rank_pick(env), "GPU016") if "global rank" in f.title]
+    assert found and found[0].severity == "error" and "cuda:2" in found[0].title
+    assert "LOCAL_RANK" in found[0].fix
+
+
+def test_gpu016_quiet_on_a_global_rank_device_on_one_node():
+    assert not [f for f in findings_of(_rank_pick(TORCHRUN), "GPU016") if "global rank" in f.title]
+
+
+def test_net020_notes_an_overlap_no_variable_chooses_between():
+    ifaces = [{"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "10.1.0.5", "netmask": "255.255.0.0"}]},
+              {"name": "eno2", "up": True, "addresses": [{"family": "ipv4", "address": "10.1.7.5", "netmask": "255.255.255.0"}]}]
+    env = {**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}
+    [finding] = findings_of(make_snapshot(env=env, network={"interfaces": ifaces}), "NET020")
+    assert finding.severity == "info" and "10.1.0.0/16" in finding.title
+
+
+def test_net020_quiet_without_recorded_netmasks_or_on_virtual_interfaces():
+    env = {**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}
+    bare = [{"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "10.1.0.5"}]},
+            {"name": "eno2", "up": True, "addresses": [{"family": "ipv4", "address": "10.1.0.6"}]}]
+    assert not findings_of(make_snapshot(env=env, network={"interfaces": bare}), "NET020")
+    bridged = [{"name": "eth0", "up": True, "addresses": [{"family": "ipv4", "address": "172.17.0.5", "netmask": "255.255.0.0"}]},
+               {"name": "docker0", "up": True, "addresses": [{"family": "ipv4", "address": "172.17.0.1", "netmask": "255.255.0.0"}]}]
+    assert not findings_of(make_snapshot(env=env, network={"interfaces": bridged}), "NET020")
+
+
+def _bundled(torch_v: str, lib_version, **extra):
+    return make_snapshot(packages={"torch": torch_v, "torch_build": {"cuda": "11.8", "hip": None},
+                                   "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn.so.8",
+                                                     "version": lib_version}], **extra})
+
+
+def test_pkg016_fires_on_a_cudnn_torch_refuses_before_its_own():
+    [finding] = findings_of(_bundled("2.0.1+cu118", "8.2.4"), "PKG016")
+    assert finding.severity == "warning" and "8.7.0" in finding.title and "refuses" in finding.title
+
+
+def test_pkg016_bundled_cudnn_quiet_or_note():
+    assert not findings_of(_bundled("2.0.1+cu118", "8.9.7"), "PKG016")  # a newer minor: torch accepts it
+    assert not findings_of(_bundled("2.0.1", "8.2.4"), "PKG016")  # not a download.pytorch.org +cu wheel
+    [note] = findings_of(_bundled("1.13.1+cu117", "8.2.4"), "PKG016")  # its own cuDNN not known here
+    assert note.severity == "info"

@@ -53,6 +53,11 @@
   ops), judged by GPU032 as torch.compile is. `cuda_uses`: the first places the script puts work on a CUDA device
   (a "cuda"/"cuda:N" string, a `.cuda()` call): torch raises "Torch not compiled with CUDA enabled" there under a CPU
   build, and finds no device on a machine without a usable NVIDIA driver (GPU001, GPU023).
+- `global_rank_devices`: the places the script picks its GPU by the GLOBAL rank - `set_device(r)`, `.cuda(r)`,
+  `.to(r)`, `torch.device("cuda", r)`, `device_ids=[r]` where r is `dist.get_rank()` / `int(os.environ["RANK"])` or a
+  name (or self attribute) bound only to one of those in the file. On one node the global rank is the local one; on
+  the second node rank N asks for cuda:N on a machine with fewer GPUs: 'invalid device ordinal'
+  (meta-llama/llama-cookbook#90: llama_finetuning.py's set_device(rank), fixed by local_rank).
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
@@ -557,6 +562,123 @@ def launcher_env_reads(tree: ast.AST, path: str) -> list:
     return out
 
 
+def _env_rank_read(node) -> bool:
+    """`os.environ["RANK"]`, `os.environ.get("RANK", ...)`, `os.getenv("RANK", ...)`."""
+    if isinstance(node, ast.Subscript) and _environ(node.value):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "RANK"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+            and isinstance(node.args[0], ast.Constant) and node.args[0].value == "RANK":
+        f = node.func
+        return (f.attr == "get" and _environ(f.value)) or (f.attr == "getenv" and isinstance(f.value, ast.Name)
+                                                            and f.value.id == "os")
+    return False
+
+
+def _global_rank_expr(node) -> Optional[str]:
+    """The words for an expression that is the process's global rank, or None: `dist.get_rank()` (no group),
+    `int(os.environ["RANK"])` and its .get/getenv forms."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        f = node.func
+        if (isinstance(f, ast.Attribute) and f.attr == "get_rank") or (isinstance(f, ast.Name) and f.id == "get_rank"):
+            return ast.unparse(node)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1 \
+            and _env_rank_read(node.args[0]):
+        return ast.unparse(node)
+    return None
+
+
+def _scope_nodes(scope) -> Iterable[ast.AST]:
+    """The nodes of one scope (a module or a function body), not descending into nested functions or classes'
+    methods (they are scopes of their own)."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _bindings(nodes) -> Tuple[dict, set]:
+    """({target text: rank words} of assignments to a global-rank expression, {targets assigned anything else})."""
+    bound: dict = {}
+    other: set = set()
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        elif isinstance(node, (ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+            targets = [getattr(node, "target", None)] + [i.optional_vars for i in getattr(node, "items", [])]
+            other.update(ast.unparse(t) for t in targets if isinstance(t, (ast.Name, ast.Attribute)))
+            continue
+        else:
+            continue
+        rank = _global_rank_expr(value)
+        for t in targets:
+            if isinstance(t, (ast.Name, ast.Attribute)):
+                if rank:
+                    bound.setdefault(ast.unparse(t), rank)
+                else:
+                    other.add(ast.unparse(t))
+    return bound, other
+
+
+def global_rank_devices(tree: ast.AST, path: str) -> list:
+    """{path, line, what, rank} of the calls that choose a GPU by the global rank (see the module doc): the rank
+    expression itself, or a name the same scope (or the module, unless a parameter shadows it) binds to nothing but
+    such an expression, or a `self.x` attribute the file binds only so."""
+    scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    per = {id(s): _bindings(list(_scope_nodes(s))) for s in scopes}
+    module_bound, module_other = per[id(tree)]
+    attrs: dict = {}
+    attr_other: set = set()
+    for bound, other in per.values():
+        attrs.update({k: v for k, v in bound.items() if "." in k})
+        attr_other |= {k for k in other if "." in k}
+    out = []
+    for scope in scopes:
+        bound, other = per[id(scope)]
+        params = ({a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}
+                  if not isinstance(scope, ast.Module) else set())
+
+        def rank_of(arg) -> Optional[str]:
+            direct = _global_rank_expr(arg)
+            if direct:
+                return direct
+            if isinstance(arg, ast.Attribute):
+                key = ast.unparse(arg)
+                return attrs.get(key) if key not in attr_other else None
+            if isinstance(arg, ast.Name):
+                key = arg.id
+                if key in other or key in params:
+                    return None
+                if key in bound:
+                    return bound[key]
+                if key not in module_other:
+                    return module_bound.get(key)
+            return None
+
+        for node in _scope_nodes(scope):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else "")
+            picks = []
+            if name in ("set_device", "cuda", "to") and len(node.args) == 1 and isinstance(f, ast.Attribute):
+                picks.append(node.args[0])
+            if name == "device" and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value == "cuda":
+                picks.append(node.args[1])
+            for k in node.keywords:
+                if k.arg == "device_ids" and isinstance(k.value, (ast.List, ast.Tuple)) and len(k.value.elts) == 1:
+                    picks.append(k.value.elts[0])
+            for arg in picks:
+                rank = rank_of(arg)
+                if rank:
+                    out.append({"path": path, "line": node.lineno, "what": ast.unparse(node), "rank": rank})
+                    break
+    return sorted(out, key=lambda r: r["line"])
+
 def script_facts(paths: List[str]) -> dict:
     """The facts of the scripts at `paths`, read here (`check --script` takes them from the scripts and indexes
     its lint pass already made: facts_of)."""
@@ -571,6 +693,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     settings_set: list = []
     debug_calls: list = []
     launcher_reads: list = []
+    rank_devices: list = []
     worlds: list = []
     reads_world = False
     indices: list = []
@@ -610,6 +733,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
         settings_set.extend(_setting_sets(index, script.path))
         own = {e.name for e in index.env_sets}  # a variable the script sets itself is read after it is set
         launcher_reads.extend(r for r in launcher_env_reads(script.tree, script.path) if r["name"] not in own)
+        rank_devices.extend(global_rank_devices(script.tree, script.path))
         debug_calls.extend(_debug_calls(index, script.path))
         compiles.extend({"path": script.path, "line": c.line} for c in index.by_qual.get("torch.compile", ()))
         for call in index.by_name.get("DataLoader", ()):
@@ -621,4 +745,4 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
             "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes,
             "strict_parse_args": strict, "setting_sets": settings_set, "debug_calls": debug_calls,
-            "launcher_env_reads": launcher_reads, **asks}
+            "launcher_env_reads": launcher_reads, "global_rank_devices": rank_devices, **asks}

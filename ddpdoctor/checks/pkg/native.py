@@ -73,6 +73,13 @@ LD_LIB_WHEELS = {"cudnn": "nvidia-cudnn-cu{}", "cublas": "nvidia-cublas-cu{}", "
                  "cudart": "nvidia-cuda-runtime-cu{}"}
 
 
+# The cuDNN the download.pytorch.org "+cuXXX" wheels of torch before 2.1 carry inside torch/lib (no nvidia-cudnn
+# wheel), as torch's own check names it when another one is loaded ("PyTorch was compiled against (8, 7, 0)",
+# torch/backends/cudnn/__init__.py): 2.0.1+cu118 - bmaltais/kohya_ss#1096 and FurkanGozukara/Stable-Diffusion#9;
+# 1.12 +cu113 - pytorch/pytorch#80637 ("compiled against (8, 3, 2)"). Other rows are not known here.
+TORCH_BUNDLED_CUDNN = {("2.0", "11.8"): "8.7.0", ("1.12", "11.3"): "8.3.2"}
+
+
 def _ld_lib_family(name: str) -> tuple:
     """('cudnn', 8) from 'libcudnn_cnn_train.so.8', ('cublasLt', 12) from 'libcublasLt.so.12'. Pure."""
     stem, _, major = name.partition(".so.")
@@ -116,7 +123,10 @@ def ld_library_path_cuda_libs_vs_torch(snap):
         the nvidia-* wheels a pip build of torch loads its own copies from (nvidia-cudnn-cu12, nvidia-cublas-cu12,
         ...; their installed versions). Only copies with the same soname as the wheel's (libcudnn*.so.8 beside
         nvidia-cudnn-cu12 8.x) are judged: a cuDNN of another version, or another library older than the wheel's,
-        is a warning; a copy whose version cannot be read is info.
+        is a warning; a copy whose version cannot be read is info. Under a torch that carries its cuDNN inside
+        torch/lib (a download.pytorch.org "+cu" wheel before 2.1, no nvidia-cudnn wheel), a cuDNN there that
+        torch's own check refuses (another major, or a minor below the one it was built with, where that is
+        known: 2.0 +cu118 8.7.0, 1.12 +cu113 8.3.2) is a warning; one whose fit is not known is info.
 
     Why it matters
         torch's pip wheels find their nvidia-* libraries through DT_RUNPATH, and ld.so searches LD_LIBRARY_PATH
@@ -168,6 +178,7 @@ def ld_library_path_cuda_libs_vs_torch(snap):
             bad.append((lib, wheel, wheel_version))
     rows = bad or unknown
     if not rows:
+        yield from _ld_cudnn_vs_bundled(pk, versions)
         return
     lib, wheel, wheel_version = rows[0]
     where = sorted({str(r[0].get("dir")) for r in rows})
@@ -184,6 +195,51 @@ def ld_library_path_cuda_libs_vs_torch(snap):
                fix=f"unset LD_LIBRARY_PATH   # or drop {where[0]} from it; torch's wheels bring their own CUDA libraries",
                subjects=["env:LD_LIBRARY_PATH", f"pkg:{wheel}"],
                evidence={"libraries": [r[0] for r in rows[:8]], "torch_wheels": {r[1]: r[2] for r in rows}})
+
+
+def _ld_cudnn_vs_bundled(pk, versions):
+    """A cuDNN in LD_LIBRARY_PATH under a torch that carries its own in torch/lib (a download.pytorch.org "+cu" wheel
+    and no nvidia-cudnn wheel of that major): torch loads the first libcudnn.so.N ld.so finds, LD_LIBRARY_PATH's, and
+    refuses one whose major differs or whose minor is below its own (torch/backends/cudnn/__init__.py: "cuDNN
+    version incompatibility: PyTorch was compiled against (8, 7, 0) but found runtime version (8, 2, 4) ... one
+    possibility is that there is a conflicting cuDNN in LD_LIBRARY_PATH", bmaltais/kohya_ss#1096)."""
+    torch_v = str(versions.get("torch") or "")
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    cuda = str(build.get("cuda") or "")
+    if "+cu" not in torch_v or not cuda:
+        return
+    rel = gpu_versions.release(torch_v)
+    own = TORCH_BUNDLED_CUDNN.get((".".join(str(x) for x in rel[:2]), cuda))
+    for lib in pk.get("ld_cuda_libs") or []:
+        if not isinstance(lib, dict):
+            continue
+        family, major = _ld_lib_family(str(lib.get("name") or ""))
+        if family != "cudnn" or major is None:
+            continue
+        if any(versions.get(f"nvidia-cudnn-cu{cu}") for cu in ("11", "12", "13")):
+            return  # torch's cuDNN is a wheel: the rows above judge it
+        have = gpu_versions.release(lib.get("version"))
+        want = gpu_versions.release(own) if own else ()
+        if have and want and have[:1] == want[:1] and have[1:2] >= want[1:2]:
+            return  # torch accepts the same major with a minor at least its own
+        refused = bool(have and want)
+        where = str(lib.get("dir"))
+        name = f"{lib.get('name')} {lib.get('version') or '(version unknown)'}"
+        make = warning if refused else info
+        yield make(f"LD_LIBRARY_PATH puts {name} ({where}) before the cuDNN torch {torch_v} carries"
+                   + (f" ({own}): torch refuses it" if refused else ""),
+                   detail=("This torch brings its own cuDNN in torch/lib, found through its RUNPATH; ld.so searches "
+                           "LD_LIBRARY_PATH first (ld.so(8)), so this copy is loaded"
+                           + (f", and torch's check refuses a runtime cuDNN of another major or an older minor than the "
+                              f"{own} it was built with: \"cuDNN version incompatibility: PyTorch was compiled against "
+                              f"({', '.join(own.split('.'))}) but found runtime version ({', '.join(str(x) for x in have[:3])})"
+                              "\" (bmaltais/kohya_ss#1096)." if refused else
+                              "; torch accepts a runtime cuDNN of its own major with a minor at least its own, and "
+                              "which it was built with is not known here.")),
+                   fix=f"unset LD_LIBRARY_PATH   # or drop {where} from it; torch brings its own cuDNN",
+                   subjects=["env:LD_LIBRARY_PATH", "pkg:torch"],
+                   evidence={"library": lib, "torch": torch_v, "torch_cudnn": own})
+        return
 
 
 @check("PKG017", "glibc-older-than-torch-binaries", family="packages", needs=("packages", "host"))
