@@ -78,6 +78,9 @@ LD_LIB_WHEELS = {"cudnn": "nvidia-cudnn-cu{}", "cublas": "nvidia-cublas-cu{}", "
 # torch/backends/cudnn/__init__.py): 2.0.1+cu118 - bmaltais/kohya_ss#1096 and FurkanGozukara/Stable-Diffusion#9;
 # 1.12 +cu113 - pytorch/pytorch#80637 ("compiled against (8, 3, 2)"). Other rows are not known here.
 TORCH_BUNDLED_CUDNN = {("2.0", "11.8"): "8.7.0", ("1.12", "11.3"): "8.3.2"}
+# From 2.1 the download.pytorch.org "+cu" wheels declare the nvidia-* wheels as dependencies instead of carrying the
+# libraries (pytorch/pytorch#104757, "Update cuDNN to 8.9.2.26 ... manywheel-py3_8-cuda12_1-with-pypi-cudnn").
+TORCH_CUDNN_WHEELS_SINCE = (2, 1)
 
 
 def _ld_lib_family(name: str) -> tuple:
@@ -209,6 +212,8 @@ def _ld_cudnn_vs_bundled(pk, versions):
     if "+cu" not in torch_v or not cuda:
         return
     rel = gpu_versions.release(torch_v)
+    if rel[:2] >= TORCH_CUDNN_WHEELS_SINCE:
+        return  # its '+cu' wheels take cuDNN from nvidia-cudnn: without that wheel, torch came from elsewhere (conda, NGC)
     own = TORCH_BUNDLED_CUDNN.get((".".join(str(x) for x in rel[:2]), cuda))
     for lib in pk.get("ld_cuda_libs") or []:
         if not isinstance(lib, dict):
