@@ -317,3 +317,45 @@ def test_pkg016_bundled_cudnn_quiet_or_note():
     assert not findings_of(_bundled("2.0.1", "8.2.4"), "PKG016")  # not a download.pytorch.org +cu wheel
     [note] = findings_of(_bundled("1.13.1+cu117", "8.2.4"), "PKG016")  # its own cuDNN not known here
     assert note.severity == "info"
+
+
+# Batch 89's class (check18): a host compiler older than torch's headers accept, while DeepSpeed's ops compile at run
+# time (deepspeedai/DeepSpeed#7143, #5429: "We need GCC 9 or later"; #1435: g++ 4.8.5 under torch 1.x)
+
+def test_host_compiler_is_read_from_gccs_layout_without_running_it(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.packages import host_compiler
+    (tmp_path / "usr/bin").mkdir(parents=True)
+    (tmp_path / "usr/libexec/gcc/x86_64-redhat-linux/4.8.5").mkdir(parents=True)
+    (tmp_path / "usr/libexec/gcc/x86_64-redhat-linux/4.8.5/cc1plus").write_text("")
+    gxx = tmp_path / "usr/bin/g++"
+    gxx.write_text("")
+    gxx.chmod(0o755)
+    (tmp_path / "usr/bin/c++").symlink_to("g++")
+    got = host_compiler(Sources(environ={"PATH": "/usr/bin"}, root=str(tmp_path)))
+    assert got["kind"] == "gcc" and got["version"] == "4.8.5" and got["cmd"] == "c++"
+    (tmp_path / "usr/libexec/gcc/x86_64-redhat-linux/11").mkdir()
+    (tmp_path / "usr/libexec/gcc/x86_64-redhat-linux/11/cc1plus").write_text("")
+    assert host_compiler(Sources(environ={"PATH": "/usr/bin"}, root=str(tmp_path))) is None  # two g++: ambiguous
+    assert host_compiler(Sources(environ={"PATH": "/nowhere"}, root=str(tmp_path))) is None
+
+
+def _compiling(torch_v: str, gcc: str, **extra):
+    return make_snapshot(packages={"torch": torch_v, "deepspeed": "0.14.0", "torch_build": {"cuda": "12.1", "hip": None},
+                                   "host_compiler": {"cmd": "c++", "kind": "gcc", "version": gcc}, **extra})
+
+
+def test_pkg014_fires_on_a_compiler_older_than_torchs_headers_need():
+    found = [f for f in findings_of(_compiling("2.2.2+cu121", "8.5.0"), "PKG014") if "host compiler" in f.title]
+    assert found and found[0].severity == "warning" and "GCC 9" in found[0].title
+    old = [f for f in findings_of(_compiling("1.9.1+cu111", "4.8.5"), "PKG014") if "host compiler" in f.title]
+    assert old and "GCC 5" in old[0].title
+
+
+def test_pkg014_host_compiler_quiet():
+    def said(snap):
+        return [f for f in findings_of(snap, "PKG014") if "host compiler" in f.title]
+    assert not said(_compiling("2.2.2+cu121", "9.4.0"))  # new enough
+    assert not said(_compiling("2.2.1+cu121", "8.5.0"))  # before the GCC 9 check reached a release
+    assert not said(_compiling("1.6.0", "4.8.5"))  # a release the table does not judge
+    assert not said(_compiling("2.2.2+cu121", "8.5.0", deepspeed_build={"installed_ops": ["fused_adam"]}))  # nothing compiles

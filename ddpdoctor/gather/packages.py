@@ -36,6 +36,9 @@ FIELDS = {
     "torch_pins": OBJ, "torch_pins.*": STR,
     # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
     "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
+    # check18 round 18 (PKG014): the host C++ compiler an extension built at run time uses ($CXX, else c++)
+    "host_compiler": OBJ, "host_compiler.cmd": STR, "host_compiler.kind": STR, "host_compiler.version": STR,
+    "host_compiler.from": STR,
     # check17 round 17 (PKG012): the torch / CUDA / Python xformers' C++/CUDA extensions were built for (xformers/cpp_lib.json)
     "xformers_build": OBJ, "xformers_build.torch": STR, "xformers_build.cuda": STR, "xformers_build.hip": STR,
     "xformers_build.python": STR,
@@ -92,6 +95,9 @@ def gather_packages(src: Sources) -> dict:
             out["torch_pins"] = pins
     # {} when none is found (check17b: "searched, none" for PKG014, told apart from a snapshot without the field)
     out["cuda_toolkit"] = cuda_toolkit(src)
+    compiler = host_compiler(src)
+    if compiler is not None:
+        out["host_compiler"] = compiler
     if versions.get("torch"):
         abi = torch_cxx11_abi()
         if abi is not None:
@@ -167,6 +173,49 @@ def cuda_toolkit(src: Sources) -> dict:
             pass
     return {"home": home, "from": how, "version": version}
 
+
+def host_compiler(src: Sources) -> Optional[dict]:
+    """{cmd, kind, version, from} of the C++ compiler torch.utils.cpp_extension builds with: $CXX, else `c++` (its
+    get_cxx_compiler; nvcc's host compiler is the same GCC on PATH unless -ccbin names another). Read without running
+    it, as GCC lays itself out: the program's real path (through the alternatives links), then the versions under
+    <prefix>/libexec/gcc/<target>/<version>/ that hold cc1plus, GCC's C++ compiler proper (one per installed g++;
+    a name ending in -N, g++-12, picks the version of that major). None for clang, when there is no such compiler on
+    PATH, or when the version is ambiguous."""
+    import re
+
+    cmd = (src.environ.get("CXX") or "c++").strip()
+    word = cmd.split()[0] if cmd else ""
+    dirs = [os.path.dirname(word)] if os.path.isabs(word) else (src.environ.get("PATH") or "").split(os.pathsep)
+    exe = next((src.path(os.path.join(d, os.path.basename(word))) for d in dirs if d and os.path.isabs(d)
+                and os.access(src.path(os.path.join(d, os.path.basename(word))), os.X_OK)), None) if word else None
+    if not exe:
+        return None
+    real = os.path.realpath(exe)
+    name = os.path.basename(real)
+    if "clang" in name:
+        return None
+    prefix = os.path.dirname(os.path.dirname(real))
+    found = []
+    for top in ("libexec", "lib"):
+        base = os.path.join(prefix, top, "gcc")
+        try:
+            targets = os.listdir(base)
+        except OSError:
+            continue
+        for t in targets:
+            try:
+                versions = os.listdir(os.path.join(base, t))
+            except OSError:
+                continue
+            found += [v for v in versions if re.fullmatch(r"\d+(\.\d+)*", v)
+                      and os.path.isfile(os.path.join(base, t, v, "cc1plus"))]
+    m = re.search(r"-(\d+)$", name)
+    if m:
+        found = [v for v in found if v.split(".")[0] == m.group(1)]
+    found = sorted(set(found))
+    if len(found) != 1:
+        return None
+    return {"cmd": cmd, "kind": "gcc", "version": found[0], "from": real}
 
 def xformers_build() -> dict:
     """What xformers' C++/CUDA extensions were built for: its wheel carries xformers/cpp_lib.json,

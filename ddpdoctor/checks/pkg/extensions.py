@@ -227,6 +227,44 @@ def _no_cuda_toolkit(snap, pk):
                   evidence={"toolkit": {}, "torch_build": build, "builders": builders})
 
 
+# The oldest host compilers torch's C++ headers accept, by torch release (the first release of each row), with the
+# source: 2.2.2 - pytorch/pytorch#120126 raised c10/util/C++17.h's check to GCC 9 / Clang 9 and was picked onto
+# release/2.2 ("Validated we no longer support gcc < 9 for release 2.2.2"); 1.7 - C++14 code: "We're on C++14 so
+# unfortunately gcc4.8 is no good" (pytorch/pytorch#51339), the check then reading GCC 5 (pytorch/pytorch#120149's
+# diff). Earlier releases: not judged.
+HOST_COMPILER_FLOORS = (((2, 2, 2), {"gcc": (9,), "clang": (9,)}), ((1, 7), {"gcc": (5,)}))
+
+
+def _host_compiler_too_old(snap, pk):
+    """The host C++ compiler (packages.host_compiler) below the floor of torch's headers while something compiles at
+    run time: a warning; the build stops in torch's own headers."""
+    cc = pk.get("host_compiler") if isinstance(pk.get("host_compiler"), dict) else {}
+    version = (pk.get("versions") or {}).get("torch")
+    have, torch_rel = gpu_versions.release(cc.get("version")), gpu_versions.release(version)
+    if not have or not torch_rel:
+        return
+    floor = next((f.get(cc.get("kind")) for since, f in HOST_COMPILER_FLOORS if torch_rel[:3] >= since), None)
+    if not floor or have[:len(floor)] >= floor:
+        return
+    builders = _jit_builders(snap, pk)
+    if not builders:
+        return
+    need = ".".join(str(x) for x in floor)
+    name = "GCC" if cc.get("kind") == "gcc" else "Clang"
+    yield warning(f"The host compiler is {name} {cc.get('version')} ({cc.get('cmd')}), older than the {name} {need} torch "
+                  f"{version}'s headers need, and " + builders[0] + " compiles at run time",
+                  detail=("torch.utils.cpp_extension and DeepSpeed's op builder compile with $CXX (else c++), and nvcc "
+                          "hands .cu files to the same GCC on PATH; torch's headers refuse an older one: \"#error You're "
+                          f"trying to build PyTorch with a too old version of GCC. We need GCC {need} or later.\" "
+                          "(c10/util/C++17.h; deepspeedai/DeepSpeed#7143) or \"#error C++14 or later compatible compiler is "
+                          "required to use ATen.\" (DeepSpeed#1435). What compiles here: " + "; ".join(builders[:3]) + "."),
+                  fix=(f"load or install {name} {need}+ (module load gcc/12, conda install -c conda-forge gxx_linux-64=11, "
+                       "apt install g++-11) and export CC=<its gcc> CXX=<its g++> before the job; or pre-build the ops "
+                       "where a newer compiler exists"),
+                  subjects=["pkg:host-compiler", "pkg:torch"],
+                  evidence={"host_compiler": cc, "torch": version, "needs": need, "builders": builders})
+
+
 def _toolkit_newer_than_driver(snap, kit: dict, have: tuple, where: str, evidence: dict):
     """PKG014's finding for a toolkit newer than the CUDA the driver supports (gpus.cuda_driver): what it compiles
     carries PTX/cubins of that release, which the older driver refuses - "the provided PTX was compiled with an
@@ -283,6 +321,13 @@ def cuda_toolkit_mismatch(snap):
         CUDA install root.": torch/utils/cpp_extension.py _join_cuda_home; DeepSpeed's op builder: "CUDA_HOME does
         not exist, unable to compile CUDA op(s)", op_builder/builder.py).
 
+        The host C++ compiler such a build uses ($CXX, else c++; packages.host_compiler) older than the one torch's
+        headers accept is a warning too: from torch 2.2.2 c10/util/C++17.h stops with "#error You're trying to
+        build PyTorch with a too old version of GCC. We need GCC 9 or later." (pytorch/pytorch#120126, picked onto
+        release/2.2; deepspeedai/DeepSpeed#7143, #5429), and from torch 1.7, C++14 code, GCC 4.x cannot compile
+        the headers ("#error C++14 or later compatible compiler is required to use ATen.", DeepSpeed#1435 with
+        g++ 4.8.5; pytorch/pytorch#51339).
+
     Example
         torch 2.1.2+cu121, CUDA_HOME=/usr/local/cuda-11.7, DeepSpeed installed without DS_BUILD_OPS, RTX 4090s.
 
@@ -291,6 +336,7 @@ def cuda_toolkit_mismatch(snap):
         or install torch built for the local toolkit, or pre-build the ops (DS_BUILD_OPS=1).
     """
     pk = snap.get("packages") or {}
+    yield from _host_compiler_too_old(snap, pk)
     kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
     if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
         yield from _no_cuda_toolkit(snap, pk)
