@@ -359,3 +359,44 @@ def test_pkg014_host_compiler_quiet():
     assert not said(_compiling("2.2.1+cu121", "8.5.0"))  # before the GCC 9 check reached a release
     assert not said(_compiling("1.6.0", "4.8.5"))  # a release the table does not judge
     assert not said(_compiling("2.2.2+cu121", "8.5.0", deepspeed_build={"installed_ops": ["fused_adam"]}))  # nothing compiles
+
+
+# PKG019: NumPy 2 under a torch built against NumPy 1.x (Cambridge-ICCS/practical-ml-with-pytorch#70,
+# xai4space/meteors#20: "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.0.0")
+
+def test_pkg019_fires_on_numpy2_under_torch_before_2_3():
+    snap = make_snapshot(packages={"torch": "2.2.2", "numpy": "2.0.0"}, host={"os": "Darwin"})
+    [finding] = findings_of(snap, "PKG019")
+    assert finding.severity == "warning" and "NumPy 1.x" in finding.title and 'numpy<2' in finding.fix
+    assert "pytorch/builder#1770" in finding.detail
+
+
+def test_pkg019_windows_2_4_0_was_built_against_numpy1_again():
+    snap = make_snapshot(packages={"torch": "2.4.0+cpu", "numpy": "2.0.1"}, host={"os": "Windows"})
+    [finding] = findings_of(snap, "PKG019")
+    assert "pytorch/pytorch#131668" in finding.detail and "torch>=2.4.1" in finding.fix
+    # the same release on Linux was built against NumPy 2; 2.3.x on Windows is not judged
+    assert findings_of(make_snapshot(packages={"torch": "2.4.0", "numpy": "2.0.1"}, host={"os": "Linux"}), "PKG019") == []
+    assert findings_of(make_snapshot(packages={"torch": "2.3.1", "numpy": "2.0.1"}, host={"os": "Windows"}), "PKG019") == []
+
+
+def test_pkg019_quiet_with_numpy1_a_newer_torch_or_no_numpy():
+    assert findings_of(make_snapshot(packages={"torch": "2.2.2", "numpy": "1.26.4"}), "PKG019") == []
+    assert findings_of(make_snapshot(packages={"torch": "2.3.0", "numpy": "2.0.0"}), "PKG019") == []
+    assert findings_of(make_snapshot(packages={"torch": "1.13.1", "numpy": None}), "PKG019") == []
+
+
+def test_corpus_case_setting_torch_drops_the_bases_numpy():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "check_corpus.py")
+    spec = importlib.util.spec_from_file_location("check_corpus_r18", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    base = mod.base_snapshot("cpu-only")["sections"]["packages"]["versions"]
+    old = mod.snapshot_of({"base": "cpu-only", "set": {"packages.versions.torch": "1.1.0"}})
+    stated = mod.snapshot_of({"base": "cpu-only", "set": {"packages.versions.torch": "2.2.2",
+                                                          "packages.versions.numpy": "2.0.0"}})
+    assert "numpy" in base and "numpy" not in old["packages"]["versions"]
+    assert stated["packages"]["versions"]["numpy"] == "2.0.0"

@@ -1,5 +1,5 @@
 """What the installed torch offers and what its companions need of it: PKG005 (no torch.distributed or NCCL),
-PKG004 (older than accelerate needs)."""
+PKG004 (older than accelerate needs), PKG019 (NumPy 2 under a torch built against NumPy 1.x)."""
 from __future__ import annotations
 
 from ddpdoctor.facts import gpu_versions
@@ -170,3 +170,59 @@ def torch_older_than_accelerate_needs(snap):
                   evidence={"accelerate": acc, "torch": torch, "floors": [
                       {"when": e["when"], "torch": e["torch"], "source": f"{src['repo']}/{e['source']['path']}@{e['source']['commit'][:12]}"}
                       for e in hits]})
+
+
+# check18 (batch 90): the first torch releases whose wheels were built against NumPy 2.0 (whose C API serves both
+# NumPy 1.x and 2.x at run time); a wheel built against NumPy 1.x cannot use NumPy 2's C API.
+NUMPY2_BUILT_SINCE = (2, 3, 0)          # pytorch/builder#1770 (2024-04-04): numpy 2.0.0rc1 for release/2.3's wheels and conda
+NUMPY2_BUILT_SINCE_WINDOWS = (2, 4, 1)  # pytorch/pytorch#131668: 2.4.0's Windows wheels were built against 1.x again
+WINDOWS_NUMPY1_AGAIN = (2, 4, 0)        # (2.3.x on Windows is not judged: no source says how its wheels were built)
+
+
+@check("PKG019", "numpy2-under-torch-built-for-numpy1", family="packages", needs=("packages",), reads=("host",))
+def numpy2_under_torch_built_for_numpy1(snap):
+    """NumPy 2 is installed under a torch release built against NumPy 1.x.
+
+    What it checks
+        The numpy and torch versions: numpy 2.x with a torch older than 2.3.0, the first release whose
+        wheels were built against NumPy 2.0 (pytorch/builder#1770, cherry-picked onto release/2.3:
+        "Add numpy 2.0.0rc1 support to conda and wheels"); on Windows also 2.4.0, whose Windows wheels were
+        built against NumPy 1.x (pytorch/pytorch#131668, "Fixed in rc 2.4.1"); 2.3.x on Windows is not
+        judged.
+
+    Why it matters
+        A module compiled against NumPy 1.x's C API cannot use NumPy 2's: `import torch` prints "A module
+        that was compiled using NumPy 1.x cannot be run in NumPy 2.0.0 as it may crash" and "Failed to
+        initialize NumPy: _ARRAY_API not found", then torch.from_numpy, tensor.numpy(), torch.tensor on a
+        NumPy array and the DataLoader's default collate of NumPy arrays fail with "Numpy is not available"
+        (Cambridge-ICCS/practical-ml-with-pytorch#70, xai4space/meteors#20). A fresh `pip install numpy`
+        or a dependency without an upper bound brings NumPy 2 into an environment that pins an old torch.
+
+    Example
+        torch 2.2.2 (the last macOS x86-64 release) with numpy 2.0.0.
+
+    Fix
+        pip install "numpy<2", or a torch built against NumPy 2 (torch>=2.3; on Windows not 2.4.0).
+    """
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    torch, numpy = versions.get("torch"), versions.get("numpy")
+    t, n = gpu_versions.release(torch), gpu_versions.release(numpy)
+    if not t or not n or n[0] < 2:
+        return
+    windows = str((snap.get("host") or {}).get("os") or "") == "Windows"
+    since = NUMPY2_BUILT_SINCE_WINDOWS if windows and t >= WINDOWS_NUMPY1_AGAIN else NUMPY2_BUILT_SINCE
+    if t >= since:
+        return
+    floor = ".".join(map(str, since))
+    yield warning(f"numpy {numpy} is installed under torch {torch}, which was built against NumPy 1.x: "
+                  "torch's NumPy interop fails",
+                  detail=(("torch 2.4.0's Windows wheels were built against NumPy 1.x again (pytorch/pytorch#131668; "
+                           "fixed in 2.4.1)" if since == NUMPY2_BUILT_SINCE_WINDOWS else
+                           "torch's wheels are built against NumPy 2.0 from 2.3.0 (pytorch/builder#1770 moved release/2.3's "
+                           "wheel and conda builds to numpy 2.0.0rc1)")
+                          + ". Under NumPy 2, `import torch` warns 'A module that was compiled using NumPy 1.x cannot be "
+                          "run in NumPy 2 ...' and '_ARRAY_API not found'; torch.from_numpy, .numpy(), torch.tensor of "
+                          "an ndarray and the DataLoader's collate of NumPy arrays then raise 'Numpy is not available'."),
+                  fix=f'pip install "numpy<2"   # or: pip install "torch>={floor}" (built against NumPy 2)',
+                  subjects=["pkg:numpy", "pkg:torch"],
+                  evidence={"torch": torch, "numpy": numpy, "built_against_numpy2_since": floor, "windows": windows})
