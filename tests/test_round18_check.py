@@ -400,3 +400,41 @@ def test_corpus_case_setting_torch_drops_the_bases_numpy():
                                                           "packages.versions.numpy": "2.0.0"}})
     assert "numpy" in base and "numpy" not in old["packages"]["versions"]
     assert stated["packages"]["versions"]["numpy"] == "2.0.0"
+
+
+# PKG020: mmcv without its compiled ops under mmdet (open-mmlab/mmdetection#3272: "No module named 'mmcv._ext'")
+
+def test_mmcv_ops_are_the_compiled_ext_module():
+    from ddpdoctor.gather.packages import mmcv_has_ops
+
+    assert mmcv_has_ops(["__init__.py", "ops", "_ext.cpython-38-x86_64-linux-gnu.so"])
+    assert mmcv_has_ops(["_ext.cp310-win_amd64.pyd"])
+    assert not mmcv_has_ops(["__init__.py", "ops", "utils", "_ext.py"])
+
+
+def test_mmcv_build_reads_the_package_directory_without_importing_it(tmp_path, monkeypatch):
+    from ddpdoctor.gather.packages import mmcv_build
+
+    pkg = tmp_path / "mmcv"
+    (pkg / "ops").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert mmcv_build() == {"ops": False, "dir": str(pkg)}
+    (pkg / "_ext.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    assert mmcv_build()["ops"] is True
+
+
+def test_pkg020_fires_on_mmcv_lite_under_mmdet():
+    snap = make_snapshot(packages={"mmcv": "1.0.0", "mmdet": "2.2.0",
+                                   "mmcv_build": {"ops": False, "dir": "/site-packages/mmcv"}})
+    [finding] = findings_of(snap, "PKG020")
+    assert finding.severity == "warning" and "mmcv._ext" in finding.title and "mmcv-full" in finding.fix
+
+
+def test_pkg020_quiet_with_ops_without_a_user_or_before_mmcv_1():
+    lite = {"ops": False, "dir": "/site-packages/mmcv"}
+    assert findings_of(make_snapshot(packages={"mmcv-full": "1.7.2", "mmdet": "2.28.2",
+                                               "mmcv_build": {"ops": True, "dir": "/x"}}), "PKG020") == []
+    assert findings_of(make_snapshot(packages={"mmcv": "1.7.2", "mmcv_build": lite}), "PKG020") == []  # no mmcv.ops user
+    assert findings_of(make_snapshot(packages={"mmcv": "0.6.2", "mmdet": "1.2.0", "mmcv_build": lite}), "PKG020") == []
+    assert findings_of(make_snapshot(packages={"mmcv": "1.0.0", "mmdet": "2.3.0"}), "PKG020") == []  # not recorded

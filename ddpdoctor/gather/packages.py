@@ -18,7 +18,10 @@ DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed
                  "nvidia-cudnn-cu11", "nvidia-cudnn-cu12", "nvidia-cublas-cu11", "nvidia-cublas-cu12",
                  "nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12",
                  # check18: NVIDIA's apex (distribution "apex"), whose compiled extensions PKG018 looks for
-                 "apex")
+                 "apex",
+                 # check18: OpenMMLab's mmcv (1.x: "mmcv" without compiled ops, "mmcv-full" with them; 2.x: "mmcv" with,
+                 # "mmcv-lite" without) and the packages that import mmcv.ops (PKG020)
+                 "mmcv", "mmcv-full", "mmcv-lite", "mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
@@ -65,6 +68,8 @@ FIELDS = {
     # check18 (PKG018): the compiled extension modules NVIDIA's apex installed (apex_C, amp_C, fused_layer_norm_cuda...)
     "apex_build": OBJ, "apex_build.extensions": LIST, "apex_build.extensions[]": STR, "apex_build.from": STR,
     "apex_build.has_amp": BOOL,
+    # check18 (PKG020): whether the installed mmcv package holds its compiled ops (mmcv/_ext.*.so or .pyd)
+    "mmcv_build": OBJ, "mmcv_build.ops": BOOL, "mmcv_build.dir": STR,
 }
 
 
@@ -132,6 +137,10 @@ def gather_packages(src: Sources) -> dict:
         apex = apex_build()
         if apex:
             out["apex_build"] = apex
+    if versions.get("mmcv") or versions.get("mmcv-full") or versions.get("mmcv-lite"):
+        mm = mmcv_build()
+        if mm:
+            out["mmcv_build"] = mm
     return out
 
 
@@ -383,6 +392,30 @@ def apex_build() -> dict:
         return {}
     has_amp = any(n.replace("\\", "/").startswith("apex/amp") for n in names)
     return {"extensions": apex_extensions(names), "from": how, "has_amp": has_amp}
+
+
+def mmcv_has_ops(names) -> bool:
+    """Whether an mmcv package directory's file names hold its compiled ops module, `_ext` (mmcv/utils/ext_loader.py
+    load_ext imports 'mmcv._ext'; setup.py builds it only with MMCV_WITH_OPS). Pure."""
+    return any(str(n).startswith("_ext.") and str(n).endswith((".so", ".pyd")) for n in names)
+
+
+def mmcv_build() -> dict:
+    """{ops, dir} of the importable mmcv package: whether its directory holds the compiled `_ext` module. Found with
+    importlib.util.find_spec, which locates a top-level package without running it; {} when not found."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("mmcv")
+        dirs = list(spec.submodule_search_locations or []) if spec else []
+    except Exception:  # noqa: BLE001 - a broken install
+        return {}
+    for d in dirs:
+        try:
+            return {"ops": mmcv_has_ops(os.listdir(d)), "dir": str(d)}
+        except OSError:
+            continue
+    return {}
 
 
 def deepspeed_build() -> dict:

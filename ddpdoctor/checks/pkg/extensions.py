@@ -1,5 +1,6 @@
 """Compiled extensions and the torch / CUDA they were built for: PKG012 (DeepSpeed ops, xformers, flash-attn,
-other extensions missing torch symbols), PKG014 (the CUDA toolkit a just-in-time build compiles with)."""
+other extensions missing torch symbols), PKG014 (the CUDA toolkit a just-in-time build compiles with), PKG018 (apex
+without its extensions), PKG020 (mmcv without its compiled ops)."""
 from __future__ import annotations
 
 from ddpdoctor.facts import gpu_versions
@@ -439,3 +440,57 @@ def apex_without_extensions(snap):
                           + f" ({built.get('from') or 'its files'}). The first fused layer or optimizer fails: "
                           "\"No module named 'fused_layer_norm_cuda'\", \"No module named 'amp_C'\"."),
                   fix=fix, subjects=["pkg:apex"], evidence={"apex": version, "apex_build": built, "missing": missing})
+
+
+# check18 (batch 90): OpenMMLab packages that import mmcv.ops (which loads mmcv._ext) on import of their models
+MMCV_OPS_USERS = ("mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose")
+
+
+@check("PKG020", "mmcv-without-ops", family="packages", needs=("packages",))
+def mmcv_without_ops(snap):
+    """The importable mmcv has no compiled ops (mmcv._ext), under a package that imports mmcv.ops.
+
+    What it checks
+        packages.mmcv_build: whether the mmcv package Python imports holds its compiled `_ext` module,
+        with mmcv 1.0 or later installed (mmcv.ops came with 1.0) beside mmdet, mmdet3d, mmsegmentation,
+        mmrotate or mmpose. mmcv's setup.py builds `_ext` only with MMCV_WITH_OPS=1: in the 1.x series
+        the distribution "mmcv" is the build without it and "mmcv-full" the one with it; in 2.x
+        "mmcv-lite" is the build without. Installing "mmcv" after "mmcv-full" overwrites the same mmcv/
+        directory, so the fact reads the directory, not the distribution names.
+
+    Why it matters
+        mmcv.ops loads every op through mmcv/utils/ext_loader.py, `importlib.import_module('mmcv._ext')`:
+        `from mmdet.apis import ...` fails with "ModuleNotFoundError: No module named 'mmcv._ext'" before
+        training starts (open-mmlab/mmdetection#3272, #3271, #10619; open-mmlab/mmsegmentation#126).
+
+    Example
+        pip install mmcv==1.0.0 mmdet   # "mmcv", not "mmcv-full"
+
+    Fix
+        pip uninstall -y mmcv mmcv-full && pip install mmcv-full -f
+        https://download.openmmlab.com/mmcv/dist/<cuda>/<torch>/index.html (1.x; 2.x: mim install mmcv),
+        or build from source with MMCV_WITH_OPS=1.
+    """
+    pk = snap["packages"]
+    versions = pk.get("versions") or {}
+    built = pk.get("mmcv_build")
+    if not isinstance(built, dict) or built.get("ops") is not False:
+        return
+    mmcv = versions.get("mmcv-full") or versions.get("mmcv") or versions.get("mmcv-lite")
+    if gpu_versions.release(mmcv) < (1, 0, 0):
+        return  # before mmcv.ops (mmcv 0.x never had compiled ops; mmdet 1.x built its own)
+    users = [f"{n} {versions[n]}" for n in MMCV_OPS_USERS if versions.get(n)]
+    if not users:
+        return
+    names = [n for n in ("mmcv", "mmcv-full", "mmcv-lite") if versions.get(n)]
+    yield warning(f"mmcv {mmcv} has no compiled ops (mmcv._ext), and {', '.join(users)} imports mmcv.ops",
+                  detail=(f"The mmcv package Python imports ({built.get('dir') or 'its directory'}) holds no _ext module; "
+                          f"installed distributions: {', '.join(f'{n} {versions[n]}' for n in names)}. mmcv's setup.py "
+                          "builds _ext only with MMCV_WITH_OPS=1: 'mmcv' 1.x and 'mmcv-lite' 2.x are built without it, "
+                          "and an 'mmcv' installed after 'mmcv-full' overwrites the same directory. mmcv.ops loads "
+                          "'mmcv._ext' on import: \"No module named 'mmcv._ext'\"."),
+                  fix=("pip uninstall -y mmcv mmcv-full mmcv-lite && pip install "
+                       + ("mmcv-full" if gpu_versions.release(mmcv) < (2, 0, 0) else "mmcv")
+                       + "   # the build for this torch/CUDA (download.openmmlab.com/mmcv/dist/...), or MMCV_WITH_OPS=1 from source"),
+                  subjects=["pkg:mmcv"], evidence={"mmcv": mmcv, "distributions": names, "mmcv_build": built,
+                                                   "users": users})
