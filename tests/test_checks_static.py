@@ -189,6 +189,10 @@ TRIGGERS = [
     ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
         "path": "/shared/tc", "from": "TRITON_CACHE_DIR", "fstype": "lustre", "mount_point": "/shared", "manager": None}}),
      "warning", {"TRITON_CACHE_DIR"}),
+    # foundation-model-stack/fms-hf-tuning#367: HOME=/ in a random-UID pod, Triton kernels of auto-gptq (check18)
+    ("SYS010", dict(host={"triton_cache": {"path": "/.triton/cache", "from": "home", "fstype": "overlay", "mount_point": "/",
+                                           "manager": None, "writable": False, "writable_at": "/"}},
+                    packages={"triton": "2.3.1", "auto-gptq": "0.7.1"}), "warning", {"TRITON_CACHE_DIR"}),
     # cresset-template/cresset#96: a container process pinned to 1 of 32 CPUs
     ("SYS008", dict(host={"cpu_count": 32, "affinity": [0], "affinity_count": 1, "usable_cpus": 1}), "warning", set()),
     # mlcommons/storage#528: RemoveIPC=yes for a regular user
@@ -474,6 +478,9 @@ CLEAN = [
     ("SYS009", dict(host={"uid": 1000, "logind": {"remove_ipc": False, "from": "/etc/systemd/logind.conf"}})),
     ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
         "path": "/tmp/tc", "from": "TRITON_CACHE_DIR", "fstype": "tmpfs", "mount_point": "/tmp", "manager": None}})),
+    ("SYS010", dict(host={"triton_cache": {"path": "/tmp/.triton/cache", "from": "home", "fstype": "tmpfs",
+                                           "mount_point": "/tmp", "manager": None, "writable": True, "writable_at": "/tmp"}},
+                    packages={"triton": "2.3.1", "auto-gptq": "0.7.1"})),  # check18
     ("PKG006", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
                           "launcher_tools": {"found": {"pdsh": "/usr/bin/pdsh"}, "missing": []}})),

@@ -438,3 +438,45 @@ def test_pkg020_quiet_with_ops_without_a_user_or_before_mmcv_1():
     assert findings_of(make_snapshot(packages={"mmcv": "1.7.2", "mmcv_build": lite}), "PKG020") == []  # no mmcv.ops user
     assert findings_of(make_snapshot(packages={"mmcv": "0.6.2", "mmdet": "1.2.0", "mmcv_build": lite}), "PKG020") == []
     assert findings_of(make_snapshot(packages={"mmcv": "1.0.0", "mmdet": "2.3.0"}), "PKG020") == []  # not recorded
+
+
+# SYS010: Triton's cache where this user cannot create it (foundation-model-stack/fms-hf-tuning#367: OpenShift,
+# random UID, HOME=/, "cannot access /.triton")
+
+def test_triton_cache_fact_records_whether_the_nearest_directory_is_writable(tmp_path, monkeypatch):
+    import os
+
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import triton_cache_fact
+
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "self" / "mountinfo").write_text("21 1 0:21 / / rw - overlay overlay rw\n")
+    (tmp_path / "home" / "u").mkdir(parents=True)
+    fact = triton_cache_fact(Sources(environ={"HOME": "/home/u"}, root=str(tmp_path)))
+    assert fact["writable_at"] == "/home/u" and fact["writable"] is True
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p).rstrip("/") == str(tmp_path) else real(p, m))
+    fact = triton_cache_fact(Sources(environ={"HOME": "/"}, root=str(tmp_path)))
+    assert (fact["path"], fact["writable_at"], fact["writable"]) == ("/.triton/cache", "/", False)
+
+
+ROOT_CACHE = {"path": "/.triton/cache", "from": "home", "fstype": "overlay", "mount_point": "/", "manager": None,
+              "writable": False, "writable_at": "/"}
+
+
+def test_sys010_warns_with_a_triton_kernel_library_and_notes_without():
+    snap = make_snapshot(host={"triton_cache": ROOT_CACHE}, packages={"triton": "2.3.1", "auto-gptq": "0.7.1"})
+    [finding] = findings_of(snap, "SYS010")
+    assert finding.severity == "warning" and "/.triton/cache" in finding.title and "TRITON_CACHE_DIR" in finding.fix
+    [note] = findings_of(make_snapshot(host={"triton_cache": ROOT_CACHE}, packages={"triton": "2.3.1"}), "SYS010")
+    assert note.severity == "info"
+
+
+def test_sys010_quiet_when_writable_without_triton_or_with_a_cache_manager():
+    ok = dict(ROOT_CACHE, writable=True)
+    assert findings_of(make_snapshot(host={"triton_cache": ok}, packages={"triton": "2.3.1"}), "SYS010") == []
+    assert findings_of(make_snapshot(host={"triton_cache": ROOT_CACHE}, packages={"triton": None}), "SYS010") == []
+    managed = dict(ROOT_CACHE, manager="mypkg:RedisCache")
+    assert findings_of(make_snapshot(host={"triton_cache": managed}, packages={"triton": "2.3.1"}), "SYS010") == []
+    unknown = {k: v for k, v in ROOT_CACHE.items() if k not in ("writable", "writable_at")}
+    assert findings_of(make_snapshot(host={"triton_cache": unknown}, packages={"triton": "2.3.1"}), "SYS010") == []

@@ -21,7 +21,9 @@ DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed
                  "apex",
                  # check18: OpenMMLab's mmcv (1.x: "mmcv" without compiled ops, "mmcv-full" with them; 2.x: "mmcv" with,
                  # "mmcv-lite" without) and the packages that import mmcv.ops (PKG020)
-                 "mmcv", "mmcv-full", "mmcv-lite", "mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose")
+                 "mmcv", "mmcv-full", "mmcv-lite", "mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose",
+                 # check18: libraries whose kernels are Triton's, compiled into Triton's cache at run time (SYS010)
+                 "auto-gptq", "liger-kernel", "unsloth", "mamba-ssm")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
