@@ -480,3 +480,50 @@ def test_sys010_quiet_when_writable_without_triton_or_with_a_cache_manager():
     assert findings_of(make_snapshot(host={"triton_cache": managed}, packages={"triton": "2.3.1"}), "SYS010") == []
     unknown = {k: v for k, v in ROOT_CACHE.items() if k not in ("writable", "writable_at")}
     assert findings_of(make_snapshot(host={"triton_cache": unknown}, packages={"triton": "2.3.1"}), "SYS010") == []
+
+
+# PKG021: a second copy of Intel's OpenMP runtime beside torch's (aleximmer/Laplace#56: "OMP: Error #15:
+# Initializing libiomp5md.dll, but found libiomp5md.dll already initialized")
+
+def test_openmp_kind_reads_runtime_file_names():
+    from ddpdoctor.gather.packages import openmp_kind
+
+    assert [openmp_kind(n) for n in ("libiomp5md.dll", "libiomp5.dylib", "libomp.dylib", "libgomp-a34b3233.so.1.0.0",
+                                     "vcomp140.dll")] == ["intel", "intel", "llvm", "gnu", "msvc"]
+    assert openmp_kind("libomptarget.so") is None and openmp_kind("libiomp5md.lib") is None
+
+
+def test_openmp_runtimes_lists_torch_env_and_vendored_copies(tmp_path, monkeypatch):
+    import sys
+
+    from ddpdoctor.gather.packages import openmp_runtimes
+
+    site = tmp_path / "site"
+    (site / "torch" / "lib").mkdir(parents=True)
+    (site / "torch" / "lib" / "libiomp5.so").write_bytes(b"")
+    (site / "scikit_learn.libs").mkdir()
+    (site / "scikit_learn.libs" / "libgomp-a34b3233.so.1.0.0").write_bytes(b"")
+    (tmp_path / "prefix" / "lib").mkdir(parents=True)
+    (tmp_path / "prefix" / "lib" / "libiomp5.so").write_bytes(b"")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+    got = {(r["owner"], r["kind"]) for r in openmp_runtimes(torch_dir=str(site / "torch"))}
+    assert got == {("torch", "intel"), ("env", "intel"), ("scikit_learn", "gnu")}
+
+
+TWO_INTEL = [{"path": "C:/env/Lib/site-packages/torch/lib/libiomp5md.dll", "kind": "intel", "owner": "torch"},
+             {"path": "C:/env/Library/bin/libiomp5md.dll", "kind": "intel", "owner": "env"}]
+
+
+def test_pkg021_warns_on_two_intel_runtimes_and_notes_under_kmp_duplicate_lib_ok():
+    [finding] = findings_of(make_snapshot(packages={"openmp_runtimes": TWO_INTEL}), "PKG021")
+    assert finding.severity == "warning" and "Intel's OpenMP" in finding.title
+    [note] = findings_of(make_snapshot(env={"KMP_DUPLICATE_LIB_OK": "TRUE"}, packages={"openmp_runtimes": TWO_INTEL}),
+                         "PKG021")
+    assert note.severity == "info" and "KMP_DUPLICATE_LIB_OK" in note.subjects
+
+
+def test_pkg021_quiet_with_one_intel_runtime_or_none_of_torchs():
+    assert findings_of(make_snapshot(packages={"openmp_runtimes": TWO_INTEL[:1]}), "PKG021") == []
+    not_torch = [dict(r, owner="env") for r in TWO_INTEL]
+    assert findings_of(make_snapshot(packages={"openmp_runtimes": not_torch}), "PKG021") == []
+    assert findings_of(make_snapshot(packages={}), "PKG021") == []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Optional
 
 from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
@@ -72,6 +73,9 @@ FIELDS = {
     "apex_build.has_amp": BOOL,
     # check18 (PKG020): whether the installed mmcv package holds its compiled ops (mmcv/_ext.*.so or .pyd)
     "mmcv_build": OBJ, "mmcv_build.ops": BOOL, "mmcv_build.dir": STR,
+    # check18 (PKG021): the OpenMP runtime libraries torch, the Python environment and other wheels carry
+    "openmp_runtimes": LIST, "openmp_runtimes[]": OBJ, "openmp_runtimes[].path": STR, "openmp_runtimes[].kind": STR,
+    "openmp_runtimes[].owner": STR,
 }
 
 
@@ -143,6 +147,10 @@ def gather_packages(src: Sources) -> dict:
         mm = mmcv_build()
         if mm:
             out["mmcv_build"] = mm
+    if versions.get("torch"):
+        omp = openmp_runtimes()
+        if omp is not None:
+            out["openmp_runtimes"] = omp
     return out
 
 
@@ -418,6 +426,64 @@ def mmcv_build() -> dict:
         except OSError:
             continue
     return {}
+
+
+_OMP_KINDS = (("intel", re.compile(r"^(lib)?iomp5(md)?[.-]", re.I)), ("llvm", re.compile(r"^libomp([.-]|140)", re.I)),
+              ("gnu", re.compile(r"^libgomp[.-]", re.I)), ("msvc", re.compile(r"^vcomp\d*\.dll$", re.I)))
+MAX_OPENMP_FILES = 16
+
+
+def openmp_kind(name: str):
+    """'intel' (libiomp5.so, libiomp5.dylib, libiomp5md.dll), 'llvm' (libomp.so/.dylib, libomp140...dll), 'gnu'
+    (libgomp.so.1, libgomp-a34b3233.so.1.0.0) or 'msvc' (vcomp140.dll) for an OpenMP runtime's file name; None
+    otherwise (import libraries and symlink-free names alike: only the name is read). Pure."""
+    for kind, rx in _OMP_KINDS:
+        if rx.search(name) and not name.lower().endswith((".lib", ".a", ".h")):
+            return kind
+    return None
+
+
+def openmp_runtimes(listdir=os.listdir, torch_dir: Optional[str] = None) -> "Optional[list]":
+    """The OpenMP runtime libraries on disk where this Python's processes load them from: torch's own (torch/lib,
+    torch/.dylibs), the environment's (sys.prefix/lib, and Library/bin of a conda environment on Windows) and other
+    wheels' vendored copies (site-packages/*.libs, numpy/scipy/sklearn .dylibs). [{path, kind, owner}], at most 16;
+    None when torch's directory cannot be found. Directory listings only; nothing is loaded."""
+    import importlib.util
+    import sys
+
+    if torch_dir is None:
+        try:
+            spec = importlib.util.find_spec("torch")
+            tdirs = list(spec.submodule_search_locations or []) if spec else []
+        except Exception:  # noqa: BLE001
+            return None
+        if not tdirs:
+            return None
+        torch_dir = tdirs[0]
+    tdir = torch_dir
+    site = os.path.dirname(tdir)
+    places = [(os.path.join(tdir, "lib"), "torch"), (os.path.join(tdir, ".dylibs"), "torch"),
+              (os.path.join(sys.prefix, "lib"), "env"), (os.path.join(sys.prefix, "Library", "bin"), "env")]
+    try:
+        places += [(os.path.join(site, n), n[:-5]) for n in sorted(listdir(site)) if n.endswith(".libs")]
+    except OSError:
+        pass
+    places += [(os.path.join(site, n, ".dylibs"), n) for n in ("numpy", "scipy", "sklearn")]
+    out, seen = [], set()
+    for where, owner in places:
+        try:
+            names = sorted(listdir(where))
+        except OSError:
+            continue
+        for n in names:
+            kind = openmp_kind(n)
+            path = os.path.join(where, n)
+            if kind and path not in seen:
+                seen.add(path)
+                out.append({"path": path, "kind": kind, "owner": owner})
+            if len(out) >= MAX_OPENMP_FILES:
+                return out
+    return out
 
 
 def deepspeed_build() -> dict:

@@ -1,5 +1,6 @@
 """The native libraries torch loads beside its own: PKG015 (a conda environment's CUDA packages), PKG016
-(LD_LIBRARY_PATH's CUDA libraries, libstdc++), PKG017 (glibc)."""
+(LD_LIBRARY_PATH's CUDA libraries, libstdc++), PKG017 (glibc), PKG021
+(a second copy of Intel's OpenMP runtime)."""
 from __future__ import annotations
 
 import re
@@ -292,3 +293,55 @@ def glibc_older_than_torch_binaries(snap):
                 subjects=["pkg:torch", "host:glibc"],
                 evidence={"torch": torch, "glibc": f"{have[0]}.{have[1]}", "needs": row["glibc"],
                           "platform": host.get("platform")})
+
+
+@check("PKG021", "duplicate-intel-openmp", family="packages", needs=("packages",), reads=("env", "host"))
+def duplicate_intel_openmp(snap):
+    """torch carries its own copy of Intel's OpenMP runtime, and the environment holds another.
+
+    What it checks
+        packages.openmp_runtimes: the OpenMP runtime libraries in torch's own directories (torch/lib,
+        torch/.dylibs), in the Python environment (sys.prefix/lib; Library/bin of a conda environment
+        on Windows) and vendored by other wheels (*.libs). Two copies of Intel's runtime (libiomp5.so,
+        libiomp5.dylib, libiomp5md.dll) in different directories, one of them torch's: the pip wheel's
+        copy beside a conda environment's intel-openmp, which MKL builds of numpy and scipy load.
+
+    Why it matters
+        Intel's runtime refuses to start a second copy of itself in one process: "OMP: Error #15:
+        Initializing libiomp5md.dll, but found libiomp5md.dll already initialized ... multiple copies
+        of the OpenMP runtime have been linked into the program" and the process aborts
+        (aleximmer/Laplace#56: Windows, conda, torch 1.8.1; pytorch/pytorch#44282: torch's own
+        torch/.dylibs/libiomp5.dylib on macOS). KMP_DUPLICATE_LIB_OK=TRUE lets it run, in the
+        runtime's words "unsafe, unsupported, undocumented", and "may cause crashes or silently
+        produce incorrect results".
+
+    Example
+        pip install torch in a conda environment whose numpy is MKL's (conda's intel-openmp).
+
+    Fix
+        One runtime per environment: install torch from the same channel as numpy (conda install
+        pytorch ...), or numpy without MKL (conda install nomkl / pip install numpy from PyPI).
+    """
+    from ddpdoctor.facts.env import env_of  # noqa: PLC0415
+
+    runtimes = (snap["packages"].get("openmp_runtimes") or [])
+    intel = [r for r in runtimes if isinstance(r, dict) and r.get("kind") == "intel"]
+    dirs = {}
+    for r in intel:
+        dirs.setdefault(str(r.get("path") or "").replace("\\", "/").rsplit("/", 1)[0], r)
+    owners = {r.get("owner") for r in dirs.values()}
+    if len(dirs) < 2 or "torch" not in owners:
+        return
+    env = env_of(snap)
+    allowed = str(env.get("KMP_DUPLICATE_LIB_OK") or "").strip().upper() in ("TRUE", "1", "YES")
+    paths = [r["path"] for r in dirs.values()][:4]
+    level = info if allowed else warning
+    yield level(f"two copies of Intel's OpenMP runtime, torch's and another ({', '.join(paths)})",
+                detail=("A process that loads both (torch, then numpy or scipy built with MKL) aborts with \"OMP: Error "
+                        "#15: Initializing libiomp5..., but found libiomp5... already initialized\"."
+                        + (" KMP_DUPLICATE_LIB_OK is set, so it runs on; the runtime calls that unsafe and says it may "
+                           "crash or give incorrect results." if allowed else "")),
+                fix="conda install pytorch -c pytorch   # torch from the environment's channel; or: conda install nomkl",
+                subjects=["pkg:torch"] + (["KMP_DUPLICATE_LIB_OK"] if allowed else []),
+                evidence={"intel_openmp": paths, "owners": sorted(o for o in owners if o),
+                          "kmp_duplicate_lib_ok": allowed})
