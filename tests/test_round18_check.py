@@ -527,3 +527,37 @@ def test_pkg021_quiet_with_one_intel_runtime_or_none_of_torchs():
     not_torch = [dict(r, owner="env") for r in TWO_INTEL]
     assert findings_of(make_snapshot(packages={"openmp_runtimes": not_torch}), "PKG021") == []
     assert findings_of(make_snapshot(packages={}), "PKG021") == []
+
+
+# PKG022: two torch installs, or a torch directory shadowing the installed one (pytorch/pytorch#12031, #2094, #574;
+# huggingface/transformers#29022)
+
+def test_torch_installs_reads_dists_conda_records_and_a_cwd_torch_package(tmp_path):
+    from ddpdoctor.gather.packages import torch_installs
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("")
+    got = torch_installs(cwd=str(tmp_path), dists=[{"version": "2.2.0", "location": "/e/site-packages"},
+                                                   {"version": "2.2.0", "location": "/e/site-packages/"},
+                                                   {"version": "2.1.0", "location": "/home/u/.local/site-packages"}],
+                         conda_names=["pytorch-0.4.1", "pytorch-nightly-1.0.0.dev20180921"])
+    assert [d["version"] for d in got["dists"]] == ["2.2.0", "2.1.0"]  # one per directory
+    assert got["conda"] == ["pytorch-0.4.1", "pytorch-nightly-1.0.0.dev20180921"]
+    assert got["cwd_shadow"] == str(tmp_path / "torch")
+    assert torch_installs(cwd=str(tmp_path / "torch"), dists=[], conda_names=[]) == {}
+
+
+def test_pkg022_warns_on_two_installs_and_on_a_shadowing_directory():
+    two = {"dists": [{"version": "2.2.0", "location": "/e/site-packages"},
+                     {"version": "2.1.0", "location": "/home/u/.local/site-packages"}]}
+    [finding] = findings_of(make_snapshot(packages={"torch_installs": two}), "PKG022")
+    assert finding.severity == "warning" and "more than one torch" in finding.title and "2.1.0" in finding.detail
+    shadow = {"dists": two["dists"][:1], "cwd_shadow": "/src/pytorch/torch"}
+    [finding] = findings_of(make_snapshot(packages={"torch_installs": shadow}), "PKG022")
+    assert "shadows" in finding.title and "cd to another directory" in finding.fix
+
+
+def test_pkg022_quiet_with_one_install():
+    one = {"dists": [{"version": "2.2.0", "location": "/e/site-packages"}], "conda": ["pytorch-2.2.0"]}
+    assert findings_of(make_snapshot(packages={"torch_installs": one}), "PKG022") == []
+    assert findings_of(make_snapshot(packages={}), "PKG022") == []

@@ -76,6 +76,10 @@ FIELDS = {
     # check18 (PKG021): the OpenMP runtime libraries torch, the Python environment and other wheels carry
     "openmp_runtimes": LIST, "openmp_runtimes[]": OBJ, "openmp_runtimes[].path": STR, "openmp_runtimes[].kind": STR,
     "openmp_runtimes[].owner": STR,
+    # check18 (PKG022): every torch distribution on sys.path, conda's torch records, a torch directory in the cwd
+    "torch_installs": OBJ, "torch_installs.dists": LIST, "torch_installs.dists[]": OBJ,
+    "torch_installs.dists[].version": STR, "torch_installs.dists[].location": STR, "torch_installs.conda": LIST,
+    "torch_installs.conda[]": STR, "torch_installs.cwd_shadow": STR,
 }
 
 
@@ -151,6 +155,9 @@ def gather_packages(src: Sources) -> dict:
         omp = openmp_runtimes()
         if omp is not None:
             out["openmp_runtimes"] = omp
+    installs = torch_installs()
+    if installs:
+        out["torch_installs"] = installs
     return out
 
 
@@ -483,6 +490,60 @@ def openmp_runtimes(listdir=os.listdir, torch_dir: Optional[str] = None) -> "Opt
                 out.append({"path": path, "kind": kind, "owner": owner})
             if len(out) >= MAX_OPENMP_FILES:
                 return out
+    return out
+
+
+CONDA_TORCH_PACKAGES = ("pytorch", "pytorch-nightly", "pytorch-cpu", "pytorch-gpu")
+
+
+def torch_installs(cwd: Optional[str] = None, dists=None, conda_names=None) -> dict:
+    """{dists, conda, cwd_shadow}: every distribution named torch that importlib.metadata finds on sys.path
+    ({version, location}, one per directory), the conda-meta records of torch packages in this Python's environment
+    (pytorch, pytorch-nightly, ...: conda installs them under different names that write the same torch/), and a
+    torch package directory in the current directory (`python script.py` run here puts the script's directory first on
+    sys.path, ahead of site-packages). Metadata and directory listings only; {} when none of it is found."""
+    import sys
+    from importlib import metadata
+
+    out: dict = {}
+    if dists is None:
+        dists = []
+        try:
+            for d in metadata.distributions():
+                name = (d.metadata.get("Name") or "").strip().lower() if d.metadata else ""
+                if name == "torch":
+                    dists.append({"version": str(d.version), "location": str(d.locate_file(""))})
+        except Exception:  # noqa: BLE001
+            dists = []
+    seen, uniq = set(), []
+    for d in dists:
+        loc = os.path.normpath(d.get("location") or "")
+        if loc not in seen:
+            seen.add(loc)
+            uniq.append({"version": d.get("version"), "location": loc})
+    if uniq:
+        out["dists"] = uniq[:8]
+    if conda_names is None:
+        conda_names = []
+        for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+            try:
+                names = os.listdir(os.path.join(prefix, "conda-meta"))
+            except OSError:
+                continue
+            for n in sorted(names):
+                rec = parse_conda_meta_name(n)
+                if rec and rec["name"] in CONDA_TORCH_PACKAGES:
+                    conda_names.append(f"{rec['name']}-{rec['version']}")
+            break
+    if conda_names:
+        out["conda"] = list(conda_names)[:8]
+    try:
+        here = os.path.abspath(cwd or os.getcwd())
+        cand = os.path.join(here, "torch")
+        if os.path.isfile(os.path.join(cand, "__init__.py")) and all(os.path.normpath(here) != u["location"] for u in uniq):
+            out["cwd_shadow"] = cand
+    except OSError:
+        pass
     return out
 
 

@@ -4,8 +4,8 @@ DeepSpeed's multi-node launch, are displayed under "launcher"). One module per t
     bindings     PKG001         the deprecated pynvml distribution
     nccl         PKG002 PKG003 PKG007 PKG009 PKG011 PKG013
                                 the NCCL torch loads: wheels, GPUs, WSL, a USB NIC, LD_PRELOAD, torch's pin
-    torch_build  PKG005 PKG004 PKG019
-                                torch without torch.distributed / NCCL; older than accelerate needs; NumPy 2 under a NumPy-1.x torch
+    torch_build  PKG005 PKG004 PKG019 PKG022
+                                torch without torch.distributed / NCCL; older than accelerate needs; NumPy 2 under a NumPy-1.x torch; two torch installs
     launch       PKG006 ENV014 ENV018
                                 DeepSpeed's multi-node launch: pdsh and the hostfile, ssh keys, the remote environment
     releases     PKG010         releases with a known defect

@@ -1,5 +1,6 @@
 """What the installed torch offers and what its companions need of it: PKG005 (no torch.distributed or NCCL),
-PKG004 (older than accelerate needs), PKG019 (NumPy 2 under a torch built against NumPy 1.x)."""
+PKG004 (older than accelerate needs), PKG019 (NumPy 2 under a torch built against NumPy 1.x),
+PKG022 (two torch installs, or a torch directory shadowing it)."""
 from __future__ import annotations
 
 from ddpdoctor.facts import gpu_versions
@@ -226,3 +227,57 @@ def numpy2_under_torch_built_for_numpy1(snap):
                   fix=f'pip install "numpy<2"   # or: pip install "torch>={floor}" (built against NumPy 2)',
                   subjects=["pkg:numpy", "pkg:torch"],
                   evidence={"torch": torch, "numpy": numpy, "built_against_numpy2_since": floor, "windows": windows})
+
+
+@check("PKG022", "torch-installed-twice", family="packages", needs=("packages",))
+def torch_installed_twice(snap):
+    """More than one torch is installed where this Python imports from, or a torch directory shadows it.
+
+    What it checks
+        packages.torch_installs: the distributions named torch that importlib.metadata finds on
+        sys.path (site-packages, the user site ~/.local, PYTHONPATH), one per directory; the conda
+        records of torch packages in the environment (pytorch, pytorch-nightly, pytorch-cpu,
+        pytorch-gpu: different names that write the same torch/ directory); and a torch package
+        directory (torch/__init__.py) in the current directory, which `python script.py` run from
+        there puts ahead of site-packages.
+
+    Why it matters
+        Only one torch is imported, and it need not be the one the metadata, pip or the launcher
+        reports; files of two installs mix in one directory: 'module torch has no attribute version'
+        after conda's pytorch and pytorch-nightly (pytorch/pytorch#12031), 'module object has no
+        attribute _init_names' from two versions (pytorch/pytorch#2094), a library's version check
+        and the imported torch disagreeing (huggingface/transformers#29022), 'No module named
+        torch._C' from a source checkout's torch/ in the working directory (pytorch/pytorch#574).
+
+    Example
+        pip install torch==2.2.0 in a conda environment that already has conda's pytorch 2.1.0.
+
+    Fix
+        Uninstall every copy (pip uninstall torch; conda remove pytorch) and install one; run from a
+        directory without a torch/ folder.
+    """
+    ti = (snap.get("packages") or {}).get("torch_installs") or {}
+    if not isinstance(ti, dict):
+        return
+    dists = [d for d in ti.get("dists") or [] if isinstance(d, dict)]
+    conda = [str(c) for c in ti.get("conda") or []]
+    shadow = ti.get("cwd_shadow")
+    where = []
+    if len(dists) >= 2:
+        where.append("distributions named torch in " + ", ".join(f"{d.get('location')} ({d.get('version')})" for d in dists[:4]))
+    if len(conda) >= 2:
+        where.append("conda packages " + ", ".join(conda[:4]))
+    if shadow:
+        where.append(f"a torch package directory in the current directory ({shadow})")
+    if not where:
+        return
+    yield warning(("a torch directory in the current directory shadows the installed torch" if shadow and len(where) == 1
+                   else "more than one torch is installed for this Python"),
+                  detail=("Found: " + "; ".join(where) + ". Python imports one of them (the first on sys.path), which "
+                          "need not be the one pip, conda or a library's version check reports, and two installs "
+                          "writing the same torch/ leave a mixture: \"module 'torch' has no attribute ...\", "
+                          "\"No module named torch._C\"."),
+                  fix=("cd to another directory (or rename ./torch)" if shadow and len(where) == 1 else
+                       "pip uninstall -y torch; conda remove pytorch pytorch-nightly   # repeat until none is left, "
+                       "then install one torch"),
+                  subjects=["pkg:torch"], evidence={"dists": dists[:4], "conda": conda[:4], "cwd_shadow": shadow})
