@@ -561,3 +561,25 @@ def test_pkg022_quiet_with_one_install():
     one = {"dists": [{"version": "2.2.0", "location": "/e/site-packages"}], "conda": ["pytorch-2.2.0"]}
     assert findings_of(make_snapshot(packages={"torch_installs": one}), "PKG022") == []
     assert findings_of(make_snapshot(packages={}), "PKG022") == []
+
+
+# PKG024: another torch's libraries in LD_LIBRARY_PATH (pytorch/pytorch#96797: a C++ libtorch's lib/ from .bashrc)
+
+def test_ld_torch_libs_lists_torch_library_names_in_ld_library_path(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.packages import ld_torch_libs
+
+    for n in ("libtorch_cpu.so", "libc10.so", "libopencv_core.so.4.5"):
+        (tmp_path / n).write_bytes(b"")
+    got = ld_torch_libs(Sources(environ={"LD_LIBRARY_PATH": f"{tmp_path}:relative/dir:/nonexistent"}))
+    assert [r["name"] for r in got] == ["libc10.so", "libtorch_cpu.so"]
+
+
+def test_pkg024_warns_on_another_libtorch_and_spares_torchs_own_lib_dir():
+    libs = [{"dir": "/home/u/libtorch/lib", "name": "libtorch_cpu.so"}]
+    [finding] = findings_of(make_snapshot(packages={"ld_torch_libs": libs}), "PKG024")
+    assert finding.severity == "warning" and "/home/u/libtorch/lib" in finding.title
+    own = [{"dir": "/e/site-packages/torch/lib/", "name": "libc10.so"}]
+    installs = {"dists": [{"version": "2.2.0", "location": "/e/site-packages"}]}
+    assert findings_of(make_snapshot(packages={"ld_torch_libs": own, "torch_installs": installs}), "PKG024") == []
+    assert findings_of(make_snapshot(packages={"torch": None, "ld_torch_libs": libs}), "PKG024") == []

@@ -40,6 +40,25 @@ def ld_cuda_libs(src: Sources) -> list:
     return out
 
 
+def ld_torch_libs(src: Sources) -> list:
+    """torch's own shared libraries (libc10*, libtorch*, libcaffe2*, libATen: TORCH_LIB_PREFIXES) found by name in the
+    directories LD_LIBRARY_PATH names: a C++ libtorch distribution's lib/, another torch's torch/lib. [{dir, name}], at
+    most MAX_LD_LIBS; names only, nothing opened. check18 (PKG024)."""
+    out = []
+    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d and os.path.isabs(d)]
+    for d in list(dict.fromkeys(dirs))[:MAX_LD_DIRS]:
+        try:
+            names = sorted(os.listdir(src.path(d)))
+        except OSError:
+            continue
+        for name in names:
+            if _is_torch_lib(name):
+                out.append({"dir": d, "name": name})
+                if len(out) >= MAX_LD_LIBS:
+                    return out
+    return out
+
+
 # torch's own libraries, by name prefix: libc10*, libtorch* (libtorch_cpu, _cuda, _python, _hip, _cuda_linalg ...),
 # and torch 1.0-1.x's libcaffe2*/libATen (ATen lived there); both what an extension's DT_NEEDED names and where
 # its c10/at/torch symbols are looked up

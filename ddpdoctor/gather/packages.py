@@ -8,7 +8,7 @@ from typing import Optional
 from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 # The native-library facts (shared objects found on ld.so's paths, read from their ELF headers) live in
 # gather/native.py; imported here under their old names, which the gatherer and callers use.
-from ddpdoctor.gather.native import (ld_cuda_libs, libstdcxx, nccl_preloaded,  # noqa: F401 - re-exported
+from ddpdoctor.gather.native import (ld_cuda_libs, ld_torch_libs, libstdcxx, nccl_preloaded,  # noqa: F401 - re-exported
                                      torch_extensions)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
@@ -76,6 +76,8 @@ FIELDS = {
     # check18 (PKG021): the OpenMP runtime libraries torch, the Python environment and other wheels carry
     "openmp_runtimes": LIST, "openmp_runtimes[]": OBJ, "openmp_runtimes[].path": STR, "openmp_runtimes[].kind": STR,
     "openmp_runtimes[].owner": STR,
+    # check18 (PKG024): torch's own library names found in LD_LIBRARY_PATH's directories
+    "ld_torch_libs": LIST, "ld_torch_libs[]": OBJ, "ld_torch_libs[].dir": STR, "ld_torch_libs[].name": STR,
     # check18 (PKG022): every torch distribution on sys.path, conda's torch records, a torch directory in the cwd
     "torch_installs": OBJ, "torch_installs.dists": LIST, "torch_installs.dists[]": OBJ,
     "torch_installs.dists[].version": STR, "torch_installs.dists[].location": STR, "torch_installs.conda": LIST,
@@ -127,6 +129,9 @@ def gather_packages(src: Sources) -> dict:
     ld_libs = ld_cuda_libs(src)
     if ld_libs:
         out["ld_cuda_libs"] = ld_libs
+    ld_torch = ld_torch_libs(src) if versions.get("torch") else []
+    if ld_torch:
+        out["ld_torch_libs"] = ld_torch
     if versions.get("torch"):
         exts = torch_extensions()
         if exts is not None:

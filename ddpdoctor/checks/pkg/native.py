@@ -1,6 +1,6 @@
 """The native libraries torch loads beside its own: PKG015 (a conda environment's CUDA packages), PKG016
 (LD_LIBRARY_PATH's CUDA libraries, libstdc++), PKG017 (glibc), PKG021
-(a second copy of Intel's OpenMP runtime)."""
+(a second copy of Intel's OpenMP runtime), PKG024 (another torch's libraries in LD_LIBRARY_PATH)."""
 from __future__ import annotations
 
 import re
@@ -345,3 +345,44 @@ def duplicate_intel_openmp(snap):
                 subjects=["pkg:torch"] + (["KMP_DUPLICATE_LIB_OK"] if allowed else []),
                 evidence={"intel_openmp": paths, "owners": sorted(o for o in owners if o),
                           "kmp_duplicate_lib_ok": allowed})
+
+
+@check("PKG024", "ld-library-path-other-libtorch", family="packages", needs=("packages",))
+def ld_library_path_other_libtorch(snap):
+    """LD_LIBRARY_PATH names a directory holding another torch's libraries (libtorch_cpu.so, libc10.so).
+
+    What it checks
+        packages.ld_torch_libs: torch's own library names (libc10*, libtorch*, libcaffe2*, libATen) in
+        the directories LD_LIBRARY_PATH names, with the Python torch installed; directories that are
+        the installed torch's own torch/lib (packages.torch_installs) are left out.
+
+    Why it matters
+        torch's extension module finds libtorch_cpu.so and libc10.so through its DT_RUNPATH, and ld.so
+        searches LD_LIBRARY_PATH first (ld.so(8)): a C++ libtorch distribution's lib/ put there (often
+        from .bashrc, for C++ work) is loaded in place of the wheel's own, of another version, and
+        `import torch` segfaults or fails with undefined symbols (pytorch/pytorch#96797: "caused by a
+        torch_cpu.so ... libtorch's runtime path added in .bashrc conflicted with pytorch's lib").
+
+    Example
+        export LD_LIBRARY_PATH=$HOME/libtorch/lib:$LD_LIBRARY_PATH   # in .bashrc, then python train.py
+
+    Fix
+        Take the libtorch directory out of LD_LIBRARY_PATH for Python jobs (set it only in the C++
+        program's environment, or link the C++ program with an rpath).
+    """
+    pk = snap.get("packages") or {}
+    if not (pk.get("versions") or {}).get("torch"):
+        return
+    own = {str(d.get("location") or "").rstrip("/") + "/torch/lib"
+           for d in ((pk.get("torch_installs") or {}).get("dists") or []) if isinstance(d, dict)}
+    libs = [r for r in pk.get("ld_torch_libs") or [] if isinstance(r, dict) and str(r.get("dir") or "").rstrip("/") not in own]
+    if not libs:
+        return
+    dirs = list(dict.fromkeys(str(r.get("dir")) for r in libs))
+    names = sorted({str(r.get("name")) for r in libs})
+    yield warning(f"LD_LIBRARY_PATH holds another torch's libraries ({', '.join(names[:3])} in {', '.join(dirs[:2])})",
+                  detail=("ld.so searches LD_LIBRARY_PATH before the DT_RUNPATH through which torch's extension finds "
+                          "its own libtorch_cpu.so and libc10.so (ld.so(8)), so these are loaded instead: `import "
+                          "torch` segfaults or fails with undefined symbols when their version differs."),
+                  fix="export LD_LIBRARY_PATH=<the same without " + dirs[0] + ">   # set it only for the C++ program",
+                  subjects=["env:LD_LIBRARY_PATH", "pkg:torch"], evidence={"dirs": dirs[:4], "libs": names[:8]})
