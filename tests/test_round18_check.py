@@ -583,3 +583,25 @@ def test_pkg024_warns_on_another_libtorch_and_spares_torchs_own_lib_dir():
     installs = {"dists": [{"version": "2.2.0", "location": "/e/site-packages"}]}
     assert findings_of(make_snapshot(packages={"ld_torch_libs": own, "torch_installs": installs}), "PKG024") == []
     assert findings_of(make_snapshot(packages={"torch": None, "ld_torch_libs": libs}), "PKG024") == []
+
+
+# PKG023: conda's magma built for another CUDA than torch (pytorch/pytorch#3018, #12283)
+
+def test_conda_magma_reads_magma_records_by_name():
+    from ddpdoctor.gather.packages import conda_magma
+
+    names = ["magma-cuda80-2.1.0-5.json", "magma-2.5.4-h1.json", "pytorch-0.2.0-py36.json", "magma-cuda121-2.6.1-1.json"]
+    assert conda_magma(names) == [{"name": "magma-cuda80", "version": "2.1.0"}, {"name": "magma-cuda121", "version": "2.6.1"}]
+
+
+def test_pkg023_warns_on_magma_of_another_cuda_and_is_quiet_on_a_match():
+    snap = make_snapshot(packages={"torch_build": {"cuda": "9.0", "hip": None},
+                                   "conda_magma": [{"name": "magma-cuda80", "version": "2.1.0"}]})
+    [finding] = findings_of(snap, "PKG023")
+    assert finding.severity == "warning" and "CUDA 8.0" in finding.title and "magma-cuda90" in finding.fix
+    same = make_snapshot(packages={"torch_build": {"cuda": "10.0", "hip": None},
+                                   "conda_magma": [{"name": "magma-cuda100", "version": "2.5.0"}]})
+    assert findings_of(same, "PKG023") == []
+    cpu = make_snapshot(packages={"torch_build": {"cuda": None, "hip": None},
+                                  "conda_magma": [{"name": "magma-cuda80", "version": "2.1.0"}]})
+    assert findings_of(cpu, "PKG023") == []

@@ -78,6 +78,8 @@ FIELDS = {
     "openmp_runtimes[].owner": STR,
     # check18 (PKG024): torch's own library names found in LD_LIBRARY_PATH's directories
     "ld_torch_libs": LIST, "ld_torch_libs[]": OBJ, "ld_torch_libs[].dir": STR, "ld_torch_libs[].name": STR,
+    # check18 (PKG023): conda's magma packages (magma-cuda92, magma-cuda121 ...), named for the CUDA they were built with
+    "conda_magma": LIST, "conda_magma[]": OBJ, "conda_magma[].name": STR, "conda_magma[].version": STR,
     # check18 (PKG022): every torch distribution on sys.path, conda's torch records, a torch directory in the cwd
     "torch_installs": OBJ, "torch_installs.dists": LIST, "torch_installs.dists[]": OBJ,
     "torch_installs.dists[].version": STR, "torch_installs.dists[].location": STR, "torch_installs.conda": LIST,
@@ -163,6 +165,9 @@ def gather_packages(src: Sources) -> dict:
     installs = torch_installs()
     if installs:
         out["torch_installs"] = installs
+    magma = conda_magma()
+    if magma:
+        out["conda_magma"] = magma
     return out
 
 
@@ -499,6 +504,27 @@ def openmp_runtimes(listdir=os.listdir, torch_dir: Optional[str] = None) -> "Opt
 
 
 CONDA_TORCH_PACKAGES = ("pytorch", "pytorch-nightly", "pytorch-cpu", "pytorch-gpu")
+
+
+def conda_magma(names=None) -> list:
+    """The magma packages (magma-cuda80, magma-cuda92, magma-cuda121, ...) among the conda-meta records of this
+    Python's environment: [{name, version}], by file name only. [] outside a conda environment. check18 (PKG023)."""
+    import sys
+
+    if names is None:
+        names = []
+        for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+            try:
+                names = sorted(os.listdir(os.path.join(prefix, "conda-meta")))
+                break
+            except OSError:
+                continue
+    out = []
+    for n in names:
+        rec = parse_conda_meta_name(n)
+        if rec and re.fullmatch(r"magma-cuda\d+", rec["name"]):
+            out.append(rec)
+    return out[:4]
 
 
 def torch_installs(cwd: Optional[str] = None, dists=None, conda_names=None) -> dict:

@@ -1,6 +1,7 @@
 """The native libraries torch loads beside its own: PKG015 (a conda environment's CUDA packages), PKG016
 (LD_LIBRARY_PATH's CUDA libraries, libstdc++), PKG017 (glibc), PKG021
-(a second copy of Intel's OpenMP runtime), PKG024 (another torch's libraries in LD_LIBRARY_PATH)."""
+(a second copy of Intel's OpenMP runtime), PKG024 (another torch's libraries in LD_LIBRARY_PATH),
+PKG023 (magma built for another CUDA)."""
 from __future__ import annotations
 
 import re
@@ -386,3 +387,51 @@ def ld_library_path_other_libtorch(snap):
                           "torch` segfaults or fails with undefined symbols when their version differs."),
                   fix="export LD_LIBRARY_PATH=<the same without " + dirs[0] + ">   # set it only for the C++ program",
                   subjects=["env:LD_LIBRARY_PATH", "pkg:torch"], evidence={"dirs": dirs[:4], "libs": names[:8]})
+
+
+def _magma_cuda(name: str):
+    """(major, minor) from a magma package's name: magma-cuda80 -> (8, 0), magma-cuda92 -> (9, 2), magma-cuda100 ->
+    (10, 0), magma-cuda121 -> (12, 1); None when it does not parse."""
+    m = re.fullmatch(r"magma-cuda(\d+)(\d)", name or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+@check("PKG023", "magma-for-another-cuda", family="packages", needs=("packages",))
+def magma_for_another_cuda(snap):
+    """The conda environment's magma was built for another CUDA than the installed torch.
+
+    What it checks
+        packages.conda_magma: the magma-cudaXY packages among the environment's conda records (the name
+        carries the CUDA they were built with: magma-cuda80 is CUDA 8.0, magma-cuda121 12.1) against the
+        CUDA torch was built with (packages.torch_build). Another CUDA major.minor is a warning.
+
+    Why it matters
+        A torch built from source links the environment's magma; one built for another CUDA brings that
+        CUDA's runtime pieces into the process, and CUDA initialisation hangs or takes minutes
+        (pytorch/pytorch#3018: "the magma conda package built with CUDA 8 conflicts with pytorch when it
+        is built with CUDA 9"; pytorch/pytorch#12283, resolved "by making sure you had the correct version
+        of magma installed", per pytorch/pytorch#12275).
+
+    Example
+        conda install magma-cuda80, then a torch source build with CUDA 9.0.
+
+    Fix
+        conda install magma-cudaXY for torch's CUDA (XY = its major and minor), or remove magma.
+    """
+    pk = snap.get("packages") or {}
+    cuda = (pk.get("torch_build") or {}).get("cuda")
+    want = gpu_versions.release(cuda)[:2] if cuda else ()
+    if len(want) < 2:
+        return
+    bad = [m for m in pk.get("conda_magma") or [] if isinstance(m, dict) and _magma_cuda(str(m.get("name")))
+           and _magma_cuda(str(m.get("name"))) != tuple(want)]
+    if not bad:
+        return
+    m = bad[0]
+    mc = ".".join(map(str, _magma_cuda(str(m["name"]))))
+    yield warning(f"conda's {m['name']} {m.get('version') or ''} was built for CUDA {mc}; torch was built with CUDA {cuda}".replace("  ", " "),
+                  detail=("magma is named for the CUDA it was built against; a torch built against the environment's "
+                          "magma of another CUDA loads both, and CUDA initialisation hangs or takes minutes "
+                          "(pytorch/pytorch#3018, #12283)."),
+                  fix=f"conda install magma-cuda{''.join(map(str, want))}   # or conda remove {m['name']}",
+                  subjects=["pkg:torch", f"pkg:{m['name']}"], evidence={"magma": bad[:4], "torch_cuda": cuda})
