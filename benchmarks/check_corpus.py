@@ -7,7 +7,8 @@ names the check(s) that would name the report's root cause (any one of them, at 
 worse); `expect_text` (optional: a phrase, or a list of them, case-insensitive) names the pre-registered cause
 itself, which the expected finding's title, detail or subjects must carry - so a case is scored twice: by ID (the
 figure kept since batch 1) and by cause (`cause named`: an expected ID at the floor that carries the phrase; a case
-with no `expect_text` counts as by ID there and is counted apart as "unchecked"); `must_not` (optional) names wrong answers, any of which at warning or worse fails the case; a case with `expect: []` is a healthy set-up on which check must not warn. The first-read score
+with no `expect_text` counts as by ID there and is counted apart as "unchecked"); a case that sets torch's version and not numpy's drops the base's numpy (recorded beside the base's
+torch, it says nothing of the report's); `must_not` (optional) names wrong answers, any of which at warning or worse fails the case; a case with `expect: []` is a healthy set-up on which check must not warn. The first-read score
 of every batch is recorded in the file when the batch is added, before any code changes for it
 (`first_read`), so the figures below it measure the tool, not its memory of the cases.
 
@@ -93,7 +94,12 @@ def snapshot_of(case: dict):
     sections["launch"] = {"commands": [dict(cmd, depth=1)] if cmd else [], "depth_read": 1 if cmd else 0}
     if cmd and cmd.get("program") is None:
         sections["launch"]["commands"][0].pop("program")
-    for path, value in (case.get("set") or {}).items():
+    sets = case.get("set") or {}
+    if "packages.versions.torch" in sets and "packages.versions.numpy" not in sets:
+        # the base's numpy was recorded beside the base's torch: under the case's own torch, a numpy the report
+        # does not state is not known (check18: PKG019 would otherwise judge the base's NumPy 2 under a 2019 torch)
+        ((sections.get("packages") or {}).get("versions") or {}).pop("numpy", None)
+    for path, value in sets.items():
         set_path(sections, path, value)
     return Snapshot.from_dict(doc)
 

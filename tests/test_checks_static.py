@@ -189,6 +189,10 @@ TRIGGERS = [
     ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
         "path": "/shared/tc", "from": "TRITON_CACHE_DIR", "fstype": "lustre", "mount_point": "/shared", "manager": None}}),
      "warning", {"TRITON_CACHE_DIR"}),
+    # foundation-model-stack/fms-hf-tuning#367: HOME=/ in a random-UID pod, Triton kernels of auto-gptq (check18)
+    ("SYS010", dict(host={"triton_cache": {"path": "/.triton/cache", "from": "home", "fstype": "overlay", "mount_point": "/",
+                                           "manager": None, "writable": False, "writable_at": "/"}},
+                    packages={"triton": "2.3.1", "auto-gptq": "0.7.1"}), "warning", {"TRITON_CACHE_DIR"}),
     # cresset-template/cresset#96: a container process pinned to 1 of 32 CPUs
     ("SYS008", dict(host={"cpu_count": 32, "affinity": [0], "affinity_count": 1, "usable_cpus": 1}), "warning", set()),
     # mlcommons/storage#528: RemoveIPC=yes for a regular user
@@ -239,6 +243,13 @@ TRIGGERS = [
     ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
                     network={"own_hostname": {"host": "node0", "addresses": ["127.0.1.1"]}}),  # Debian's /etc/hosts
      "warning", {"GLOO_SOCKET_IFNAME"}),
+    # NVIDIA/nccl#1581: two NICs in one /20 on each node, NCCL_SOCKET_IFNAME picks one of them (check18)
+    ("NET020", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_SOCKET_IFNAME": "enp37s0f0"},
+                    network={"interfaces": [
+                        {"name": "lo", "up": True, "addresses": [{"family": "ipv4", "address": "127.0.0.1", "netmask": "255.0.0.0"}]},
+                        {"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.3.14", "netmask": "255.255.240.0"}]},
+                        {"name": "enp37s0f0", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.5.14", "netmask": "255.255.240.0"}]}]}),
+     "warning", {"iface:enp37s0f0", "iface:eno1", "NCCL_SOCKET_IFNAME"}),
     # rwth-i6/returnn#1802: two NCCL wheels install the same libnccl.so.2
     ("PKG002", dict(packages={"nvidia-nccl-cu11": "2.14.3", "nvidia-nccl-cu12": "2.27.3"}), "warning",
      {"pkg:nvidia-nccl-cu11", "pkg:nvidia-nccl-cu12"}),
@@ -388,6 +399,13 @@ TRIGGERS = [
     ("PKG015", dict(packages={"torch": "1.9.0", "torch_build": {"cuda": "11.1", "hip": None}, "conda_cuda": [{"name": "cudatoolkit", "version": "11.0.221", "prefix": "/opt/conda"}]}), "warning", {"pkg:cudatoolkit"}),  # check17b
     ("PKG016", dict(packages={"torch": "2.2.0", "nvidia-cudnn-cu12": "8.9.2.26", "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn_cnn_train.so.8", "version": "8.9.7"}]}), "warning", {"env:LD_LIBRARY_PATH"}),  # check17b
     ("PKG017", dict(packages={"torch": "1.0.0"}, host={"glibc": "2.12", "os": "Linux"}), "error", {"pkg:torch", "host:glibc"}),  # check17c
+    ("PKG018", dict(packages={"apex": "0.1", "apex_build": {"extensions": [], "from": "RECORD", "has_amp": True}}), "warning", {"pkg:apex"}),  # check18
+    ("PKG019", dict(packages={"torch": "2.2.2", "numpy": "2.0.0"}), "warning", {"pkg:numpy", "pkg:torch"}),  # check18
+    ("PKG020", dict(packages={"mmcv": "1.0.0", "mmdet": "2.3.0", "mmcv_build": {"ops": False, "dir": "/x/mmcv"}}), "warning", {"pkg:mmcv"}),  # check18
+    ("PKG021", dict(packages={"openmp_runtimes": [{"path": "/env/site-packages/torch/lib/libiomp5.so", "kind": "intel", "owner": "torch"}, {"path": "/env/lib/libiomp5.so", "kind": "intel", "owner": "env"}]}), "warning", {"pkg:torch"}),  # check18
+    ("PKG022", dict(packages={"torch_installs": {"conda": ["pytorch-0.4.1", "pytorch-nightly-1.0.0.dev20180921"]}}), "warning", {"pkg:torch"}),  # check18
+    ("PKG024", dict(packages={"ld_torch_libs": [{"dir": "/home/u/libtorch/lib", "name": "libtorch_cpu.so"}]}), "warning", {"env:LD_LIBRARY_PATH", "pkg:torch"}),  # check18
+    ("PKG023", dict(packages={"torch_build": {"cuda": "9.0", "hip": None}, "conda_magma": [{"name": "magma-cuda80", "version": "2.1.0"}]}), "warning", {"pkg:torch", "pkg:magma-cuda80"}),  # check18
     ("PKG012", dict(packages={"torch": "2.6.0", "torch_extensions": [{"package": "flash_attn", "file": "flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so", "missing": ["_ZN3c105ErrorC2ENS_14SourceLocationESs"], "missing_count": 1, "undefined_count": 40}]}), "error", {"pkg:flash_attn", "pkg:torch"}),  # check17c
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}}), "warning", {"path:train.py"}),
 ]
@@ -464,6 +482,9 @@ CLEAN = [
     ("SYS009", dict(host={"uid": 1000, "logind": {"remove_ipc": False, "from": "/etc/systemd/logind.conf"}})),
     ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
         "path": "/tmp/tc", "from": "TRITON_CACHE_DIR", "fstype": "tmpfs", "mount_point": "/tmp", "manager": None}})),
+    ("SYS010", dict(host={"triton_cache": {"path": "/tmp/.triton/cache", "from": "home", "fstype": "tmpfs",
+                                           "mount_point": "/tmp", "manager": None, "writable": True, "writable_at": "/tmp"}},
+                    packages={"triton": "2.3.1", "auto-gptq": "0.7.1"})),  # check18
     ("PKG006", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
                           "launcher_tools": {"found": {"pdsh": "/usr/bin/pdsh"}, "missing": []}})),
@@ -667,6 +688,20 @@ CLEAN = [
     ("PKG015", dict(packages={"torch": "1.9.0", "torch_build": {"cuda": "11.1", "hip": None}, "conda_cuda": [{"name": "cudatoolkit", "version": "11.1.74", "prefix": "/opt/conda"}]})),  # check17b
     ("PKG016", dict(packages={"torch": "2.2.0", "nvidia-cudnn-cu12": "8.9.2.26", "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn_cnn_train.so.8", "version": "8.9.2"}]})),  # check17b
     ("PKG017", dict(packages={"torch": "1.0.0"}, host={"glibc": "2.17", "os": "Linux"})), ("PKG017", dict(packages={"torch": "2.8.0"}, host={"glibc": "2.12", "os": "Linux"})),  # check17c: at the floor; a release outside the table
+    ("PKG018", dict(packages={"apex": "0.1", "apex_build": {"extensions": ["amp_C", "apex_C", "fused_layer_norm_cuda", "syncbn"], "from": "RECORD", "has_amp": True}})),  # check18
+    ("PKG019", dict(packages={"torch": "2.2.2", "numpy": "1.26.4"})),  # check18
+    ("PKG020", dict(packages={"mmcv-full": "1.7.2", "mmdet": "2.28.2", "mmcv_build": {"ops": True, "dir": "/x/mmcv"}})),  # check18
+    ("PKG021", dict(packages={"openmp_runtimes": [{"path": "/env/site-packages/torch/lib/libgomp.so.1", "kind": "gnu", "owner": "torch"}, {"path": "/env/lib/libiomp5.so", "kind": "intel", "owner": "env"}]})),  # check18
+    ("PKG022", dict(packages={"torch_installs": {"dists": [{"version": "2.2.0", "location": "/env/site-packages"}], "conda": ["pytorch-2.2.0"]}})),  # check18
+    ("PKG024", dict(packages={"ld_torch_libs": [{"dir": "/env/site-packages/torch/lib", "name": "libc10.so"}], "torch_installs": {"dists": [{"version": "2.2.0", "location": "/env/site-packages"}]}})),  # check18
+    ("PKG023", dict(packages={"torch_build": {"cuda": "12.1", "hip": None}, "conda_magma": [{"name": "magma-cuda121", "version": "2.6.1"}]})),  # check18
+    ("NET020", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_SOCKET_IFNAME": "enp37s0f0"},
+                    network={"interfaces": [
+                        {"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.3.14", "netmask": "255.255.255.0"}]},
+                        {"name": "enp37s0f0", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.5.14", "netmask": "255.255.255.0"}]}]})),  # check18
+    ("NET020", dict(env=TORCHRUN, network={"interfaces": [
+        {"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.3.14", "netmask": "255.255.240.0"}]},
+        {"name": "enp37s0f0", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.5.14", "netmask": "255.255.240.0"}]}]})),  # one node
     ("PKG012", dict(packages={"torch": "2.6.0", "torch_extensions": []})),  # check17c
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local-rank", "--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}})),
 ]

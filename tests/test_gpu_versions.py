@@ -17,7 +17,8 @@ def test_every_row_names_its_source():
     with open(gpu_versions.DATA, encoding="utf-8") as fh:
         tables = json.load(fh)["tables"]
     assert set(tables) == {"min_driver_of_cuda_major", "newest_arch_of_toolkit", "release_archs",
-                           "rocm_wheel_target_since", "nccl_first_for_gpu_major", "windows_distributed_since"}
+                           "rocm_wheel_target_since", "nccl_first_for_gpu_major", "windows_distributed_since",
+                           "rocm_wheel_targets_current"}  # round 18: the current build script's PYTORCH_ROCM_ARCH
     for name, table in tables.items():
         assert table["rows"], name
         for row in table["rows"]:
@@ -39,6 +40,8 @@ def test_the_tables_hold_what_the_checks_held_in_code():
                                                       "gfx942": (6, 0)}
     assert gpu_versions.nccl_first_for_gpu_major() == {9: (2, 15, 1), 10: (2, 25, 1), 12: (2, 25, 1), 11: (2, 27, 5)}
     assert gpu_versions.windows_distributed_since() == (1, 7)
+    assert {"gfx900", "gfx942", "gfx1100", "gfx1201"} <= gpu_versions.rocm_wheel_targets_ever()
+    assert not {"gfx803", "gfx90c", "gfx1031", "gfx1032"} & gpu_versions.rocm_wheel_targets_ever()
     assert gpu_versions.newest_arch((12, 4)) == 90 and gpu_versions.newest_arch((9, 2)) is None
 
 

@@ -1,5 +1,5 @@
 """Built-in checks, one folder or module per check-ID prefix (ruff's rule: the code prefix is the
-folder): env/ ENV, net NET, nccl NCCL, sys SYS, gpu/ GPU, tok TOK, pkg PKG, rt/ RT, comm COMM,
+folder): env/ ENV, net NET, nccl NCCL, sys SYS, gpu/ GPU, tok TOK, pkg/ PKG, rt/ RT, comm COMM,
 prb PRB, lint LINT000 (the relay of the lint section; the LINT rules live in ddpdoctor/lint/rules/),
 doc DOC. The family a check is displayed under is its `family=` label, unchanged by the folder.
 

@@ -208,7 +208,10 @@ def master_addr_unreachable(snap):
         `export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)`.
 
     Also
-        torchrun's c10d rendezvous endpoint given by environment (PET_RDZV_ENDPOINT, the
+        torchrun's c10d rendezvous endpoint (its `--rdzv-endpoint` or PET_RDZV_ENDPOINT) whose host
+        does not resolve here: the store client fails with "host not found", unretried
+        (pytorch/pytorch#73682; in Kubernetes, a pod name not yet in DNS: meta-pytorch/torchx#541).
+        An endpoint given by environment (PET_RDZV_ENDPOINT, the
         `--rdzv-endpoint` torchrun reads from PET_* variables): an empty endpoint is `localhost`
         (parse_rendezvous_endpoint), and a loopback one matches every machine
         (_matches_machine_hostname), so on a job across nodes each node hosts its own store and
@@ -225,6 +228,7 @@ def master_addr_unreachable(snap):
     """
     env = launch_env(snap)  # PET_* with a recorded torchrun command over them (facts.launch)
     yield from _rdzv_endpoint_loopback(snap, env)
+    yield from _rdzv_endpoint_unresolved(snap, env)
     addr = env.get("MASTER_ADDR")
     if addr is None:
         return
@@ -327,6 +331,31 @@ def _pet_nnodes_max(env) -> Optional[int]:
         return int(raw.rsplit(":", 1)[-1]) if raw else None
     except ValueError:
         return None
+
+
+def _rdzv_endpoint_unresolved(snap, env):
+    """The host of torchrun's c10d rendezvous endpoint (its --rdzv-endpoint, or PET_RDZV_ENDPOINT; resolved by the
+    network gatherer as network.rdzv_endpoint) does not resolve here: every agent's TCPStore client fails at once
+    with "host not found: Name or service not known" (c10d_rendezvous_backend.py _create_tcp_store; the lookup is not
+    retried, pytorch/pytorch#73682). In a Kubernetes pod the name of rank 0's pod may not exist yet when the workers
+    start (meta-pytorch/torchx#541)."""
+    backend = str(env.get("PET_RDZV_BACKEND") or "").strip().lower()
+    endpoint = (snap["network"].get("rdzv_endpoint") or {}) if "network" in snap else {}
+    host = str(endpoint.get("host") or "").strip()
+    if backend != "c10d" or not host or not endpoint.get("error") or endpoint.get("addresses"):
+        return
+    pod = str((snap.get("host") or {}).get("container") or "") == "kubernetes"
+    yield error(f"torchrun's rendezvous endpoint host {host!r} does not resolve: {endpoint['error']}",
+                detail=("Every agent connects to the rendezvous store there and fails at once with \"host not found: "
+                        "Name or service not known\"; torch does not retry the lookup."
+                        + (" In a Kubernetes pod the name of rank 0's pod or service may not exist yet when this pod "
+                           "starts: wait for it before torchrun (an init container that loops on nslookup)." if pod
+                           else "")),
+                fix=(f'until getent hosts {host}; do sleep 2; done   # before torchrun, in each pod' if pod else
+                     "torchrun --rdzv-endpoint <resolvable host of the first node>:29400 ...   # check with: getent hosts "
+                     + host),
+                subjects=["PET_RDZV_ENDPOINT", f"host:{host}"],
+                evidence={"rdzv_endpoint": endpoint, "kubernetes": pod})
 
 
 def _rdzv_endpoint_loopback(snap, env):
@@ -1714,3 +1743,83 @@ def rdma_link_errors(snap):
                           "cable or port; NCCL is not affected until the link drops.",
                    fix="ibqueryerrors; perfquery -R and watch whether the counter climbs",
                    subjects=[f"rdma:{k}" for k in recovered], evidence={"link_error_recovery": recovered})
+
+
+def _v4_networks(iface: dict) -> list:
+    """(address, network) of the interface's IPv4 addresses whose netmask was recorded (no guessed prefix)."""
+    from ddpdoctor.facts import net as netfacts
+
+    out = []
+    for addr, mask in netfacts.v4(iface):
+        if not mask:
+            continue
+        net = netfacts.network_of(addr, mask)
+        if net is not None and not net.is_loopback and not net.is_link_local:
+            out.append((addr, net))
+    return out
+
+
+@check("NET020", "interfaces-share-subnet", family="network", needs=("env", "network"), reads=("launch",))
+def interfaces_share_subnet(snap):
+    """Two of this host's network interfaces are in one IPv4 subnet, in a job that spans hosts.
+
+    What it checks
+        The up, non-virtual interfaces with an IPv4 address and a recorded netmask: two whose networks
+        overlap (eno1 192.168.3.14/20 and enp37s0f0 192.168.5.14/20 are both in 192.168.0.0/20), in a job
+        that spans hosts. A warning when NCCL_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) picks one of them and
+        not the other; a note when neither variable chooses.
+
+    Why it matters
+        NCCL_SOCKET_IFNAME chooses the address NCCL listens on and advertises, but the kernel picks the way
+        out of a connection from the routing table: with two routes to the same destination network, the
+        first one wins, and which is first depends on the order the interfaces came up, which can differ
+        from node to node. NCCL then receives on the chosen NIC and sends over the other, and a 10 GbE job
+        runs at the speed of its 1 GbE port (NVIDIA/nccl#1581: the NCCL maintainer read two entries for
+        192.168.0.0/20 in the routing table; "the most robust fix is to change the netmasks ... from /20
+        to /24", or raise the metric of the other route). Two NICs in one subnet also answer each other's
+        ARP requests (ARP flux, NVIDIA/nccl#1269).
+
+    Example
+        eno1 192.168.3.14/20 (1 GbE) and enp37s0f0 192.168.5.14/20 (10 GbE), NCCL_SOCKET_IFNAME=enp37s0f0,
+        two nodes.
+
+    Fix
+        Put the NICs in different subnets (netmask /24 on both), or give the unwanted route a higher metric
+        (`ip route`), on every node; `ip route get <peer address>` shows the NIC the kernel will use.
+    """
+    spread = multi_node(snap)
+    if not spread:
+        return
+    env = env_of(snap)
+    ifaces = [i for i in (snap["network"].get("interfaces") or []) if isinstance(i, dict) and i.get("up")
+              and not _is_loopback_iface(i) and not str(i.get("name", "")).startswith(_VIRTUAL)]
+    nets = [(i["name"], addr, net) for i in ifaces if i.get("name") for addr, net in _v4_networks(i)]
+    pairs = [(a, b) for k, a in enumerate(nets) for b in nets[k + 1:] if a[0] != b[0] and a[2].overlaps(b[2])]
+    if not pairs:
+        return
+    names = [i["name"] for i in ifaces]
+    var, spec = next(((v, env.get(v)) for v in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if env.get(v)), (None, None))
+    chosen = set()
+    if var == "NCCL_SOCKET_IFNAME":
+        chosen = set(nccl_ifname_match(spec, names)[0])
+    elif var == "GLOO_SOCKET_IFNAME":
+        chosen = set(gloo_ifname_match(spec, names)[0])
+    split = [(a, b) for a, b in pairs if (a[0] in chosen) != (b[0] in chosen)]
+    a, b = (split or pairs)[0]
+    if split and a[0] not in chosen:
+        a, b = b, a
+    wide = a[2] if a[2].prefixlen <= b[2].prefixlen else b[2]
+    what = (f"{var}={spec} picks {a[0]} ({a[1]}/{a[2].prefixlen}), but {b[0]} ({b[1]}/{b[2].prefixlen}) is in the same "
+            f"network {wide}" if split else
+            f"{a[0]} ({a[1]}/{a[2].prefixlen}) and {b[0]} ({b[1]}/{b[2].prefixlen}) are in the same network {wide}")
+    make = warning if split else info
+    yield make(what + f": the kernel may send this job's traffic to the other hosts through {b[0]}",
+               detail=(f"The job spans hosts ({spread}). The interface variable sets the address NCCL and Gloo listen on; "
+                       "the way out of each connection is the routing table's, and with two routes to one network the "
+                       "first wins, in an order that can differ from node to node: NCCL receives on one NIC and sends on "
+                       "the other (NVIDIA/nccl#1581, where the 1 GbE port carried a 10 GbE job's sends)."),
+               fix=(f"give {a[0]} and {b[0]} different subnets (e.g. netmask /24 on both) or a higher metric on "
+                    f"{b[0]}'s route, on every node; check with `ip route get <peer address>`"),
+               subjects=[f"iface:{a[0]}", f"iface:{b[0]}"] + ([var] if var else []),
+               evidence={"pairs": [{"a": x[0], "a_address": x[1], "b": y[0], "b_address": y[1], "network": str(x[2])}
+                                   for x, y in pairs[:4]], "chosen_by": var, "why_multi_node": spread})

@@ -315,7 +315,7 @@ def _retired(name, env, retired, installed, entry):
                           "removed_in": gone})
 
 
-@check("SET004", "debug-setting-left-on", family=FAMILY, needs=("env",), reads=("launcher", "runtime", "packages"))
+@check("SET004", "debug-setting-left-on", family=FAMILY, needs=("env",), reads=("launcher", "runtime", "packages", "lint"))
 def debug_setting_left_on(snap):
     """A debugging or slow setting left on, graded by the number of ranks.
 
@@ -326,7 +326,10 @@ def debug_setting_left_on(snap):
         TORCH_NCCL_BLOCKING_WAIT, TORCH_NCCL_NAN_CHECK, flight-recorder C++ stacks,
         ACCELERATE_DEBUG_MODE, CUDA_DEVICE_WAITS_ON_EXCEPTION and others. Each entry says from how
         many ranks on it is a note, a warning or an error (a per-collective check that is cheap on 2
-        ranks is not on 64).
+        ranks is not on 64). With the training script read (check --script, or the script of check's
+        launch command), also what the script switches on itself: a catalogued variable it assigns in
+        os.environ, and a catalogued debugging call (torch.autograd.set_detect_anomaly(True), the
+        detect_anomaly() context: "will slow down your program execution", torch/autograd/anomaly_mode.py).
 
     Why it matters
         These settings are switched on to debug one failure and stay in the job script: every kernel
@@ -372,6 +375,7 @@ def debug_setting_left_on(snap):
                           fix=f"unset {name}   # once the failure it was set for is understood",
                           env_fix={}, subjects=[name],
                           evidence={name: env[name], "world_size": world, "source": entry["source"].get("path")})
+    yield from _script_debug_settings(snap, env, world, reported=set(read))
     meant, _ = catalog.meant_env(env)
     for c in catalog.conflicts_in(env, world):
         if c.kind != "cost":
@@ -384,6 +388,50 @@ def debug_setting_left_on(snap):
                                subjects=[c.name_as, c.other_as],
                                evidence={c.name_as: env.get(c.name_as), c.other_as: env.get(c.other_as),
                                          "world_size": world})
+
+
+def _script_debug_settings(snap, env, world: int, reported: set):
+    """SET004's findings for what the training script itself switches on (check --script, or the script of check's
+    launch command): a catalogued variable it assigns in os.environ (lint facts' setting_sets; a setdefault yields to
+    the environment) and a catalogued debugging call (debug_calls: torch.autograd.set_detect_anomaly(True)). A name
+    the environment's own finding already covers is not repeated."""
+    for s in script_asks(snap, "setting_sets"):
+        name, value = str(s.get("name") or ""), s.get("value")
+        entry = catalog.lookup(name)
+        if entry is None or value is None or entry["name"] in reported or (s.get("how") == "setdefault" and name in env):
+            continue
+        got = catalog.cost_of(entry, str(value), world)
+        if got is None:
+            continue
+        level, what, spec = got
+        reported.add(entry["name"])
+        where = f"{s.get('path')}:{s.get('line')}"
+        yield MAKE[level](f"{where} sets {name}={value}: a debugging setting left on in the script "
+                          f"({world} rank{'s' if world != 1 else ''})",
+                          detail=f"{what[0].upper() + what[1:]}. The script sets it itself (os.environ), so no job "
+                                 "script or shell shows it. Reported from " + _thresholds(spec) + ".",
+                          fix=f"delete the assignment at {where} (or guard it behind a debug flag)",
+                          subjects=[name, f"line:{s.get('line')}", f"path:{s.get('path')}"],
+                          evidence={name: value, "path": s.get("path"), "line": s.get("line"), "world_size": world,
+                                    "source": entry["source"].get("path")})
+    for c in script_asks(snap, "debug_calls"):
+        entry = catalog.call_entries().get(str(c.get("call") or ""))
+        if entry is None or c.get("value") is None:
+            continue
+        got = catalog.cost_of(entry, str(c["value"]), world)
+        if got is None:
+            continue
+        level, what, spec = got
+        where = f"{c.get('path')}:{c.get('line')}"
+        src = entry["source"]
+        yield MAKE[level](f"{where} calls {c['call']}({c['value'] if c['call'] == entry['name'] else ''}): a debugging "
+                          f"mode left on in the script ({world} rank{'s' if world != 1 else ''})",
+                          detail=f"{what[0].upper() + what[1:]} ({src['repo']} {src['path']} @{src['commit'][:12]}). "
+                                 "Reported from " + _thresholds(spec) + ".",
+                          fix=f"delete the call at {where}, or enable it only behind a debug flag",
+                          subjects=[f"line:{c.get('line')}", f"path:{c.get('path')}"],
+                          evidence={"call": c["call"], "value": c["value"], "path": c.get("path"),
+                                    "line": c.get("line"), "world_size": world})
 
 
 def _as(name: str, set_as: str) -> str:

@@ -446,6 +446,64 @@ def triton_cache_on_network_fs(snap):
         evidence={"triton_cache": tc, "multi_node": why, "compiles": compiles[:3]})
 
 
+# check18 (batch 90): libraries whose kernels Triton compiles at run time into its cache
+TRITON_KERNEL_LIBRARIES = ("auto-gptq", "liger-kernel", "unsloth", "mamba-ssm")
+
+
+@check("SYS010", "triton-cache-not-writable", family="system", needs=("host", "packages"), reads=("env", "lint"))
+def triton_cache_not_writable(snap):
+    """This user cannot create Triton's kernel cache where Triton will put it.
+
+    What it checks
+        With Triton installed (triton, pytorch-triton, pytorch-triton-rocm), whether the nearest existing
+        directory of Triton's cache path (TRITON_CACHE_DIR, else $TRITON_HOME or the home directory +
+        /.triton/cache; triton-lang/triton python/triton/runtime/cache.py) lets this user create
+        directories in it (write and search permission). A warning when the script calls torch.compile
+        (check --script), TRITON_CACHE_DIR is set, or a library of Triton kernels is installed
+        (auto-gptq, liger-kernel, unsloth, mamba-ssm), else a note. A custom TRITON_CACHE_MANAGER is
+        left alone.
+
+    Why it matters
+        Triton makes the cache directory on the first kernel it compiles (FileCacheManager:
+        os.makedirs(..., exist_ok=True)); where the home directory is not writable - OpenShift and
+        other Kubernetes pods run a random UID with HOME=/, so the cache is /.triton/cache - the first
+        compiled kernel raises PermissionError and the rank dies mid-step
+        (foundation-model-stack/fms-hf-tuning#367: auto_gptq's triton_v2 kernels under FSDP).
+
+    Example
+        An OpenShift pod, uid 1000680000, HOME=/, torch.compile(model).
+
+    Fix
+        export TRITON_CACHE_DIR=/tmp/triton-cache TRITON_HOME=/tmp   # a writable, node-local directory
+    """
+    host = snap["host"]
+    tc = host.get("triton_cache") or {}
+    if tc.get("writable") is not False or tc.get("manager"):
+        return
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    triton = next((f"{n} {versions[n]}" for n in ("triton", "pytorch-triton", "pytorch-triton-rocm") if versions.get(n)), None)
+    if not triton:
+        return
+    compiles = lint_facts(snap).get("compiles") or []
+    libs = [f"{n} {versions[n]}" for n in TRITON_KERNEL_LIBRARIES if versions.get(n)]
+    set_there = tc.get("from") == "TRITON_CACHE_DIR"
+    level = warning if (compiles or libs or set_there) else info
+    why = ([f"the script calls torch.compile ({compiles[0].get('path')}:{compiles[0].get('line')})"] if compiles else []) \
+        + ([f"{', '.join(libs)} compile{'s' if len(libs) == 1 else ''} Triton kernels"] if libs else []) \
+        + (["TRITON_CACHE_DIR names it"] if set_there else [])
+    yield level(
+        f"Triton's kernel cache {tc.get('path')} cannot be created: {tc.get('writable_at')} is not writable by this user",
+        detail=(f"Triton ({triton}) makes its cache with os.makedirs on the first kernel it compiles; without write "
+                f"permission on {tc.get('writable_at')} that kernel raises PermissionError and the rank dies "
+                "(fms-hf-tuning#367: a random-UID OpenShift pod with HOME=/ puts the cache at /.triton/cache). "
+                + ("; ".join(why) + "." if why else
+                   "Whether this job compiles Triton kernels (torch.compile, Triton-based libraries) is not known: "
+                   "give the script with --script to know.")),
+        fix="export TRITON_CACHE_DIR=/tmp/triton-cache-$USER TRITON_HOME=/tmp   # writable and node-local, before the launcher",
+        subjects=["TRITON_CACHE_DIR"],
+        evidence={"triton_cache": tc, "triton": triton, "libraries": libs, "compiles": compiles[:3]})
+
+
 # torch/_inductor/config.py decide_compile_threads (pytorch/pytorch @a112bb81): compile_threads =
 # min(32, len(os.sched_getaffinity(0))) unless TORCHINDUCTOR_COMPILE_THREADS is set.
 INDUCTOR_MAX_COMPILE_THREADS = 32

@@ -61,6 +61,37 @@ def rocm_wheel_target_since() -> Dict[str, Tuple[int, int]]:
 
 
 @functools.lru_cache(maxsize=1)
+def rocm_wheel_targets_ever() -> frozenset:
+    """Every AMD target PyTorch's own ROCm wheels have carried: rocm_wheel_target_since's rows (the pytorch/builder
+    era) and the current build script's PYTORCH_ROCM_ARCH (rocm_wheel_targets_current)."""
+    out = set(rocm_wheel_target_since())
+    for r in rows("rocm_wheel_targets_current"):
+        out.update(r["targets"])
+    return frozenset(out)
+
+
+def gfx_parts(gfx: str) -> Optional[Tuple[int, int, int]]:
+    """(major, minor, stepping) of a target name as LLVM's AMDGPU names spell it: gfx90c -> (9, 0, 12),
+    gfx1032 -> (10, 3, 2); the last two characters are the minor and the stepping, hexadecimal. None otherwise."""
+    import re
+
+    m = re.fullmatch(r"gfx(\d{1,2})([0-9a-f])([0-9a-f])", str(gfx or "").lower())
+    return (int(m.group(1)), int(m.group(2), 16), int(m.group(3), 16)) if m else None
+
+
+def override_for(gfx: str) -> Optional[str]:
+    """The HSA_OVERRIDE_GFX_VERSION value ("10.3.0") naming the stepping-0 target of the same major and minor as
+    `gfx` when PyTorch's wheels carry that one (gfx1032 -> gfx1030, gfx90c -> gfx900); None when they carry none of
+    its generation (gfx803). ROCm's runtime takes the override as major.minor.stepping (ROCm/ROCR-Runtime reads
+    HSA_OVERRIDE_GFX_VERSION); running one target's code on another is AMD's unsupported workaround."""
+    parts = gfx_parts(gfx)
+    if parts is None:
+        return None
+    major, minor, _ = parts
+    return f"{major}.{minor}.0" if f"gfx{major}{minor:x}0" in rocm_wheel_targets_ever() else None
+
+
+@functools.lru_cache(maxsize=1)
 def nccl_first_for_gpu_major() -> Dict[int, Tuple[int, ...]]:
     """{GPU major architecture: the first NCCL release (major, minor, patch) whose default build compiles for it}."""
     return {r["gpu_major"]: version_tuple(r["nccl"])[:3] for r in rows("nccl_first_for_gpu_major")}

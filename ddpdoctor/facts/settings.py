@@ -69,6 +69,8 @@ def _index() -> Tuple[Dict[str, dict], Dict[str, dict], Dict[str, dict]]:
         if e.get("kind") == "alloc_conf":
             alloc[e["name"]] = e
             continue
+        if e.get("kind") == "call":  # a debugging switch a script calls (call_entries), not a variable
+            continue
         names[e["name"]] = e
         for a in e.get("aliases") or ():
             aliases[a] = e
@@ -88,6 +90,18 @@ def replaced_by(name: str) -> Optional[dict]:
 
 def alloc_conf_keys() -> Dict[str, dict]:
     return _index()[2]
+
+
+@functools.lru_cache(maxsize=None)
+def call_entries() -> Dict[str, dict]:
+    """{qualified call name: entry} of the settings a training script switches on with a call rather than a variable
+    (kind "call": torch.autograd.set_detect_anomaly(True), and its aliases such as the detect_anomaly() context)."""
+    out: Dict[str, dict] = {}
+    for e in entries():
+        if e.get("kind") == "call":
+            for name in [e["name"], *(e.get("aliases") or ())]:
+                out[name] = e
+    return out
 
 
 def family_of(name: str) -> Optional[str]:
@@ -750,7 +764,7 @@ def entry_problems(entry: dict) -> List[str]:
         out.append(f"unknown family {entry.get('family')!r}")
     if entry.get("parser") not in PARSERS:
         out.append(f"unknown parser {entry.get('parser')!r}")
-    if entry.get("kind") not in ("env", "alloc_conf"):
+    if entry.get("kind") not in ("env", "alloc_conf", "call"):
         out.append(f"unknown kind {entry.get('kind')!r}")
     if entry.get("type") in ("enum",) and not entry.get("values"):
         out.append("an enum without values")

@@ -283,14 +283,24 @@ def triton_cache_fact(src: Sources) -> dict:
         path = os.path.join(home or env.get("HOME") or os.path.expanduser("~"), ".triton", "cache")
     path = os.path.normpath(os.path.abspath(path))
     mount = mount_of(src.read("/proc/self/mountinfo"), path) or {}
-    return {"path": path, "from": origin, "fstype": mount.get("fstype"), "mount_point": mount.get("mount_point"),
-            "manager": (env.get("TRITON_CACHE_MANAGER") or "").strip() or None}
+    out = {"path": path, "from": origin, "fstype": mount.get("fstype"), "mount_point": mount.get("mount_point"),
+           "manager": (env.get("TRITON_CACHE_MANAGER") or "").strip() or None}
+    # check18 (SYS010): whether this user can create the cache: Triton makes it with os.makedirs(exist_ok=True) on
+    # first use (FileCacheManager.__init__), which needs write and search permission on the nearest existing directory
+    probe = path
+    while not os.path.isdir(src.path(probe)) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if os.path.isdir(src.path(probe)):
+        out["writable"] = os.access(src.path(probe), os.W_OK | os.X_OK)
+        out["writable_at"] = probe
+    return out
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
     "triton_cache": OBJ, "triton_cache.path": STR, "triton_cache.from": STR, "triton_cache.fstype": STR,
-    "triton_cache.mount_point": STR, "triton_cache.manager": STR,
+    "triton_cache.mount_point": STR, "triton_cache.manager": STR, "triton_cache.writable": BOOL,
+    "triton_cache.writable_at": STR,
     "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "shm.mode": STR, "shm.writable": BOOL, "usable_cpus": INT,
     "affinity_count": INT, "cpu_count": INT, "physical_cores": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
     "cgroup.memory_max_bytes": INT, "cgroup.memory_max_state": STR, "cgroup.memory_max_from": STR, "cgroup.pids_max": INT, "cgroup.pids_current": INT, "uid": INT, "cpu_vendor": STR,

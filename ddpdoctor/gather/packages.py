@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Optional
 
-from ddpdoctor.gather import INT, LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
+# The native-library facts (shared objects found on ld.so's paths, read from their ELF headers) live in
+# gather/native.py; imported here under their old names, which the gatherer and callers use.
+from ddpdoctor.gather.native import (ld_cuda_libs, ld_torch_libs, libstdcxx, nccl_preloaded,  # noqa: F401 - re-exported
+                                     torch_extensions)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
@@ -12,7 +17,14 @@ DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed
                  "pytorch-triton-rocm", "xformers",
                  # check17b: the CUDA library wheels torch's pip builds load (PKG016 compares LD_LIBRARY_PATH's copies)
                  "nvidia-cudnn-cu11", "nvidia-cudnn-cu12", "nvidia-cublas-cu11", "nvidia-cublas-cu12",
-                 "nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12")
+                 "nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12",
+                 # check18: NVIDIA's apex (distribution "apex"), whose compiled extensions PKG018 looks for
+                 "apex",
+                 # check18: OpenMMLab's mmcv (1.x: "mmcv" without compiled ops, "mmcv-full" with them; 2.x: "mmcv" with,
+                 # "mmcv-lite" without) and the packages that import mmcv.ops (PKG020)
+                 "mmcv", "mmcv-full", "mmcv-lite", "mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose",
+                 # check18: libraries whose kernels are Triton's, compiled into Triton's cache at run time (SYS010)
+                 "auto-gptq", "liger-kernel", "unsloth", "mamba-ssm")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
@@ -30,6 +42,9 @@ FIELDS = {
     "torch_pins": OBJ, "torch_pins.*": STR,
     # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
     "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
+    # check18 round 18 (PKG014): the host C++ compiler an extension built at run time uses ($CXX, else c++)
+    "host_compiler": OBJ, "host_compiler.cmd": STR, "host_compiler.kind": STR, "host_compiler.version": STR,
+    "host_compiler.from": STR,
     # check17 round 17 (PKG012): the torch / CUDA / Python xformers' C++/CUDA extensions were built for (xformers/cpp_lib.json)
     "xformers_build": OBJ, "xformers_build.torch": STR, "xformers_build.cuda": STR, "xformers_build.hip": STR,
     "xformers_build.python": STR,
@@ -53,6 +68,22 @@ FIELDS = {
     # check17c (PKG016): the libstdc++.so.6 ld.so finds for torch's libraries and the GLIBCXX/CXXABI versions they need
     "libstdcxx": OBJ, "libstdcxx.path": STR, "libstdcxx.from": STR, "libstdcxx.glibcxx": STR, "libstdcxx.cxxabi": STR,
     "libstdcxx.needs_glibcxx": STR, "libstdcxx.needs_cxxabi": STR, "libstdcxx.needed_by": STR,
+    # check18 (PKG018): the compiled extension modules NVIDIA's apex installed (apex_C, amp_C, fused_layer_norm_cuda...)
+    "apex_build": OBJ, "apex_build.extensions": LIST, "apex_build.extensions[]": STR, "apex_build.from": STR,
+    "apex_build.has_amp": BOOL,
+    # check18 (PKG020): whether the installed mmcv package holds its compiled ops (mmcv/_ext.*.so or .pyd)
+    "mmcv_build": OBJ, "mmcv_build.ops": BOOL, "mmcv_build.dir": STR,
+    # check18 (PKG021): the OpenMP runtime libraries torch, the Python environment and other wheels carry
+    "openmp_runtimes": LIST, "openmp_runtimes[]": OBJ, "openmp_runtimes[].path": STR, "openmp_runtimes[].kind": STR,
+    "openmp_runtimes[].owner": STR,
+    # check18 (PKG024): torch's own library names found in LD_LIBRARY_PATH's directories
+    "ld_torch_libs": LIST, "ld_torch_libs[]": OBJ, "ld_torch_libs[].dir": STR, "ld_torch_libs[].name": STR,
+    # check18 (PKG023): conda's magma packages (magma-cuda92, magma-cuda121 ...), named for the CUDA they were built with
+    "conda_magma": LIST, "conda_magma[]": OBJ, "conda_magma[].name": STR, "conda_magma[].version": STR,
+    # check18 (PKG022): every torch distribution on sys.path, conda's torch records, a torch directory in the cwd
+    "torch_installs": OBJ, "torch_installs.dists": LIST, "torch_installs.dists[]": OBJ,
+    "torch_installs.dists[].version": STR, "torch_installs.dists[].location": STR, "torch_installs.conda": LIST,
+    "torch_installs.conda[]": STR, "torch_installs.cwd_shadow": STR,
 }
 
 
@@ -83,6 +114,9 @@ def gather_packages(src: Sources) -> dict:
             out["torch_pins"] = pins
     # {} when none is found (check17b: "searched, none" for PKG014, told apart from a snapshot without the field)
     out["cuda_toolkit"] = cuda_toolkit(src)
+    compiler = host_compiler(src)
+    if compiler is not None:
+        out["host_compiler"] = compiler
     if versions.get("torch"):
         abi = torch_cxx11_abi()
         if abi is not None:
@@ -97,6 +131,9 @@ def gather_packages(src: Sources) -> dict:
     ld_libs = ld_cuda_libs(src)
     if ld_libs:
         out["ld_cuda_libs"] = ld_libs
+    ld_torch = ld_torch_libs(src) if versions.get("torch") else []
+    if ld_torch:
+        out["ld_torch_libs"] = ld_torch
     if versions.get("torch"):
         exts = torch_extensions()
         if exts is not None:
@@ -113,6 +150,24 @@ def gather_packages(src: Sources) -> dict:
         built = deepspeed_build()
         if built:
             out["deepspeed_build"] = built
+    if versions.get("apex"):
+        apex = apex_build()
+        if apex:
+            out["apex_build"] = apex
+    if versions.get("mmcv") or versions.get("mmcv-full") or versions.get("mmcv-lite"):
+        mm = mmcv_build()
+        if mm:
+            out["mmcv_build"] = mm
+    if versions.get("torch"):
+        omp = openmp_runtimes()
+        if omp is not None:
+            out["openmp_runtimes"] = omp
+    installs = torch_installs()
+    if installs:
+        out["torch_installs"] = installs
+    magma = conda_magma()
+    if magma:
+        out["conda_magma"] = magma
     return out
 
 
@@ -154,6 +209,49 @@ def cuda_toolkit(src: Sources) -> dict:
             pass
     return {"home": home, "from": how, "version": version}
 
+
+def host_compiler(src: Sources) -> Optional[dict]:
+    """{cmd, kind, version, from} of the C++ compiler torch.utils.cpp_extension builds with: $CXX, else `c++` (its
+    get_cxx_compiler; nvcc's host compiler is the same GCC on PATH unless -ccbin names another). Read without running
+    it, as GCC lays itself out: the program's real path (through the alternatives links), then the versions under
+    <prefix>/libexec/gcc/<target>/<version>/ that hold cc1plus, GCC's C++ compiler proper (one per installed g++;
+    a name ending in -N, g++-12, picks the version of that major). None for clang, when there is no such compiler on
+    PATH, or when the version is ambiguous."""
+    import re
+
+    cmd = (src.environ.get("CXX") or "c++").strip()
+    word = cmd.split()[0] if cmd else ""
+    dirs = [os.path.dirname(word)] if os.path.isabs(word) else (src.environ.get("PATH") or "").split(os.pathsep)
+    exe = next((src.path(os.path.join(d, os.path.basename(word))) for d in dirs if d and os.path.isabs(d)
+                and os.access(src.path(os.path.join(d, os.path.basename(word))), os.X_OK)), None) if word else None
+    if not exe:
+        return None
+    real = os.path.realpath(exe)
+    name = os.path.basename(real)
+    if "clang" in name:
+        return None
+    prefix = os.path.dirname(os.path.dirname(real))
+    found = []
+    for top in ("libexec", "lib"):
+        base = os.path.join(prefix, top, "gcc")
+        try:
+            targets = os.listdir(base)
+        except OSError:
+            continue
+        for t in targets:
+            try:
+                versions = os.listdir(os.path.join(base, t))
+            except OSError:
+                continue
+            found += [v for v in versions if re.fullmatch(r"\d+(\.\d+)*", v)
+                      and os.path.isfile(os.path.join(base, t, v, "cc1plus"))]
+    m = re.search(r"-(\d+)$", name)
+    if m:
+        found = [v for v in found if v.split(".")[0] == m.group(1)]
+    found = sorted(set(found))
+    if len(found) != 1:
+        return None
+    return {"cmd": cmd, "kind": "gcc", "version": found[0], "from": real}
 
 def xformers_build() -> dict:
     """What xformers' C++/CUDA extensions were built for: its wheel carries xformers/cpp_lib.json,
@@ -273,286 +371,210 @@ def conda_cuda(src: Sources) -> list:
     return out
 
 
-LD_CUDA_LIB = r"^lib(cudnn(?:_[a-z_]+)?|cublas|cublasLt|cusparse|nvJitLink|cudart)\.so\.(\d+)$"
-MAX_LD_DIRS, MAX_LD_LIBS = 12, 24
+MAX_APEX_FILES = 4000
 
 
-def ld_cuda_libs(src: Sources) -> list:
-    """The CUDA libraries (cuDNN and its sub-libraries, cuBLAS/cuBLASLt, cuSPARSE, nvJitLink, cudart) found by their
-    soname (libcudnn_cnn_train.so.8) in the directories LD_LIBRARY_PATH names, each with the version its real file
-    name carries (libcudnn_cnn_train.so.8 -> libcudnn_cnn_train.so.8.9.7: "8.9.7"; None when it carries none).
-    ld.so searches LD_LIBRARY_PATH before a library's DT_RUNPATH, which is how torch's pip wheels point at their own
-    nvidia-* copies (ld.so(8)), so these are the copies a process loads. Names only; no library is opened."""
-    import re
+def apex_extensions(names) -> list:
+    """The top-level compiled extension modules among a distribution's file names ("amp_C.cpython-310-x86_64-linux-gnu.so"
+    -> "amp_C"): what NVIDIA/apex's setup.py builds as CppExtension/CUDAExtension (apex_C with --cpp_ext; amp_C, syncbn,
+    fused_layer_norm_cuda, mlp_cuda, ... with --cuda_ext: setup.py @007e4724). Sorted, without duplicates. Pure."""
+    out = set()
+    for n in names:
+        base = str(n).replace("\\", "/")
+        if "/" in base.rstrip("/"):
+            continue  # a module inside a package, not one of setup.py's top-level extensions
+        if base.endswith((".so", ".pyd")):
+            out.add(base.split(".", 1)[0])
+    return sorted(out)
 
-    out = []
-    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d and os.path.isabs(d)]
-    for d in list(dict.fromkeys(dirs))[:MAX_LD_DIRS]:
+
+def apex_build() -> dict:
+    """{extensions, from, has_amp} of the installed "apex" distribution: its top-level compiled modules, from the
+    dist-info RECORD (pip) or the egg's directory (`setup.py install`), and whether it is NVIDIA's apex at all (an
+    apex/amp package; PyPI's unrelated "apex" has none). {} when neither can be read (not judged)."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("apex")
+    except Exception:  # noqa: BLE001 - not installed, unreadable metadata
+        return {}
+    names, how = None, None
+    try:
+        files = dist.files
+        if files:
+            names, how = [str(f) for f in list(files)[:MAX_APEX_FILES]], "RECORD"
+    except Exception:  # noqa: BLE001
+        names = None
+    if names is None:
         try:
-            names = sorted(os.listdir(src.path(d)))
+            top = str(dist.locate_file(""))
+            if top.endswith(".egg") or os.path.isdir(os.path.join(top, "apex")):
+                names = sorted(os.listdir(top))[:MAX_APEX_FILES]
+                names += [f"apex/{n}" for n in sorted(os.listdir(os.path.join(top, "apex")))[:MAX_APEX_FILES]] \
+                    if os.path.isdir(os.path.join(top, "apex")) else []
+                how = "egg directory"
+        except OSError:
+            names = None
+    if names is None:
+        return {}
+    has_amp = any(n.replace("\\", "/").startswith("apex/amp") for n in names)
+    return {"extensions": apex_extensions(names), "from": how, "has_amp": has_amp}
+
+
+def mmcv_has_ops(names) -> bool:
+    """Whether an mmcv package directory's file names hold its compiled ops module, `_ext` (mmcv/utils/ext_loader.py
+    load_ext imports 'mmcv._ext'; setup.py builds it only with MMCV_WITH_OPS). Pure."""
+    return any(str(n).startswith("_ext.") and str(n).endswith((".so", ".pyd")) for n in names)
+
+
+def mmcv_build() -> dict:
+    """{ops, dir} of the importable mmcv package: whether its directory holds the compiled `_ext` module. Found with
+    importlib.util.find_spec, which locates a top-level package without running it; {} when not found."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("mmcv")
+        dirs = list(spec.submodule_search_locations or []) if spec else []
+    except Exception:  # noqa: BLE001 - a broken install
+        return {}
+    for d in dirs:
+        try:
+            return {"ops": mmcv_has_ops(os.listdir(d)), "dir": str(d)}
         except OSError:
             continue
-        for name in names:
-            if not re.match(LD_CUDA_LIB, name):
-                continue
-            real = os.path.basename(os.path.realpath(src.path(os.path.join(d, name))))
-            base = name.rsplit(".so.", 1)[0] + ".so."
-            rest = real[len(base):] if real.startswith(base) and real != name else ""
-            out.append({"dir": d, "name": name, "version": rest if re.fullmatch(r"\d+(\.\d+)+", rest) else None})
-            if len(out) >= MAX_LD_LIBS:
+    return {}
+
+
+_OMP_KINDS = (("intel", re.compile(r"^(lib)?iomp5(md)?[.-]", re.I)), ("llvm", re.compile(r"^libomp([.-]|140)", re.I)),
+              ("gnu", re.compile(r"^libgomp[.-]", re.I)), ("msvc", re.compile(r"^vcomp\d*\.dll$", re.I)))
+MAX_OPENMP_FILES = 16
+
+
+def openmp_kind(name: str):
+    """'intel' (libiomp5.so, libiomp5.dylib, libiomp5md.dll), 'llvm' (libomp.so/.dylib, libomp140...dll), 'gnu'
+    (libgomp.so.1, libgomp-a34b3233.so.1.0.0) or 'msvc' (vcomp140.dll) for an OpenMP runtime's file name; None
+    otherwise (import libraries and symlink-free names alike: only the name is read). Pure."""
+    for kind, rx in _OMP_KINDS:
+        if rx.search(name) and not name.lower().endswith((".lib", ".a", ".h")):
+            return kind
+    return None
+
+
+def openmp_runtimes(listdir=os.listdir, torch_dir: Optional[str] = None) -> "Optional[list]":
+    """The OpenMP runtime libraries on disk where this Python's processes load them from: torch's own (torch/lib,
+    torch/.dylibs), the environment's (sys.prefix/lib, and Library/bin of a conda environment on Windows) and other
+    wheels' vendored copies (site-packages/*.libs, numpy/scipy/sklearn .dylibs). [{path, kind, owner}], at most 16;
+    None when torch's directory cannot be found. Directory listings only; nothing is loaded."""
+    import importlib.util
+    import sys
+
+    if torch_dir is None:
+        try:
+            spec = importlib.util.find_spec("torch")
+            tdirs = list(spec.submodule_search_locations or []) if spec else []
+        except Exception:  # noqa: BLE001
+            return None
+        if not tdirs:
+            return None
+        torch_dir = tdirs[0]
+    tdir = torch_dir
+    site = os.path.dirname(tdir)
+    places = [(os.path.join(tdir, "lib"), "torch"), (os.path.join(tdir, ".dylibs"), "torch"),
+              (os.path.join(sys.prefix, "lib"), "env"), (os.path.join(sys.prefix, "Library", "bin"), "env")]
+    try:
+        places += [(os.path.join(site, n), n[:-5]) for n in sorted(listdir(site)) if n.endswith(".libs")]
+    except OSError:
+        pass
+    places += [(os.path.join(site, n, ".dylibs"), n) for n in ("numpy", "scipy", "sklearn")]
+    out, seen = [], set()
+    for where, owner in places:
+        try:
+            names = sorted(listdir(where))
+        except OSError:
+            continue
+        for n in names:
+            kind = openmp_kind(n)
+            path = os.path.join(where, n)
+            if kind and path not in seen:
+                seen.add(path)
+                out.append({"path": path, "kind": kind, "owner": owner})
+            if len(out) >= MAX_OPENMP_FILES:
                 return out
     return out
 
 
-# torch's own libraries, by name prefix: libc10*, libtorch* (libtorch_cpu, _cuda, _python, _hip, _cuda_linalg ...),
-# and torch 1.0-1.x's libcaffe2*/libATen (ATen lived there); both what an extension's DT_NEEDED names and where
-# its c10/at/torch symbols are looked up
-TORCH_LIB_PREFIXES = ("libc10", "libtorch", "libcaffe2", "libATen")
-MAX_TORCH_LIBS = 24
+CONDA_TORCH_PACKAGES = ("pytorch", "pytorch-nightly", "pytorch-cpu", "pytorch-gpu")
 
 
-def _is_torch_lib(name: str) -> bool:
-    return name.startswith(TORCH_LIB_PREFIXES) and (name.endswith(".so") or ".so." in name)
-TORCH_SYMBOL_PREFIXES = ("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch",
-                         "_ZTIN3c10", "_ZTVN3c10", "_ZTIN2at", "_ZTVN2at", "_ZTIN5torch", "_ZTVN5torch")
-SKIP_PACKAGES = ("torch", "nvidia", "triton", "functorch", "torchgen", "numpy", "scipy", "pip", "setuptools")
-SKIP_DIRS = ("node_modules", "__pycache__", "tests", "test", "fixtures")
-MAX_EXT_FILES, MAX_EXT_DEPTH, MAX_MISSING, EXT_DEADLINE_S, MAX_DEVELOP_ROOTS = 64, 4, 5, 1.0, 8
+def conda_magma(names=None) -> list:
+    """The magma packages (magma-cuda80, magma-cuda92, magma-cuda121, ...) among the conda-meta records of this
+    Python's environment: [{name, version}], by file name only. [] outside a conda environment. check18 (PKG023)."""
+    import sys
+
+    if names is None:
+        names = []
+        for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+            try:
+                names = sorted(os.listdir(os.path.join(prefix, "conda-meta")))
+                break
+            except OSError:
+                continue
+    out = []
+    for n in names:
+        rec = parse_conda_meta_name(n)
+        if rec and re.fullmatch(r"magma-cuda\d+", rec["name"]):
+            out.append(rec)
+    return out[:4]
 
 
-def develop_roots(site: str) -> list:
-    """The source checkouts a site-packages points into: the first line of each *.egg-link (`setup.py develop`,
-    `pip install -e` with setuptools' legacy path) and the absolute directory lines of *.pth files (easy-install.pth,
-    __editable__ path files), outside site-packages itself; at most MAX_DEVELOP_ROOTS. Extensions built in place
-    (`python setup.py build develop`: maskrcnn-benchmark, detectron2, DCNv2) sit there, not in site-packages."""
-    roots = []
-    try:
-        names = sorted(os.listdir(site))
-    except OSError:
-        return roots
-    for name in names:
-        if not name.endswith((".egg-link", ".pth")):
-            continue
-        try:
-            with open(os.path.join(site, name), encoding="utf-8", errors="replace") as fh:
-                lines = fh.read(8192).splitlines()
-        except OSError:
-            continue
-        for line in lines[:1] if name.endswith(".egg-link") else lines:
-            line = line.strip()
-            if line.startswith("/") and os.path.isdir(line) and os.path.realpath(line) != os.path.realpath(site) \
-                    and line not in roots:
-                roots.append(line)
-        if len(roots) >= MAX_DEVELOP_ROOTS:
-            return roots[:MAX_DEVELOP_ROOTS]
-    return roots
-
-
-def _walk_so(top: str, root: str, deadline: float):
-    import time
-
-    for d, dirs, files in os.walk(root):
-        if d[len(root):].count(os.sep) >= MAX_EXT_DEPTH:
-            dirs[:] = []
-        dirs[:] = sorted(x for x in dirs if not x.startswith(".") and x not in SKIP_DIRS)
-        for f in sorted(files):
-            if f.endswith(".so"):
-                yield top, os.path.join(d, f)
-        if time.monotonic() > deadline:
-            return
-
-
-def _extension_files(site: str, deadline: float):
-    """(package, path) of the .so files in site-packages' top-level packages other than torch's own, then in the
-    checkouts site-packages points into (develop_roots), at most MAX_EXT_DEPTH directories down, MAX_EXT_FILES in
-    all, until `deadline` (time.monotonic())."""
-    import time
-
-    found = 0
-    try:
-        tops = sorted(os.listdir(site))
-    except OSError:
-        tops = []
-    walks = []
-    for top in tops:
-        if top.startswith((".", "_")) or top.endswith((".dist-info", ".egg-info", ".pth", ".libs", ".egg-link")) \
-                or top.split(".")[0] in SKIP_PACKAGES:
-            continue
-        root = os.path.join(site, top)
-        if top.endswith(".so") and os.path.isfile(root):
-            walks.append([(top.split(".")[0], root)])
-        elif os.path.isdir(root):
-            walks.append(_walk_so(top, root, deadline))
-    for root in develop_roots(site):
-        walks.append(_walk_so(os.path.basename(root.rstrip("/")), root, deadline))
-    for walk in walks:
-        for item in walk:
-            yield item
-            found += 1
-            if found >= MAX_EXT_FILES:
-                return
-        if time.monotonic() > deadline:
-            return
-
-
-def _torch_lib_dir(site: str) -> Optional[str]:
-    """Where torch's libc10.so is: site-packages/torch/lib (pip wheels, the pytorch channel), else the environment's
-    lib/ two levels above site-packages (conda-forge's pytorch keeps libtorch there, in its libtorch package)."""
-    for d in (os.path.join(site, "torch", "lib"), os.path.normpath(os.path.join(site, os.pardir, os.pardir))):
-        if os.path.exists(os.path.join(d, "libc10.so")):
-            return d
-    return None
-
-
-def torch_extensions(site: Optional[str] = None) -> Optional[list]:
-    """The compiled extensions in torch's site-packages (flash-attn, apex, xformers, torch-scatter, a source build...)
-    and in the checkouts it points into (develop installs: `setup.py build develop`, `pip install -e`) that link
-    torch's libraries (libtorch*/libc10* in DT_NEEDED; found in torch/lib, or in a conda-forge environment's lib/),
-    with their undefined GLOBAL c10/at/torch symbols that none of torch's libraries exports (looked up in each one's
-    .gnu.hash): the symbols whose absence makes `import` fail with "undefined symbol: _ZN3c10..." (an extension
-    built against another torch). Each entry keeps the package, the file (relative to site-packages, or absolute in
-    a checkout), the first MAX_MISSING missing names, and counts. Only extensions
-    with a missing symbol are listed; [] when none; None when torch's libraries cannot be read (not judged).
-    Bounded: MAX_EXT_FILES files, MAX_EXT_DEPTH levels, EXT_DEADLINE_S seconds. Pure ELF reading (gather/elf.py)."""
-    import time
+def torch_installs(cwd: Optional[str] = None, dists=None, conda_names=None) -> dict:
+    """{dists, conda, cwd_shadow}: every distribution named torch that importlib.metadata finds on sys.path
+    ({version, location}, one per directory), the conda-meta records of torch packages in this Python's environment
+    (pytorch, pytorch-nightly, ...: conda installs them under different names that write the same torch/), and a
+    torch package directory in the current directory (`python script.py` run here puts the script's directory first on
+    sys.path, ahead of site-packages). Metadata and directory listings only; {} when none of it is found."""
+    import sys
     from importlib import metadata
 
-    from ddpdoctor.gather.elf import read_object
-
-    if site is None:
+    out: dict = {}
+    if dists is None:
+        dists = []
         try:
-            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
-        except Exception:  # noqa: BLE001 - unreadable metadata
-            return None
-    lib = _torch_lib_dir(site)
-    if lib is None:
-        return None
-    deadline = time.monotonic() + EXT_DEADLINE_S
-    libs = {}
-    try:
-        names = sorted(n for n in os.listdir(lib) if _is_torch_lib(n))[:MAX_TORCH_LIBS]
-    except OSError:
-        names = []
-    for name in names:
-        obj = read_object(os.path.join(lib, name))
-        if obj is not None:
-            libs[name] = obj
-    if "libc10.so" not in libs:
-        for obj in libs.values():
-            obj.close()
-        return None
-    out = []
-    try:
-        for package, path in _extension_files(site, deadline):
-            ext = read_object(path)
-            if ext is None:
-                continue
-            try:
-                if not any(_is_torch_lib(n) for n in ext.needed()):
-                    continue
-                wanted = set(ext.undefined(TORCH_SYMBOL_PREFIXES))
-                missing = set(wanted)
-                for obj in libs.values():
-                    if not missing:
-                        break
-                    got = obj.exports(missing)
-                    if got is None:  # a torch library without .gnu.hash: not judged
-                        missing = set()
-                        break
-                    missing -= got
-            except Exception:  # noqa: BLE001 - a truncated or odd object
-                continue
-            finally:
-                ext.close()
-            if missing:
-                rel = os.path.relpath(path, site)
-                out.append({"package": package, "file": path if rel.startswith(os.pardir) else rel,
-                            "missing": sorted(missing)[:MAX_MISSING], "missing_count": len(missing),
-                            "undefined_count": len(wanted)})
-            if time.monotonic() > deadline:
-                break
-    finally:
-        for obj in libs.values():
-            obj.close()
-    return out
-
-
-SYSTEM_LIB_DIRS = ("/lib/{arch}-linux-gnu", "/usr/lib/{arch}-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
-
-
-def _max_version(names, prefix: str) -> Optional[str]:
-    """"3.4.30" from ["GLIBCXX_3.4", "GLIBCXX_3.4.30", ...] for prefix "GLIBCXX_"; None when none. Pure."""
-    import re
-
-    best = None
-    for n in names:
-        m = re.fullmatch(re.escape(prefix) + r"(\d+(?:\.\d+)*)", n)
-        if m:
-            v = tuple(int(x) for x in m.group(1).split("."))
-            best = v if best is None or v > best else best
-    return ".".join(str(x) for x in best) if best else None
-
-
-def libstdcxx(src: Sources, site: Optional[str] = None) -> dict:
-    """The libstdc++.so.6 ld.so finds for torch's libraries, approximating ld.so(8)'s order for an object with
-    DT_RUNPATH: LD_LIBRARY_PATH's directories, then the RUNPATH of libtorch_python.so ($ORIGIN expanded), then the
-    system directories (ld.so.cache's extra directories are not read), with the newest GLIBCXX_/CXXABI_ version it
-    defines (.gnu.version_d), and the newest ones torch's libc10/libtorch_cpu/libtorch_python need from it
-    (.gnu.version_r). A copy already loaded by an earlier import is not seen. {} when unreadable."""
-    import platform
-
-    from ddpdoctor.gather.elf import read_object
-
-    if site is None:
-        try:
-            from importlib import metadata
-
-            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
-        except Exception:  # noqa: BLE001 - unreadable metadata
-            return {}
-    lib = _torch_lib_dir(site)
-    if lib is None:
-        return {}
-    needs, needed_by, runpath = [], None, []
-    for name in ("libtorch_python.so", "libtorch_cpu.so", "libc10.so", "libATen.so", "libcaffe2.so"):
-        obj = read_object(os.path.join(lib, name)) if os.path.exists(os.path.join(lib, name)) else None
-        if obj is None:
-            continue
-        try:
-            got = obj.version_needs().get("libstdc++.so.6", [])
-            if got and needed_by is None:
-                needed_by = name
-            needs += got
-            if not runpath:
-                runpath = [d.replace("$ORIGIN", lib).replace("${ORIGIN}", lib) for d in obj.runpath()]
-        except Exception:  # noqa: BLE001 - a truncated object
-            pass
-        finally:
-            obj.close()
-    if not needs:
-        return {}
-    arch = platform.machine() or "x86_64"
-    order = [("LD_LIBRARY_PATH", d) for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
-    order += [("RUNPATH", os.path.normpath(d)) for d in runpath if d.startswith("/")]
-    order += [("system", d.format(arch=arch)) for d in SYSTEM_LIB_DIRS]
-    out = {"needs_glibcxx": _max_version(needs, "GLIBCXX_"), "needs_cxxabi": _max_version(needs, "CXXABI_"),
-           "needed_by": needed_by}
-    for origin, d in order[:24]:
-        path = os.path.join(d, "libstdc++.so.6")
-        if not os.path.exists(src.path(path)):
-            continue
-        obj = read_object(src.path(path))
-        if obj is None:
-            continue
-        try:
-            defs = obj.version_defs()
+            for d in metadata.distributions():
+                name = (d.metadata.get("Name") or "").strip().lower() if d.metadata else ""
+                if name == "torch":
+                    dists.append({"version": str(d.version), "location": str(d.locate_file(""))})
         except Exception:  # noqa: BLE001
-            defs = []
-        finally:
-            obj.close()
-        out.update({"path": path, "from": origin, "glibcxx": _max_version(defs, "GLIBCXX_"),
-                    "cxxabi": _max_version(defs, "CXXABI_")})
-        break
+            dists = []
+    seen, uniq = set(), []
+    for d in dists:
+        loc = os.path.normpath(d.get("location") or "")
+        if loc not in seen:
+            seen.add(loc)
+            uniq.append({"version": d.get("version"), "location": loc})
+    if uniq:
+        out["dists"] = uniq[:8]
+    if conda_names is None:
+        conda_names = []
+        for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+            try:
+                names = os.listdir(os.path.join(prefix, "conda-meta"))
+            except OSError:
+                continue
+            for n in sorted(names):
+                rec = parse_conda_meta_name(n)
+                if rec and rec["name"] in CONDA_TORCH_PACKAGES:
+                    conda_names.append(f"{rec['name']}-{rec['version']}")
+            break
+    if conda_names:
+        out["conda"] = list(conda_names)[:8]
+    try:
+        here = os.path.abspath(cwd or os.getcwd())
+        cand = os.path.join(here, "torch")
+        if os.path.isfile(os.path.join(cand, "__init__.py")) and all(os.path.normpath(here) != u["location"] for u in uniq):
+            out["cwd_shadow"] = cand
+    except OSError:
+        pass
     return out
 
 
@@ -645,32 +667,4 @@ def torch_build() -> dict:
         if isinstance(target, ast.Name) and target.id in ("cuda", "hip", "git_version") and \
                 isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str)):
             out[target.id] = value.value  # None: not built for it (a CPU build has cuda = None)
-    return out
-
-
-MAX_PRELOADED = 8
-
-
-def nccl_preloaded(src: Sources) -> list:
-    """The LD_PRELOAD entries that are NCCL itself, each with the name of the file it resolves to and the version
-    that name carries (libnccl.so -> libnccl.so.2 -> libnccl.so.2.18.3), both left out when unknown. ld.so(8) takes
-    LD_PRELOAD items separated by spaces or colons and maps them before the program's own libraries, so a
-    preloaded libnccl.so.2 is the NCCL torch binds to (PKG011)."""
-    from ddpdoctor.facts.env import nccl_version_in_name, preloaded_nccl
-
-    out: list = []
-    for item in preloaded_nccl(src.environ.get("LD_PRELOAD")):
-        entry = {"path": item}
-        try:
-            local = src.path(item)
-            if os.path.exists(local):
-                entry["real_name"] = os.path.basename(os.path.realpath(local))
-        except OSError:
-            pass
-        version = nccl_version_in_name(entry.get("real_name") or item)
-        if version:
-            entry["version"] = version
-        out.append(entry)
-        if len(out) >= MAX_PRELOADED:
-            break
     return out

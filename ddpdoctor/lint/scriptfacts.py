@@ -53,6 +53,11 @@
   ops), judged by GPU032 as torch.compile is. `cuda_uses`: the first places the script puts work on a CUDA device
   (a "cuda"/"cuda:N" string, a `.cuda()` call): torch raises "Torch not compiled with CUDA enabled" there under a CPU
   build, and finds no device on a machine without a usable NVIDIA driver (GPU001, GPU023).
+- `global_rank_devices`: the places the script picks its GPU by the GLOBAL rank - `set_device(r)`, `.cuda(r)`,
+  `.to(r)`, `torch.device("cuda", r)`, `device_ids=[r]` where r is `dist.get_rank()` / `int(os.environ["RANK"])` or a
+  name (or self attribute) bound only to one of those in the file. On one node the global rank is the local one; on
+  the second node rank N asks for cuda:N on a machine with fewer GPUs: 'invalid device ordinal'
+  (meta-llama/llama-cookbook#90: llama_finetuning.py's set_device(rank), fixed by local_rank).
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
@@ -473,6 +478,207 @@ def _how(node) -> str:
     return "assign"
 
 
+def _setting_sets(index: ModuleIndex, path: str) -> list:
+    """The catalogued settings (facts.settings) the script assigns a literal to in os.environ, other than the variables
+    judged from env_sets (CUDA_VISIBLE_DEVICES): `os.environ["CUDA_LAUNCH_BLOCKING"] = "1"` left in a train.py is the
+    same debugging setting as one exported in the job script (SET004 judges both)."""
+    from ddpdoctor.facts import settings as catalog
+
+    out = []
+    for e in index.env_sets:
+        if e.name in ENV_NAMES or catalog.lookup(e.name) is None:
+            continue
+        if isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int)) and not isinstance(e.value.value, bool):
+            out.append({"name": e.name, "value": str(e.value.value), "path": path, "line": e.node.lineno,
+                        "how": _how(e.node)})
+    return out
+
+
+def _debug_calls(index: ModuleIndex, path: str) -> list:
+    """Calls that switch a catalogued debugging mode on (facts.settings.call_entries: torch.autograd.set_detect_anomaly
+    with a literal argument, the detect_anomaly() context with none): {call, value, path, line}."""
+    from ddpdoctor.facts import settings as catalog
+
+    out = []
+    for name in catalog.call_entries():
+        for call in index.by_qual.get(name, ()):
+            arg = call.arg(0) if call.node.args else call.kw("mode")
+            if arg is None:
+                value = "True" if not call.node.args and not call.node.keywords else None
+            elif isinstance(arg, ast.Constant) and isinstance(arg.value, (bool, int, str)):
+                value = str(arg.value)
+            else:
+                value = None  # a variable: whether it is on is not known here
+            if value is not None:
+                out.append({"call": name, "value": value, "path": path, "line": call.line})
+    return out
+
+
+# The variables torch's elastic agent sets in every worker's environment (torch/distributed/elastic/agent/server/
+# local_elastic_agent.py @cf30153c, LocalElasticAgent._start_workers: worker_env, and LOCAL_RANK beside it); the
+# launchers built on it (torchrun, python -m torch.distributed.launch --use-env, accelerate, deepspeed's launch.py)
+# set them too. Outside a launcher none of them exists.
+LAUNCHER_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _environ(node) -> bool:
+    """`os.environ` or a bare `environ` (from os import environ)."""
+    return (isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
+            and node.value.id == "os") or (isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _env_read_guarded(chain: list, name: str) -> bool:
+    """Whether a read sits under a test that names the variable or os.environ (`if "RANK" in os.environ:`,
+    `x if "RANK" in os.environ else 0`) or in a try whose handlers catch a KeyError (KeyError, LookupError,
+    Exception, BaseException or a bare except)."""
+    for node in chain:
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            text = ast.unparse(node.test)
+            if name in text or "environ" in text:
+                return True
+        if isinstance(node, ast.Try):
+            for h in node.handlers:
+                caught = [] if h.type is None else (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])
+                if h.type is None or any(isinstance(c, ast.Name) and c.id in ("KeyError", "LookupError", "Exception",
+                                                                               "BaseException") for c in caught):
+                    return True
+    return False
+
+
+def launcher_env_reads(tree: ast.AST, path: str) -> list:
+    """{name, path, line} of each unguarded `os.environ["LOCAL_RANK"]` read (a subscript, which raises KeyError when
+    the variable is missing; `.get(name, default)` does not) of a variable only a launcher sets (LAUNCHER_ENV)."""
+    out = []
+
+    def walk(node, chain):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _environ(node.value):
+            key = node.slice
+            if isinstance(key, ast.Constant) and key.value in LAUNCHER_ENV and not _env_read_guarded(chain, key.value):
+                out.append({"name": key.value, "path": path, "line": node.lineno})
+        for child in ast.iter_child_nodes(node):
+            walk(child, chain + [node] if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Try)) else chain)
+
+    walk(tree, [])
+    return out
+
+
+def _env_rank_read(node) -> bool:
+    """`os.environ["RANK"]`, `os.environ.get("RANK", ...)`, `os.getenv("RANK", ...)`."""
+    if isinstance(node, ast.Subscript) and _environ(node.value):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "RANK"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+            and isinstance(node.args[0], ast.Constant) and node.args[0].value == "RANK":
+        f = node.func
+        return (f.attr == "get" and _environ(f.value)) or (f.attr == "getenv" and isinstance(f.value, ast.Name)
+                                                            and f.value.id == "os")
+    return False
+
+
+def _global_rank_expr(node) -> Optional[str]:
+    """The words for an expression that is the process's global rank, or None: `dist.get_rank()` (no group),
+    `int(os.environ["RANK"])` and its .get/getenv forms."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        f = node.func
+        if (isinstance(f, ast.Attribute) and f.attr == "get_rank") or (isinstance(f, ast.Name) and f.id == "get_rank"):
+            return ast.unparse(node)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1 \
+            and _env_rank_read(node.args[0]):
+        return ast.unparse(node)
+    return None
+
+
+def _scope_nodes(scope) -> Iterable[ast.AST]:
+    """The nodes of one scope (a module or a function body), not descending into nested functions or classes'
+    methods (they are scopes of their own)."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _bindings(nodes) -> Tuple[dict, set]:
+    """({target text: rank words} of assignments to a global-rank expression, {targets assigned anything else})."""
+    bound: dict = {}
+    other: set = set()
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        elif isinstance(node, (ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+            targets = [getattr(node, "target", None)] + [i.optional_vars for i in getattr(node, "items", [])]
+            other.update(ast.unparse(t) for t in targets if isinstance(t, (ast.Name, ast.Attribute)))
+            continue
+        else:
+            continue
+        rank = _global_rank_expr(value)
+        for t in targets:
+            if isinstance(t, (ast.Name, ast.Attribute)):
+                if rank:
+                    bound.setdefault(ast.unparse(t), rank)
+                else:
+                    other.add(ast.unparse(t))
+    return bound, other
+
+
+def global_rank_devices(tree: ast.AST, path: str) -> list:
+    """{path, line, what, rank} of the calls that choose a GPU by the global rank (see the module doc): the rank
+    expression itself, or a name the same scope (or the module, unless a parameter shadows it) binds to nothing but
+    such an expression, or a `self.x` attribute the file binds only so."""
+    scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    per = {id(s): _bindings(list(_scope_nodes(s))) for s in scopes}
+    module_bound, module_other = per[id(tree)]
+    attrs: dict = {}
+    attr_other: set = set()
+    for bound, other in per.values():
+        attrs.update({k: v for k, v in bound.items() if "." in k})
+        attr_other |= {k for k in other if "." in k}
+    out = []
+    for scope in scopes:
+        bound, other = per[id(scope)]
+        params = ({a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}
+                  if not isinstance(scope, ast.Module) else set())
+
+        def rank_of(arg) -> Optional[str]:
+            direct = _global_rank_expr(arg)
+            if direct:
+                return direct
+            if isinstance(arg, ast.Attribute):
+                key = ast.unparse(arg)
+                return attrs.get(key) if key not in attr_other else None
+            if isinstance(arg, ast.Name):
+                key = arg.id
+                if key in other or key in params:
+                    return None
+                if key in bound:
+                    return bound[key]
+                if key not in module_other:
+                    return module_bound.get(key)
+            return None
+
+        for node in _scope_nodes(scope):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else "")
+            picks = []
+            if name in ("set_device", "cuda", "to") and len(node.args) == 1 and isinstance(f, ast.Attribute):
+                picks.append(node.args[0])
+            if name == "device" and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value == "cuda":
+                picks.append(node.args[1])
+            for k in node.keywords:
+                if k.arg == "device_ids" and isinstance(k.value, (ast.List, ast.Tuple)) and len(k.value.elts) == 1:
+                    picks.append(k.value.elts[0])
+            for arg in picks:
+                rank = rank_of(arg)
+                if rank:
+                    out.append({"path": path, "line": node.lineno, "what": ast.unparse(node), "rank": rank})
+                    break
+    return sorted(out, key=lambda r: r["line"])
+
 def script_facts(paths: List[str]) -> dict:
     """The facts of the scripts at `paths`, read here (`check --script` takes them from the scripts and indexes
     its lint pass already made: facts_of)."""
@@ -484,6 +690,10 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     """The facts of parsed scripts, each with lint's index of it (None: indexed here)."""
     env_sets: list = []
     late: list = []
+    settings_set: list = []
+    debug_calls: list = []
+    launcher_reads: list = []
+    rank_devices: list = []
     worlds: list = []
     reads_world = False
     indices: list = []
@@ -520,6 +730,11 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
             elif e.name in ENV_NAMES and isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int)):
                 env_sets.append({"name": e.name, "value": str(e.value.value), "path": script.path,
                                  "line": e.node.lineno, "how": _how(e.node)})
+        settings_set.extend(_setting_sets(index, script.path))
+        own = {e.name for e in index.env_sets}  # a variable the script sets itself is read after it is set
+        launcher_reads.extend(r for r in launcher_env_reads(script.tree, script.path) if r["name"] not in own)
+        rank_devices.extend(global_rank_devices(script.tree, script.path))
+        debug_calls.extend(_debug_calls(index, script.path))
         compiles.extend({"path": script.path, "line": c.line} for c in index.by_qual.get("torch.compile", ()))
         for call in index.by_name.get("DataLoader", ()):
             n = call.kw("num_workers")
@@ -529,4 +744,5 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles,
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
             "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes,
-            "strict_parse_args": strict, **asks}
+            "strict_parse_args": strict, "setting_sets": settings_set, "debug_calls": debug_calls,
+            "launcher_env_reads": launcher_reads, "global_rank_devices": rank_devices, **asks}

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.env import env_int, env_of, script_asks
+from ddpdoctor.facts.launch import commands
 from ddpdoctor.facts.slurm import slurm_batch_world_below, slurm_procid_beyond
 
 
@@ -51,14 +52,45 @@ def rank_out_of_range(snap):
 RENDEZVOUS_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
 
 
-@check("ENV001", "rendezvous-env-incomplete", family="launcher", needs=("env", "launcher"), catalogue=("A2",))
+def _needs_a_launcher(snap, env):
+    """ENV001's finding for a script that reads a launcher's variable without a default where no launcher runs: no
+    launcher variable (launcher.kind "none") and no launcher command above check (the launch section)."""
+    if snap["launcher"].get("kind") != "none" or commands(snap):
+        return
+    reads = [r for r in script_asks(snap, "launcher_env_reads") if r.get("name") and not env.get(r["name"])]
+    if not reads:
+        return
+    names = sorted({r["name"] for r in reads})
+    first = reads[0]
+    where = f"{first.get('path')}:{first.get('line')}"
+    yield warning(f"{where} reads os.environ[{first['name']!r}], which only a launcher sets: started without one "
+                  f"it stops with KeyError: {first['name']!r}",
+                  detail=("No launcher variable is set here and no launcher started this process. torchrun (and "
+                          "python -m torch.distributed.launch --use-env, accelerate launch, deepspeed) set RANK, "
+                          "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT in each "
+                          "worker (torch/distributed/elastic/agent/server/local_elastic_agent.py); the script reads "
+                          + ", ".join(f"{r['name']} ({r.get('path')}:{r.get('line')})" for r in reads[:6])
+                          + " with no default. Checked in the shell that will start a launcher, this is expected."),
+                  fix="torchrun --nproc-per-node <GPUs> " + str(first.get("path") or "train.py")
+                      + "   # sets " + ", ".join(names) + "; or read them with os.environ.get(name, default)",
+                  subjects=names + [f"line:{first.get('line')}", f"path:{first.get('path')}"],
+                  evidence={"reads": reads[:12], "launcher": "none"})
+
+
+@check("ENV001", "rendezvous-env-incomplete", family="launcher", needs=("env", "launcher"), reads=("lint", "launch"),
+       catalogue=("A2",))
 def rendezvous_env_incomplete(snap):
-    """Some, but not all, of MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE are set.
+    """Some, but not all, of MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE are set, or the script needs a launcher.
 
     What it checks
         The env:// rendezvous (the default of `init_process_group`) reads all four variables. When
         a launcher set none of them the process is not distributed and that is fine; when a
-        hand-written launch set only some, `init_process_group` fails at start-up.
+        hand-written launch set only some, `init_process_group` fails at start-up. With the training
+        script read (check --script), no launcher variable set and no launcher in check's own launch
+        command: the script's unguarded reads of a variable only a launcher sets
+        (`int(os.environ["LOCAL_RANK"])`; torch's elastic agent sets RANK, LOCAL_RANK, WORLD_SIZE,
+        LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT in each worker) stop it with
+        "KeyError: 'LOCAL_RANK'" when it is started as `python train.py`.
 
     Why it matters
         "ValueError: Error initializing torch.distributed using env:// rendezvous: environment
@@ -80,6 +112,8 @@ def rendezvous_env_incomplete(snap):
     env = env_of(snap)
     present = [v for v in RENDEZVOUS_VARS if env.get(v, "").strip()]
     missing = [v for v in RENDEZVOUS_VARS if v not in present]
+    if not present:
+        yield from _needs_a_launcher(snap, env)
     if not present or not missing or slurm_batch_world_below(env):
         return  # (a batch script exporting WORLD_SIZE below SLURM_NTASKS: ENV011 reports the cause)
     kind = snap["launcher"].get("kind")

@@ -6,7 +6,7 @@ import os
 import re
 
 from ddpdoctor.facts.cuda_map import devices_of
-from ddpdoctor.facts.env import script_asks
+from ddpdoctor.facts.env import env_of, script_asks
 from ddpdoctor.facts import gpu_versions
 from ddpdoctor.facts.gpu import subjects, version_tuple, view
 from ddpdoctor.facts.gpu_versions import newest_arch
@@ -559,7 +559,44 @@ def listed_amd_gpus(snap) -> list:
     return out
 
 
-@check("GPU036", "gpu-newer-than-rocm-build", family="gpu", needs=("packages",), reads=("pci",))
+def _never_in_rocm_wheels(snap, version: str, build: dict):
+    """GPU036's finding for AMD GPUs whose target no PyTorch ROCm wheel has ever carried (gpu_versions.
+    rocm_wheel_targets_ever: gfx803, gfx90c, gfx1031/gfx1032...), unless HSA_OVERRIDE_GFX_VERSION already maps them
+    onto a target the wheels carry."""
+    pci = (snap.get("pci") or {}) if "pci" in snap else {}
+    ever = gpu_versions.rocm_wheel_targets_ever()
+    override = str((env_of(snap) if "env" in snap else {}).get("HSA_OVERRIDE_GFX_VERSION") or "").strip()
+    if override:
+        parts = override.split(".")
+        if len(parts) == 3 and all(p.isdigit() for p in parts) and \
+                f"gfx{int(parts[0])}{int(parts[1]):x}{int(parts[2]):x}" in ever:
+            return  # the runtime presents the GPU as a target the build carries
+    gpus = [g for g in pci.get("amd_gpus") or [] if isinstance(g, dict) and g.get("gfx")
+            and gpu_versions.gfx_parts(str(g["gfx"])) and str(g["gfx"]) not in ever]
+    if not gpus:
+        return
+    targets = sorted({str(g["gfx"]) for g in gpus})
+    overrides = {t: gpu_versions.override_for(t) for t in targets}
+    hint = "; ".join(f"HSA_OVERRIDE_GFX_VERSION={o} runs {t} as gfx{o.replace('.', '')[:-1]}0" for t, o in overrides.items() if o)
+    yield warning(
+        f"torch {version} (ROCm {build.get('hip')} build) has no kernels for {', '.join(targets)}: no PyTorch ROCm "
+        "wheel carries it",
+        detail=("PyTorch's ROCm wheels are built for a fixed list of targets (PYTORCH_ROCM_ARCH: pytorch/pytorch "
+                ".ci/docker/manywheel/build.sh, and pytorch/builder before it), and " + ", ".join(targets)
+                + " has never been in it (ROCm's maintainers close such reports as not officially supported: "
+                "pytorch/pytorch#91699, ROCm/hip#3282). torch still lists "
+                "the GPU, then the first kernel fails (\"hipErrorNoBinaryForGpu\", \"invalid device function\") or the "
+                "process segfaults. A build from elsewhere may carry it."
+                + (f" The usual workaround, unsupported by AMD: {hint}." if hint else "")),
+        fix=(f"export HSA_OVERRIDE_GFX_VERSION={next(o for o in overrides.values() if o)}   # unsupported by AMD; or "
+             if any(overrides.values()) else "")
+            + f"build torch with PYTORCH_ROCM_ARCH={';'.join(targets)}",
+        subjects=["pkg:torch", "HSA_OVERRIDE_GFX_VERSION"],
+        evidence={"torch": version, "torch_hip": build.get("hip"), "targets": targets,
+                  "override": overrides, "HSA_OVERRIDE_GFX_VERSION": override or None})
+
+
+@check("GPU036", "gpu-newer-than-rocm-build", family="gpu", needs=("packages",), reads=("pci", "env"))
 def amd_gpu_vs_rocm_build(snap):
     """An AMD GPU whose architecture the installed torch's ROCm build likely carries no kernels for.
 
@@ -569,6 +606,10 @@ def amd_gpu_vs_rocm_build(snap):
         version torch was built with (torch.version.hip, read as text). PyTorch's own ROCm wheels
         carry a fixed list of targets (PYTORCH_ROCM_ARCH in pytorch/builder's wheel builds): gfx90a
         and gfx1030 from ROCm 4.3, gfx1100 (Radeon RX 7900) from ROCm 5.5, gfx942 (MI300) from 6.0.
+        A target no PyTorch ROCm wheel has ever carried (neither there nor in pytorch/pytorch's
+        .ci/docker/manywheel/build.sh: gfx803, the APUs' gfx90c, the Radeon RX 6600-6700's
+        gfx1031/gfx1032) is reported too, with the HSA_OVERRIDE_GFX_VERSION of the same generation's
+        target the wheels carry, unless that override is already set.
 
     Why it matters
         A GPU without kernels in the build is listed by torch (torch.cuda.is_available() is True), then
@@ -589,6 +630,7 @@ def amd_gpu_vs_rocm_build(snap):
         return
     hip = version_tuple(build.get("hip"))[:2]
     missing = [(node, gfx, since) for node, gfx, since in listed_amd_gpus(snap) if len(hip) == 2 and hip < since]
+    yield from _never_in_rocm_wheels(snap, version, build)
     if not missing:
         return
     targets = sorted({g for _, g, _ in missing})

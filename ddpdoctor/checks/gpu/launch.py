@@ -276,6 +276,9 @@ def local_ranks_vs_gpus(snap):
         (`--world_size` default 8, lint.scriptfacts world_args) on a machine with fewer visible GPUs
         and no launcher; under a launcher, a default other than its WORLD_SIZE when the script never
         reads WORLD_SIZE (its rendezvous waits for ranks that never start: OpenNMT/OpenNMT-py#1647).
+        A script that picks its GPU by the GLOBAL rank (set_device(rank) with rank = int(os.environ["RANK"])
+        or dist.get_rank(); lint.scriptfacts global_rank_devices) under a launch that spans nodes: ranks past
+        this node's GPU count ask for ordinals that do not exist (meta-llama/llama-cookbook#90).
 
     Fix
         `torchrun --nproc-per-node $(nvidia-smi -L | wc -l)`, or match CUDA_VISIBLE_DEVICES to
@@ -288,6 +291,7 @@ def local_ranks_vs_gpus(snap):
         yield from _slurm_task_given_no_gpu(snap, v)
         return
     yield from _script_world_args(snap, n)
+    yield from _script_global_rank_devices(snap, n)
     if not ranks:
         return
     shared = _agents_share_host(snap, v, ranks)
@@ -359,6 +363,44 @@ def _script_world_args(snap, visible: int):
                   fix=f"pass {top.get('flag')} {world}, or read it from the launcher: int(os.environ['WORLD_SIZE'])",
                   subjects=[f"path:{top.get('path')}", "WORLD_SIZE"],
                   evidence={"script": args[:4], "world_size": world})
+
+
+def _int_fact(value) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _script_global_rank_devices(snap, visible: int):
+    """GPU016 for a script that selects its GPU by the global rank (lint.scriptfacts global_rank_devices) under a
+    launch whose ranks span several nodes: on one node the global rank is the local one, on the others it is not."""
+    facts = lint_facts(snap)
+    picks = [p for p in facts.get("global_rank_devices") or () if isinstance(p, dict)]
+    if not picks:
+        return
+    launcher = snap.get("launcher") or {}
+    world, local = _int_fact(launcher.get("world_size")), _int_fact(launcher.get("local_world_size"))
+    rank, nnodes = _int_fact(launcher.get("rank")), _int_fact(launcher.get("nnodes"))
+    node = _int_fact(launcher.get("node_rank"))
+    spans = ((world is not None and local is not None and world > local) or (nnodes is not None and nnodes > 1)
+             or (node is not None and node > 0))
+    if not spans:
+        return
+    first = picks[0]
+    where = _where(first)
+    mine = rank is not None and rank >= visible
+    span = (f"WORLD_SIZE={world} over LOCAL_WORLD_SIZE={local}" if world is not None and local is not None and world > local
+            else f"{nnodes} nodes" if nnodes and nnodes > 1 else f"node rank {node}")
+    make = error if mine else warning
+    yield make(f"{where}: {first.get('what')} picks the GPU by the global rank ({first.get('rank')}), and this launch "
+               f"spans nodes ({span})" + (f": rank {rank} asks for cuda:{rank} with {visible} GPU(s) visible" if mine else ""),
+               detail=("The global rank counts over every node; only on the first node does it equal the local rank. "
+                       f"On this node each rank past {visible - 1} asks for an ordinal that does not exist: "
+                       "'RuntimeError: CUDA error: invalid device ordinal' (meta-llama/llama-cookbook#90: "
+                       "llama_finetuning.py's torch.cuda.set_device(rank) failed on every node after the first, and "
+                       "local_rank fixed it). torchrun's documentation sets the device from LOCAL_RANK."),
+               fix=("local_rank = int(os.environ['LOCAL_RANK']); torch.cuda.set_device(local_rank)   # at " + where),
+               subjects=[f"path:{first.get('path')}", "RANK", "LOCAL_RANK"],
+               evidence={"script": picks[:4], "rank": rank, "world_size": world, "local_world_size": local,
+                         "nnodes": nnodes, "visible_gpus": visible})
 
 
 # Slurm's output environment for a GPU request (sbatch(1)/srun(1) "OUTPUT ENVIRONMENT VARIABLES",

@@ -1,0 +1,496 @@
+"""Compiled extensions and the torch / CUDA they were built for: PKG012 (DeepSpeed ops, xformers, flash-attn,
+other extensions missing torch symbols), PKG014 (the CUDA toolkit a just-in-time build compiles with), PKG018 (apex
+without its extensions), PKG020 (mmcv without its compiled ops)."""
+from __future__ import annotations
+
+from ddpdoctor.facts import gpu_versions
+from ddpdoctor.facts.env import script_asks
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+
+
+# xformers' wheels target torch's stable ABI from 0.0.34 on (any later torch runs them): the xformers repository's
+# csrc docs, "Since xFormers 0.0.34, builds target the PyTorch stable ABI" (read in a stored copy, commit not pinned)
+XFORMERS_STABLE_ABI = (0, 0, 34)
+
+
+def _xformers_built_for_another_torch(pk):
+    """xformers' recorded build (packages.xformers_build, from xformers/cpp_lib.json) against the installed torch and
+    Python: a warning, xformers only warns and runs without its kernels."""
+    xf = pk.get("xformers_build") if isinstance(pk.get("xformers_build"), dict) else {}
+    versions = pk.get("versions") or {}
+    torch, built = str(versions.get("torch") or ""), str(xf.get("torch") or "")
+    if not torch or not built:
+        return
+    rel = lambda v: gpu_versions.release(v)  # noqa: E731
+    local = lambda v: v.split("+", 1)[1] if "+" in v else None  # noqa: E731
+    xver = rel(versions.get("xformers"))
+    if xver and xver >= XFORMERS_STABLE_ABI:
+        differs = rel(torch)[:2] < rel(built)[:2]
+    else:
+        differs = rel(torch) != rel(built) or (local(torch) and local(built) and local(torch) != local(built))
+    python, built_py = str(pk.get("python") or ""), str(xf.get("python") or "")
+    py_differs = bool(python and built_py and rel(python)[:2] != rel(built_py)[:2])
+    if not differs and not py_differs:
+        return
+    what = (f"PyTorch {built}" + (f" with CUDA {xf['cuda']}" if xf.get("cuda") else "") + f" (you have {torch})"
+            if differs else f"Python {built_py} (you have {python})")
+    yield warning(f"xformers{' ' + str(versions['xformers']) if versions.get('xformers') else ''} was built for {what}",
+                  detail=("xformers loads its C++/CUDA library only into the torch and Python it was built for "
+                          "(xformers/_cpp_lib.py): otherwise it warns \"xFormers can't load C++/CUDA extensions\" and "
+                          "every memory_efficient_attention call raises \"No operator found for "
+                          "`memory_efficient_attention_forward`\" (the build recorded in xformers/cpp_lib.json)."),
+                  fix="pip install -U xformers --index-url https://download.pytorch.org/whl/cu"
+                      + (str((pk.get("torch_build") or {}).get("cuda") or "121").replace(".", "")[:3])
+                      + "   # the wheel built for this torch; or install the torch it was built for",
+                  subjects=["pkg:xformers", "pkg:torch"],
+                  evidence={"xformers": versions.get("xformers"), "built_for": xf, "torch": torch, "python": python})
+
+
+def _flash_attn_built_for_another_torch(pk):
+    """flash-attn's recorded wheel build (packages.flash_attn_build: torch major.minor, CUDA, C++ ABI from the wheel's
+    name) against the installed torch: an error, `import flash_attn` fails outright."""
+    fa = pk.get("flash_attn_build") if isinstance(pk.get("flash_attn_build"), dict) else {}
+    versions = pk.get("versions") or {}
+    torch = str(versions.get("torch") or "")
+    if not torch or not fa.get("torch"):
+        return
+    mm = lambda v: gpu_versions.release(v)[:2]  # noqa: E731
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    have_cuda, was_cuda = str(build.get("cuda") or ""), str(fa.get("cuda") or "")
+    have_abi, was_abi = pk.get("torch_cxx11_abi"), fa.get("cxx11_abi")
+    why = []
+    if mm(torch) and mm(fa["torch"]) and mm(torch) != mm(fa["torch"]):
+        why.append(f"torch {fa['torch']} (you have {torch})")
+    if have_cuda and was_cuda and gpu_versions.release(have_cuda)[:1] != gpu_versions.release(was_cuda)[:1]:
+        why.append(f"CUDA {was_cuda} (torch is built for CUDA {have_cuda})")
+    if have_abi in ("0", "1") and was_abi in ("0", "1") and have_abi != was_abi:
+        why.append(f"the C++ ABI _GLIBCXX_USE_CXX11_ABI={was_abi} (torch's is {have_abi})")
+    if not why:
+        return
+    fa_version = versions.get("flash-attn")
+    yield error(f"flash-attn{' ' + str(fa_version) if fa_version else ''} was built for " + "; ".join(why),
+                detail=("flash-attn's CUDA extension (flash_attn_2_cuda) links against the libtorch/c10 symbols of the "
+                        "torch it was compiled with: under another torch release, CUDA major or C++ ABI `import "
+                        "flash_attn` fails with \"flash_attn_2_cuda...so: undefined symbol: _ZN3c10...\" "
+                        "(Dao-AILab/flash-attention#931: wheels built for torch 2.2.2/2.3.0 do not load under 2.2.0; "
+                        "huggingface/open-r1#684: a cxx11abiTRUE build under torch 2.6.0's ABI 0). The build is read "
+                        f"from the wheel's name ({fa.get('from')})."),
+                fix=("pip install flash-attn --no-build-isolation --no-cache-dir --force-reinstall   # fetches or "
+                     "builds the wheel for this torch; or install the wheel whose name matches torch "
+                     f"{'.'.join(str(p) for p in mm(torch))}, cu{have_cuda.split('.')[0] if have_cuda else 'XX'} and "
+                     f"cxx11abi{'TRUE' if have_abi == '1' else 'FALSE' if have_abi == '0' else '?'}"),
+                subjects=["pkg:flash-attn", "pkg:torch"],
+                evidence={"flash-attn": fa_version, "built_for": fa, "torch": torch, "torch_build": build,
+                          "torch_cxx11_abi": have_abi})
+
+
+def _extensions_missing_torch_symbols(pk):
+    """Compiled extensions whose undefined c10/at/torch symbols torch's libraries do not export (packages.
+    torch_extensions, read from ELF .dynsym/.gnu.hash): an error each, `import` fails with "undefined symbol"."""
+    exts = pk.get("torch_extensions")
+    if not isinstance(exts, list):
+        return
+    torch = (pk.get("versions") or {}).get("torch")
+    for ext in [e for e in exts if isinstance(e, dict) and e.get("missing")][:4]:
+        package, missing = str(ext.get("package") or "?"), [str(m) for m in ext.get("missing") or []]
+        count = ext.get("missing_count") if isinstance(ext.get("missing_count"), int) else len(missing)
+        yield error(f"{package}'s compiled extension {ext.get('file')} needs {count} c10/ATen/torch symbol"
+                    f"{'s' if count != 1 else ''} that torch{' ' + str(torch) if torch else ''} does not export "
+                    f"(e.g. {missing[0]})",
+                    detail=("The extension links torch's libraries (libtorch/libc10 in its DT_NEEDED) and was "
+                            "compiled against another torch release, CUDA build or C++ ABI: `import` fails with "
+                            f"\"ImportError: {ext.get('file')}: undefined symbol: {missing[0]}\" (flash-attn from "
+                            "an sdist built under an older torch: huggingface/open-r1#684; apex, torch-scatter, "
+                            "xformers source builds alike). Read from the extension's ELF dynamic symbol table against "
+                            "torch's libraries' exports (.gnu.hash); nothing is imported."),
+                    fix=(f"pip install --no-build-isolation --no-cache-dir --force-reinstall {package}   # rebuild it "
+                         "against the installed torch; or install the torch it was built for"),
+                    subjects=[f"pkg:{package}", "pkg:torch"],
+                    evidence={"extension": ext, "torch": torch})
+
+
+@check("PKG012", "deepspeed-ops-built-for-another-torch", family="packages", needs=("packages",))
+def deepspeed_ops_built_for_another_torch(snap):
+    """DeepSpeed's pre-built ops were compiled against another torch or CUDA than the one installed.
+
+    What it checks
+        The torch and CUDA (or HIP) versions DeepSpeed's setup.py recorded when it compiled ops at install
+        time (DS_BUILD_OPS=1 or DS_BUILD_<OP>=1: deepspeed/git_version_info_installed.py, `torch_info` and
+        `installed_ops`, read as text) against the installed torch's release and CUDA build, each to
+        major.minor as DeepSpeed compares them. Ops compiled just in time (none pre-built) are not judged.
+
+    Why it matters
+        DeepSpeed loads a pre-built op only after OpBuilder.validate_torch_version / validate_torch_op_version
+        (deepspeedai/DeepSpeed op_builder/builder.py @edaa7221) pass: after `pip install -U torch` the first
+        FusedAdam or CPUAdam raises "PyTorch version mismatch! DeepSpeed ops were compiled and installed with
+        a different version than what is being used at runtime" (or "CUDA version mismatch!") on every rank;
+        binaries built against another torch's ABI are stale (huggingface/transformers#12715).
+
+        The same for xformers' C++/CUDA extensions: the torch (release and +cuXXX build) and Python recorded in
+        the wheel's xformers/cpp_lib.json against the installed ones. xformers loads its library only when they
+        match and otherwise warns "xFormers can't load C++/CUDA extensions. xFormers was built for: PyTorch 2.3.0+cu121
+        with CUDA 1201 (you have 2.1.0+cu121)" and runs without its kernels: the first memory_efficient_attention
+        call raises "No operator found for `memory_efficient_attention_forward`" (yangjianxin1/Firefly#258,
+        yufu-wang/PromptHMR#4; facebookresearch/xformers xformers/_cpp_lib.py). From xformers 0.0.34 the library
+        targets torch's stable ABI and runs under any later torch: only an older installed torch is reported then.
+
+        And flash-attn's CUDA extension: the torch major.minor, CUDA major and C++ ABI its prebuilt wheel was built
+        for, read from the wheel's name (flash_attn-2.5.8+cu122torch2.3cxx11abiFALSE-...: the URL in the dist-info's
+        direct_url.json, or the installed version's local part), against torch's release, CUDA build and ABI
+        (TorchConfig.cmake's _GLIBCXX_USE_CXX11_ABI). A mismatch is an error: `import flash_attn` fails with
+        "flash_attn_2_cuda...so: undefined symbol: _ZN3c10..." (Dao-AILab/flash-attention#931, huggingface/open-r1#684).
+        A flash-attn installed from PyPI's sdist records no build; apex records none either.
+
+        And any compiled extension in torch's site-packages that links libtorch/libc10 (DT_NEEDED): its undefined
+        GLOBAL c10/at/torch symbols (ELF .dynsym) that none of torch's libraries exports (looked up in their
+        .gnu.hash tables, read as bytes; nothing imported) are the symbols whose absence makes `import` fail with
+        "undefined symbol: _ZN3c10..." (flash-attn or apex source builds under an older torch). Bounded: 64 .so
+        files, 4 levels deep, 1 s. An error per extension.
+
+    Example
+        deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121;
+        xformers 0.0.26.post1 (built for torch 2.3.0+cu121) beside torch 2.1.0+cu121; the flash-attn wheel
+        +cu122torch2.3cxx11abiFALSE beside torch 2.2.0.
+
+    Fix
+        DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed   # rebuild against this torch;
+        or pip install deepspeed without DS_BUILD_* to compile ops just in time.
+    """
+    pk = snap.get("packages") or {}
+    yield from _xformers_built_for_another_torch(pk)
+    yield from _flash_attn_built_for_another_torch(pk)
+    yield from _extensions_missing_torch_symbols(pk)
+    built = pk.get("deepspeed_build")
+    if not isinstance(built, dict) or not built.get("installed_ops"):
+        return
+    versions = pk.get("versions") or {}
+    torch, ds = versions.get("torch"), versions.get("deepspeed")
+    mm = lambda v: ".".join(str(p) for p in gpu_versions.release(v)[:2])  # noqa: E731 - DeepSpeed's major.minor
+    ops = ", ".join(built["installed_ops"][:6]) + (" ..." if len(built["installed_ops"]) > 6 else "")
+    fix = ("DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed"
+           + (f"=={ds}" if ds else "") + "   # rebuild the ops against this torch; or reinstall without DS_BUILD_*")
+    evidence = {"deepspeed": ds, "built_with": built, "torch": torch, "torch_build": pk.get("torch_build")}
+    if torch and built.get("torch") and mm(torch) and mm(torch) != mm(built["torch"]):
+        yield error(f"DeepSpeed{' ' + ds if ds else ''}'s pre-built ops ({ops}) were compiled with torch "
+                    f"{built['torch']}; torch {torch} is installed",
+                    detail=("DeepSpeed checks the torch its ops were built with before loading one (op_builder/"
+                            "builder.py validate_torch_version): the first optimizer or kernel from them raises "
+                            "\"PyTorch version mismatch! DeepSpeed ops were compiled and installed with a different "
+                            f"version than what is being used at runtime\" (install {mm(built['torch'])}, runtime "
+                            f"{mm(torch)}) on every rank."),
+                    fix=fix, subjects=["pkg:deepspeed", "pkg:torch"], evidence=evidence)
+        return
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    for key, name in (("cuda", "CUDA"), ("hip", "HIP")):
+        have, was = build.get(key), built.get(key)
+        if have and was and mm(have) and mm(have) != mm(was):
+            yield error(f"DeepSpeed's pre-built ops ({ops}) were compiled for {name} {was}; this torch is built for "
+                        f"{name} {have}",
+                        detail=(f"DeepSpeed checks the {name} version of its ops before loading one on a GPU "
+                                f"(op_builder/builder.py validate_torch_op_version): it raises \"{name} version "
+                                "mismatch! DeepSpeed ops were compiled and installed with a different version than "
+                                "what is being used at runtime\" on every rank."),
+                        fix=fix, subjects=["pkg:deepspeed", "pkg:torch"], evidence=evidence)
+            return
+
+
+def _jit_builders(snap, pk) -> list:
+    """What compiles a CUDA extension when the job runs: DeepSpeed installed with no pre-built ops (its ops are built
+    just in time, op_builder/builder.py jit_load), and the script's torch.utils.cpp_extension load() calls."""
+    out = []
+    versions = pk.get("versions") or {}
+    built = pk.get("deepspeed_build") if isinstance(pk.get("deepspeed_build"), dict) else {}
+    if versions.get("deepspeed") and not built.get("installed_ops"):
+        out.append(f"DeepSpeed {versions['deepspeed']}'s ops (none pre-built: compiled at their first use)")
+    out += [f"{r.get('path')}:{r.get('line')} {r.get('what')}" for r in script_asks(snap, "extension_builds")]
+    return out
+
+
+def _no_cuda_toolkit(snap, pk):
+    """No CUDA toolkit found (PKG014's gatherer records {}) under a CUDA build of torch while something compiles CUDA
+    code at run time: a warning; nothing that compiles: nothing said (most jobs need no toolkit)."""
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    builders = _jit_builders(snap, pk)
+    if not build.get("cuda") or not builders:
+        return
+    yield warning("No CUDA toolkit found, and " + builders[0] + " compiles CUDA code at run time",
+                  detail=("Neither CUDA_HOME, CUDA_PATH, an nvcc on PATH nor /usr/local/cuda names a toolkit, which is "
+                          "where torch.utils.cpp_extension and DeepSpeed's op builder look: the build stops with "
+                          "\"OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install "
+                          "root.\" (torch/utils/cpp_extension.py) or \"CUDA_HOME does not exist, unable to compile CUDA "
+                          f"op(s)\" (DeepSpeed op_builder/builder.py). torch is built for CUDA {build['cuda']}; what "
+                          "compiles here: " + "; ".join(builders[:3]) + "."),
+                  fix=(f"install a CUDA {build['cuda']} toolkit (conda install -c nvidia cuda-toolkit={build['cuda']}, "
+                       "or NVIDIA's installer) and export CUDA_HOME=<its root>; or pre-build the ops (DS_BUILD_OPS=1 "
+                       "pip install deepspeed) where a toolkit exists"),
+                  subjects=["pkg:cuda-toolkit", "pkg:torch"],
+                  evidence={"toolkit": {}, "torch_build": build, "builders": builders})
+
+
+# The oldest host compilers torch's C++ headers accept, by torch release (the first release of each row), with the
+# source: 2.2.2 - pytorch/pytorch#120126 raised c10/util/C++17.h's check to GCC 9 / Clang 9 and was picked onto
+# release/2.2 ("Validated we no longer support gcc < 9 for release 2.2.2"); 1.7 - C++14 code: "We're on C++14 so
+# unfortunately gcc4.8 is no good" (pytorch/pytorch#51339), the check then reading GCC 5 (pytorch/pytorch#120149's
+# diff). Earlier releases: not judged.
+HOST_COMPILER_FLOORS = (((2, 2, 2), {"gcc": (9,), "clang": (9,)}), ((1, 7), {"gcc": (5,)}))
+
+
+def _host_compiler_too_old(snap, pk):
+    """The host C++ compiler (packages.host_compiler) below the floor of torch's headers while something compiles at
+    run time: a warning; the build stops in torch's own headers."""
+    cc = pk.get("host_compiler") if isinstance(pk.get("host_compiler"), dict) else {}
+    version = (pk.get("versions") or {}).get("torch")
+    have, torch_rel = gpu_versions.release(cc.get("version")), gpu_versions.release(version)
+    if not have or not torch_rel:
+        return
+    floor = next((f.get(cc.get("kind")) for since, f in HOST_COMPILER_FLOORS if torch_rel[:3] >= since), None)
+    if not floor or have[:len(floor)] >= floor:
+        return
+    builders = _jit_builders(snap, pk)
+    if not builders:
+        return
+    need = ".".join(str(x) for x in floor)
+    name = "GCC" if cc.get("kind") == "gcc" else "Clang"
+    yield warning(f"The host compiler is {name} {cc.get('version')} ({cc.get('cmd')}), older than the {name} {need} torch "
+                  f"{version}'s headers need, and " + builders[0] + " compiles at run time",
+                  detail=("torch.utils.cpp_extension and DeepSpeed's op builder compile with $CXX (else c++), and nvcc "
+                          "hands .cu files to the same GCC on PATH; torch's headers refuse an older one: \"#error You're "
+                          f"trying to build PyTorch with a too old version of GCC. We need GCC {need} or later.\" "
+                          "(c10/util/C++17.h; deepspeedai/DeepSpeed#7143) or \"#error C++14 or later compatible compiler is "
+                          "required to use ATen.\" (DeepSpeed#1435). What compiles here: " + "; ".join(builders[:3]) + "."),
+                  fix=(f"load or install {name} {need}+ (module load gcc/12, conda install -c conda-forge gxx_linux-64=11, "
+                       "apt install g++-11) and export CC=<its gcc> CXX=<its g++> before the job; or pre-build the ops "
+                       "where a newer compiler exists"),
+                  subjects=["pkg:host-compiler", "pkg:torch"],
+                  evidence={"host_compiler": cc, "torch": version, "needs": need, "builders": builders})
+
+
+def _toolkit_newer_than_driver(snap, kit: dict, have: tuple, where: str, evidence: dict):
+    """PKG014's finding for a toolkit newer than the CUDA the driver supports (gpus.cuda_driver): what it compiles
+    carries PTX/cubins of that release, which the older driver refuses - "the provided PTX was compiled with an
+    unsupported toolchain" (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222, cuda.h; the cuda_errors catalogue) - whatever
+    torch's own build is (torch runs through minor-version compatibility; GPU023 judges torch)."""
+    gpus = snap.get("gpus") if "gpus" in snap else None
+    if not isinstance(gpus, dict) or gpus.get("unavailable"):
+        return
+    driver = gpu_versions.release(gpus.get("cuda_driver"))
+    if len(driver) < 2 or len(have) < 2 or tuple(have[:2]) <= tuple(driver[:2]):
+        return
+    yield warning(f"The CUDA toolkit at {where} (CUDA {kit['version']}) is newer than the driver "
+                  f"{gpus.get('driver_version')} supports (CUDA {gpus.get('cuda_driver')})",
+                  detail=("An extension compiled with it (a setup.py build of a CUDA extension, a cpp_extension "
+                          "load(), DeepSpeed's ops) carries code of CUDA " + ".".join(map(str, have[:2]))
+                          + ", which this driver cannot load: \"the provided PTX was compiled with an unsupported "
+                          "toolchain\" (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, cuda.h) or \"CUDA driver version is "
+                          "insufficient for CUDA runtime version\" at its first kernel. torch's own wheels are not "
+                          "affected (GPU023 judges them)."),
+                  fix=f"upgrade the driver to one that reports CUDA {'.'.join(map(str, have[:2]))} or newer, or "
+                      f"export CUDA_HOME=<a toolkit of CUDA {gpus.get('cuda_driver')} or older> and rebuild the "
+                      "extension",
+                  subjects=["pkg:cuda-toolkit"],
+                  evidence=dict(evidence, driver_version=gpus.get("driver_version"), driver_cuda=gpus.get("cuda_driver")))
+
+
+@check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint"))
+def cuda_toolkit_mismatch(snap):
+    """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
+
+    What it checks
+        The CUDA toolkit an extension compiled at run time uses (CUDA_HOME, CUDA_PATH, the `nvcc` on PATH, or
+        /usr/local/cuda, as torch.utils.cpp_extension finds it; its version from version.json / version.txt)
+        against the CUDA release torch was built with (major versions) and against the GPUs' compute capability
+        (the newest architecture that toolkit compiles for: gpu_versions.json newest_arch_of_toolkit). A warning
+        when something will compile at run time (DeepSpeed without pre-built ops, a cpp_extension load() in the
+        script read), info otherwise. Also against the CUDA the driver supports: a toolkit newer than the
+        driver builds code the driver refuses ("the provided PTX was compiled with an unsupported toolchain",
+        BachiLi/diffvg#84), always a warning.
+
+    Why it matters
+        torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version
+        (11.5) mismatches the version that was used to compile PyTorch (12.1). Please make sure to use the same
+        CUDA versions." (pytorch/pytorch torch/utils/cpp_extension.py _check_cuda_version, CUDA_MISMATCH_MESSAGE);
+        DeepSpeed's op builder refuses first ("Installed CUDA version X does not match the version torch was
+        compiled with Y, unable to compile cuda/cpp extensions without a matching cuda version": op_builder/
+        builder.py assert_no_cuda_mismatch). A toolkit older than the GPU's architecture fails in nvcc itself
+        ("nvcc fatal : Unsupported gpu architecture 'compute_89'": deepspeedai/DeepSpeedExamples#634, fused_adam
+        on an sm_89 GPU with CUDA 11.7).
+
+        No toolkit at all (packages.cuda_toolkit recorded empty: no CUDA_HOME/CUDA_PATH, no nvcc on PATH, no
+        /usr/local/cuda) under a CUDA build of torch, while something compiles at run time, is a warning too: the
+        build stops before compiling ("OSError: CUDA_HOME environment variable is not set. Please set it to your
+        CUDA install root.": torch/utils/cpp_extension.py _join_cuda_home; DeepSpeed's op builder: "CUDA_HOME does
+        not exist, unable to compile CUDA op(s)", op_builder/builder.py).
+
+        The host C++ compiler such a build uses ($CXX, else c++; packages.host_compiler) older than the one torch's
+        headers accept is a warning too: from torch 2.2.2 c10/util/C++17.h stops with "#error You're trying to
+        build PyTorch with a too old version of GCC. We need GCC 9 or later." (pytorch/pytorch#120126, picked onto
+        release/2.2; deepspeedai/DeepSpeed#7143, #5429), and from torch 1.7, C++14 code, GCC 4.x cannot compile
+        the headers ("#error C++14 or later compatible compiler is required to use ATen.", DeepSpeed#1435 with
+        g++ 4.8.5; pytorch/pytorch#51339).
+
+    Example
+        torch 2.1.2+cu121, CUDA_HOME=/usr/local/cuda-11.7, DeepSpeed installed without DS_BUILD_OPS, RTX 4090s.
+
+    Fix
+        export CUDA_HOME=<a toolkit of torch's CUDA release> (conda install -c nvidia cuda-toolkit=<torch's CUDA>),
+        or install torch built for the local toolkit, or pre-build the ops (DS_BUILD_OPS=1).
+    """
+    pk = snap.get("packages") or {}
+    yield from _host_compiler_too_old(snap, pk)
+    kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
+    if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
+        yield from _no_cuda_toolkit(snap, pk)
+        return
+    have = gpu_versions.release(kit.get("version"))
+    if not have:
+        return
+    builders = _jit_builders(snap, pk)
+    make = warning if builders else info
+    when = ("; what compiles at run time here: " + "; ".join(builders[:3])) if builders else \
+        ("; nothing found that compiles at run time (DeepSpeed's pre-built ops, no cpp_extension load() in a script "
+         "read), so it matters only to an extension built later")
+    where = f"{kit.get('home')} (from {kit.get('from')})"
+    evidence = {"toolkit": kit, "torch_build": pk.get("torch_build"), "builders": builders}
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    torch_cuda = gpu_versions.release(build.get("cuda"))
+    yield from _toolkit_newer_than_driver(snap, kit, have, where, evidence)
+    if torch_cuda and torch_cuda[0] != have[0]:
+        yield make(f"The CUDA toolkit at {where} is CUDA {kit['version']}; torch is built for CUDA {build['cuda']}",
+                   detail="torch.utils.cpp_extension refuses a toolkit of another major version than torch's build "
+                          f"(\"The detected CUDA version ({kit['version']}) mismatches the version that was used to "
+                          f"compile PyTorch ({build['cuda']})\": pytorch/pytorch torch/utils/cpp_extension.py "
+                          "_check_cuda_version), and DeepSpeed's op builder likewise (\"Installed CUDA version ... does "
+                          "not match the version torch was compiled with\")" + when + ".",
+                   fix=f"export CUDA_HOME=<a CUDA {build['cuda']} toolkit>   # or install torch built for CUDA "
+                       f"{'.'.join(map(str, have[:2]))}",
+                   subjects=["pkg:cuda-toolkit", "pkg:torch"], evidence=evidence)
+        return
+    newest = gpu_versions.newest_arch(have)
+    devices = [d for d in ((snap.get("gpus") or {}).get("devices") or [])
+               if isinstance(d, dict) and isinstance(d.get("cuda_capability"), (list, tuple))
+               and len(d["cuda_capability"]) == 2]
+    low = [d for d in devices if newest is not None and d["cuda_capability"][0] * 10 + d["cuda_capability"][1] > newest]
+    if low:
+        cc = max(d["cuda_capability"][0] * 10 + d["cuda_capability"][1] for d in low)
+        models = sorted({str(d.get("name")) for d in low})
+        yield make(f"The CUDA toolkit at {where} (CUDA {kit['version']}) cannot compile for sm_{cc} "
+                   f"({', '.join(models)}): its newest architecture is sm_{newest}",
+                   detail=f"An extension compiled here for these GPUs fails in nvcc (\"nvcc fatal : Unsupported gpu "
+                          f"architecture 'compute_{cc}'\": deepspeedai/DeepSpeedExamples#634). The newest architecture "
+                          "of each toolkit: data/gpu_versions.json newest_arch_of_toolkit" + when + ".",
+                   fix="export CUDA_HOME=<a toolkit that knows the GPU (CUDA 11.8+ for sm_89/sm_90, 12.8+ for "
+                       "sm_100/sm_120)>; or TORCH_CUDA_ARCH_LIST=<an older arch> (PTX, slower)",
+                   subjects=["pkg:cuda-toolkit"] + [f"gpu:{d.get('index')}" for d in low], evidence=evidence)
+
+
+# NVIDIA/apex setup.py @007e4724: `--cpp_ext` builds apex_C, `--cuda_ext` builds amp_C (multi-tensor apply: fused
+# optimizers, amp's gradient scaling), syncbn, fused_layer_norm_cuda, mlp_cuda and more, each a top-level module.
+# Without the options only the Python package is installed, and the modules apex imports on use are missing.
+APEX_CUDA_EXTENSIONS = ("amp_C", "fused_layer_norm_cuda", "syncbn")
+
+
+@check("PKG018", "apex-without-extensions", family="packages", needs=("packages",), reads=("gpus",))
+def apex_without_extensions(snap):
+    """NVIDIA's apex is installed without its compiled C++/CUDA extensions.
+
+    What it checks
+        With the `apex` distribution installed, the top-level extension modules its files include
+        (packages.apex_build, from the dist-info RECORD or the egg directory): NVIDIA/apex's setup.py
+        builds apex_C only with `--cpp_ext` and amp_C, syncbn, fused_layer_norm_cuda, mlp_cuda and
+        the others only with `--cuda_ext`. Also whether the distribution is NVIDIA's apex at all (an
+        apex/amp package; PyPI's unrelated "apex" has none).
+
+    Why it matters
+        The Python package imports, then the first fused layer fails: FusedLayerNorm raises
+        "ModuleNotFoundError: No module named 'fused_layer_norm_cuda'" (NVIDIA/apex#499), amp and
+        the fused optimizers "No module named 'amp_C'" (NeMo's training, NVIDIA-NeMo/Speech#842),
+        and apex.parallel falls back to Python kernels ("apex was installed without --cuda_ext").
+
+    Example
+        pip install -v --no-cache-dir ./   # in a clone of NVIDIA/apex, without the build options
+
+    Fix
+        pip uninstall -y apex && pip install -v --disable-pip-version-check --no-cache-dir
+        --no-build-isolation --config-settings "--build-option=--cpp_ext" --config-settings
+        "--build-option=--cuda_ext" ./   # in a clone of NVIDIA/apex, with nvcc of torch's CUDA
+    """
+    pk = snap["packages"]
+    version = (pk.get("versions") or {}).get("apex")
+    built = pk.get("apex_build")
+    if not version or not isinstance(built, dict) or not isinstance(built.get("extensions"), list):
+        return
+    have = set(built["extensions"])
+    missing = [m for m in APEX_CUDA_EXTENSIONS if m not in have]
+    fix = ('pip uninstall -y apex && git clone https://github.com/NVIDIA/apex && cd apex && pip install -v '
+           '--disable-pip-version-check --no-cache-dir --no-build-isolation --config-settings "--build-option=--cpp_ext" '
+           '--config-settings "--build-option=--cuda_ext" ./')
+    if built.get("has_amp") is False:
+        yield warning(f"the installed 'apex' {version} is not NVIDIA's apex (no apex.amp)",
+                      detail="PyPI's distribution named apex is an unrelated project: `from apex import amp` and apex's "
+                             "fused layers fail. NVIDIA's apex is installed from its repository, built with its "
+                             "extensions.",
+                      fix=fix, subjects=["pkg:apex"], evidence={"apex": version, "apex_build": built})
+        return
+    if len(missing) < len(APEX_CUDA_EXTENSIONS):
+        return  # built with --cuda_ext (some optional extensions may be absent)
+    yield warning(f"apex {version} is installed without its CUDA extensions ({', '.join(missing)} missing)",
+                  detail=("NVIDIA/apex's setup.py builds them only with --cuda_ext (apex_C with --cpp_ext); "
+                          + ("found only " + ", ".join(sorted(have)) if have else "no compiled module is installed")
+                          + f" ({built.get('from') or 'its files'}). The first fused layer or optimizer fails: "
+                          "\"No module named 'fused_layer_norm_cuda'\", \"No module named 'amp_C'\"."),
+                  fix=fix, subjects=["pkg:apex"], evidence={"apex": version, "apex_build": built, "missing": missing})
+
+
+# check18 (batch 90): OpenMMLab packages that import mmcv.ops (which loads mmcv._ext) on import of their models
+MMCV_OPS_USERS = ("mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose")
+
+
+@check("PKG020", "mmcv-without-ops", family="packages", needs=("packages",))
+def mmcv_without_ops(snap):
+    """The importable mmcv has no compiled ops (mmcv._ext), under a package that imports mmcv.ops.
+
+    What it checks
+        packages.mmcv_build: whether the mmcv package Python imports holds its compiled `_ext` module,
+        with mmcv 1.0 or later installed (mmcv.ops came with 1.0) beside mmdet, mmdet3d, mmsegmentation,
+        mmrotate or mmpose. mmcv's setup.py builds `_ext` only with MMCV_WITH_OPS=1: in the 1.x series
+        the distribution "mmcv" is the build without it and "mmcv-full" the one with it; in 2.x
+        "mmcv-lite" is the build without. Installing "mmcv" after "mmcv-full" overwrites the same mmcv/
+        directory, so the fact reads the directory, not the distribution names.
+
+    Why it matters
+        mmcv.ops loads every op through mmcv/utils/ext_loader.py, `importlib.import_module('mmcv._ext')`:
+        `from mmdet.apis import ...` fails with "ModuleNotFoundError: No module named 'mmcv._ext'" before
+        training starts (open-mmlab/mmdetection#3272, #3271, #10619; open-mmlab/mmsegmentation#126).
+
+    Example
+        pip install mmcv==1.0.0 mmdet   # "mmcv", not "mmcv-full"
+
+    Fix
+        pip uninstall -y mmcv mmcv-full && pip install mmcv-full -f
+        https://download.openmmlab.com/mmcv/dist/<cuda>/<torch>/index.html (1.x; 2.x: mim install mmcv),
+        or build from source with MMCV_WITH_OPS=1.
+    """
+    pk = snap["packages"]
+    versions = pk.get("versions") or {}
+    built = pk.get("mmcv_build")
+    if not isinstance(built, dict) or built.get("ops") is not False:
+        return
+    mmcv = versions.get("mmcv-full") or versions.get("mmcv") or versions.get("mmcv-lite")
+    if gpu_versions.release(mmcv) < (1, 0, 0):
+        return  # before mmcv.ops (mmcv 0.x never had compiled ops; mmdet 1.x built its own)
+    users = [f"{n} {versions[n]}" for n in MMCV_OPS_USERS if versions.get(n)]
+    if not users:
+        return
+    names = [n for n in ("mmcv", "mmcv-full", "mmcv-lite") if versions.get(n)]
+    yield warning(f"mmcv {mmcv} has no compiled ops (mmcv._ext), and {', '.join(users)} imports mmcv.ops",
+                  detail=(f"The mmcv package Python imports ({built.get('dir') or 'its directory'}) holds no _ext module; "
+                          f"installed distributions: {', '.join(f'{n} {versions[n]}' for n in names)}. mmcv's setup.py "
+                          "builds _ext only with MMCV_WITH_OPS=1: 'mmcv' 1.x and 'mmcv-lite' 2.x are built without it, "
+                          "and an 'mmcv' installed after 'mmcv-full' overwrites the same directory. mmcv.ops loads "
+                          "'mmcv._ext' on import: \"No module named 'mmcv._ext'\"."),
+                  fix=("pip uninstall -y mmcv mmcv-full mmcv-lite && pip install "
+                       + ("mmcv-full" if gpu_versions.release(mmcv) < (2, 0, 0) else "mmcv")
+                       + "   # the build for this torch/CUDA (download.openmmlab.com/mmcv/dist/...), or MMCV_WITH_OPS=1 from source"),
+                  subjects=["pkg:mmcv"], evidence={"mmcv": mmcv, "distributions": names, "mmcv_build": built,
+                                                   "users": users})

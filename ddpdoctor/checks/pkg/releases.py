@@ -1,0 +1,127 @@
+"""PKG010: torch and NCCL releases with a known defect (ddpdoctor/data/known_defects.json)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ddpdoctor.model import warning
+from ddpdoctor.model.registry import check
+
+
+def _gpu_subset_in_container(snap) -> Optional[bool]:
+    """In a container whose NVML lists fewer GPUs than the NVIDIA GPUs on the PCI bus it sees (sysfs shows the whole
+    host), in a job of several ranks; None when a fact is missing."""
+    host = (snap.get("host") or {}) if "host" in snap else {}
+    gpus = snap.get("gpus") if isinstance(snap.get("gpus"), dict) else {}
+    on_bus = ((snap.get("pci") or {}).get("gpus") if "pci" in snap else None)
+    if not host.get("container") or not isinstance(on_bus, dict) or not gpus or gpus.get("unavailable"):
+        return None
+    nvidia = [b for b, f in on_bus.items() if isinstance(f, dict) and str(f.get("vendor") or "0x10de").lower() == "0x10de"]
+    visible = len(gpus.get("devices") or [])
+    world = (snap.get("launcher") or {}).get("world_size") or 0
+    return bool(visible and len(nvidia) > visible and world > 1)
+
+
+@check("PKG010", "known-defective-release", family="packages", needs=("packages", "env"), reads=("launcher", "gpus", "pci", "host"))
+def known_defective_release(snap):
+    """This torch (with the NCCL it loads), or this NCCL, has a known defect that hangs or slows distributed jobs.
+
+    What it checks
+        The torch version, and the NCCL it loads where recorded, against ddpdoctor/data/known_defects.json:
+        releases with a defect the project fixed later, each read from the fix in the source (repo, path,
+        commit), with the setting that works around it. A workaround already set is respected. Entries of
+        NCCL alone need the NCCL version recorded, and hold only where the job meets their condition (node
+        count from the launcher, GPU compute capability): NCCL 2.19.3/2.19.4 cap the NVLSTree all-reduce
+        chunk at 64 KiB on 4 or more nodes with no knob (src/enqueue.cc; 2.20.3 adds
+        NCCL_NVLSTREE_MAX_CHUNKSIZE); NCCL 2.9.6 fails on a topology file whose PCI nodes it cannot find
+        in sysfs (src/graph/xml.cc; fixed in 2.9.8); NCCL 2.3.5-2.4.5 hash only the host name's first
+        label (src/misc/utils.cu getHostName cuts at '.'; 2.4.6 takes the full name), so on several
+        nodes with dotted names (gpu.rack1, gpu.rack2) it takes two hosts for one (NVIDIA/nccl#197):
+        judged when this host's name has several labels. NCCL 2.6.4-2.7.2 crash in topology detection when
+        ranks of one host run in separate containers that each see only some of its GPUs (src/graph/topo.cc,
+        NVIDIA/nccl#326; fixed in 2.7.3 by f36540f5): judged in a container whose NVML lists fewer GPUs than
+        the PCI bus it sees, on a job of several ranks. NCCL 2.3.5-2.4.5 clean the LL buffers every
+        NCCL_LL_CLEAN_FREQ steps (src/collectives/device/primitives.h) and hang long-running jobs
+        (NVIDIA/nccl#238; fixed in 2.4.6 by f40ce73e; workaround NCCL_LL_THRESHOLD=0). Entries may also name the host OS: torch 2.4-2.6 on
+        Windows create the TCPStore with libuv, which the Windows wheels lack, unless USE_LIBUV=0
+        (torch/distributed/rendezvous.py, pytorch/pytorch#148266; the upper bound 2.6 is assumed).
+        Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
+        (src/accelerate/utils/launch.py prepare_multi_gpu_env sets ZE_AFFINITY_MASK instead of
+        CUDA_VISIBLE_DEVICES; introduced by #1676, fixed by #1850 in 0.22.0), judged only when the
+        accelerate config names gpu_ids.
+
+    Why it matters
+        Nothing in the job is wrong, so nothing else explains the hang. torch 2.7.0 opens NCCL
+        communicators in non-blocking mode whenever init_process_group gets device_id, and NCCL 2.26's
+        non-blocking mode hangs at random (pytorch/pytorch#153960; torch 2.7.1 stopped doing it:
+        ProcessGroupNCCL::useNonblocking, pytorch/pytorch#154055).
+
+    Example
+        torch 2.7.0 with nvidia-nccl-cu12 2.26.2 on eight H100, init_process_group("nccl", device_id=...).
+
+    Fix
+        Upgrade torch to the fixed release, or set the workaround (TORCH_NCCL_USE_COMM_NONBLOCKING=0).
+    """
+    from ddpdoctor.facts import known_defects  # noqa: PLC0415
+    from ddpdoctor.facts.env import env_of  # noqa: PLC0415
+    from ddpdoctor.facts.net import nccl_version_of  # noqa: PLC0415
+
+    torch = (snap["packages"].get("versions") or {}).get("torch")
+    nccl = nccl_version_of(snap)
+    env = env_of(snap)
+    launcher = snap.get("launcher") or {}
+    world, local = launcher.get("world_size"), launcher.get("local_world_size")
+    nodes = launcher.get("nnodes") or (world // local if world and local and world % local == 0 else None)
+    gpus = snap.get("gpus") if isinstance(snap.get("gpus"), dict) else {}
+    caps = [tuple(d["cuda_capability"]) for d in gpus.get("devices") or [] if d.get("cuda_capability")]
+    # NCCL loads NCCL_TOPO_FILE, else /var/run/nvidia-topologyd/virtualTopology.xml (src/graph/topo.cc)
+    vt = (snap.get("pci") or {}).get("nccl_virtual_topology") if "pci" in snap else None
+    topology_file = True if (env.get("NCCL_TOPO_FILE") or "").strip() or vt else (False if vt is False else None)
+    for entry, nccl_known in known_defects.matching(torch, nccl):
+        workaround = entry.get("workaround_env") or {}
+        if workaround and all(str(env.get(k, "")).strip() == v for k, v in workaround.items()):
+            continue
+        host = (snap.get("host") or {}) if "host" in snap else {}
+        if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
+                                          hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap)):
+            continue
+        src = entry["source"]
+        shown = ".".join(map(str, nccl)) if nccl else None
+        if not entry.get("torch"):  # a defect of NCCL alone: the NCCL release is the subject, the fix is NCCL's
+            yield warning(f"NCCL {shown} has a known defect on this job: {entry['effect']}",
+                          detail=(f"When {entry['when']}; fixed in {entry['fixed_in']}. Read in {src['repo']} "
+                                  f"{src['path']}@{src['commit'][:12]} ({src['function']}): \"{src['quote']}\"; "
+                                  f"{src['change']}. Reports: " + ", ".join(entry.get("reports") or []) + "."),
+                          fix=entry.get("fix", "upgrade NCCL") + ("   # or: export " + " ".join(
+                              f"{k}={v}" for k, v in workaround.items()) if workaround else ""),
+                          subjects=["pkg:nccl"] + list(workaround), env_fix=dict(workaround),
+                          evidence={"torch": torch, "nccl": shown, "defect": entry["id"], "nodes": nodes,
+                                    "source": f"{src['repo']}/{src['path']}@{src['commit'][:12]}"})
+            continue
+        yield warning(f"torch {torch}" + (f" with NCCL {shown}" if shown else "") + f" has a known defect: {entry['effect']}",
+                      detail=(f"When {entry['when']}, {entry['effect']}; fixed in {entry['fixed_in']} ({src['repo']} "
+                              f"{src['path']}@{src['commit'][:12]}, {src['function']}: \"{src['quote']}\"; {src['change']}). "
+                              + ("" if nccl_known else "The NCCL torch loads was not recorded: this holds if it is the one "
+                                 f"the entry names ({entry['nccl']['first']}-{entry['nccl']['last'].rsplit('.', 1)[0]}.x). ")
+                              + "Reports: " + ", ".join(entry.get("reports") or []) + "."),
+                      fix=(entry.get("fix") or f"pip install -U 'torch>={entry['torch']['last'].rsplit('.', 1)[0]}.{int(entry['torch']['last'].rsplit('.', 1)[1]) + 1}'")
+                          + ("   # or: export " + " ".join(f"{k}={v}" for k, v in workaround.items()) if workaround else ""),
+                      subjects=["pkg:torch"] + (["pkg:nccl"] if nccl_known else []) + list(workaround),
+                      env_fix=dict(workaround),
+                      evidence={"torch": torch, "nccl": shown, "defect": entry["id"],
+                                "source": f"{src['repo']}/{src['path']}@{src['commit'][:12]}"})
+
+
+    accel = (snap["packages"].get("versions") or {}).get("accelerate")
+    cfg = ((snap.get("host") or {}).get("accelerate_config") or {})
+    values = cfg.get("values") if isinstance(cfg, dict) else None
+    gpu_ids = values.get("gpu_ids") if isinstance(values, dict) else None
+    for entry in known_defects.matching_accelerate(accel, gpu_ids):
+        src = entry["source"]
+        yield warning(f"accelerate {accel} has a known defect: {entry['effect']}",
+                      detail=(f"When {entry['when']}; the config here names gpu_ids={gpu_ids!r}. Fixed in {entry['fixed_in']}. "
+                              f"Read in {src['repo']} {src['path']}@{src['commit'][:12]} ({src['function']}): "
+                              f"\"{src['quote']}\"; {src['change']}. Reports: " + ", ".join(entry.get("reports") or []) + "."),
+                      fix=entry.get("fix", "pip install -U accelerate"),
+                      subjects=["pkg:accelerate"],
+                      evidence={"accelerate": accel, "gpu_ids": gpu_ids, "defect": entry["id"],
+                                "source": f"{src['repo']}/{src['path']}@{src['commit'][:12]}"})

@@ -1,0 +1,339 @@
+"""Native-library facts of the `packages` section: the shared objects a process will load, read from the file
+system and from ELF headers (ld.so's search order, sonames, DT_NEEDED / .dynsym / .gnu.version_*), never by loading
+them. What each function returns is a field of the `packages` section (gather/packages.py, the gatherer); the ELF
+reading itself is gather/elf.py."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ddpdoctor.gather import Sources
+
+LD_CUDA_LIB = r"^lib(cudnn(?:_[a-z_]+)?|cublas|cublasLt|cusparse|nvJitLink|cudart)\.so\.(\d+)$"
+MAX_LD_DIRS, MAX_LD_LIBS = 12, 24
+
+
+def ld_cuda_libs(src: Sources) -> list:
+    """The CUDA libraries (cuDNN and its sub-libraries, cuBLAS/cuBLASLt, cuSPARSE, nvJitLink, cudart) found by their
+    soname (libcudnn_cnn_train.so.8) in the directories LD_LIBRARY_PATH names, each with the version its real file
+    name carries (libcudnn_cnn_train.so.8 -> libcudnn_cnn_train.so.8.9.7: "8.9.7"; None when it carries none).
+    ld.so searches LD_LIBRARY_PATH before a library's DT_RUNPATH, which is how torch's pip wheels point at their own
+    nvidia-* copies (ld.so(8)), so these are the copies a process loads. Names only; no library is opened."""
+    import re
+
+    out = []
+    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d and os.path.isabs(d)]
+    for d in list(dict.fromkeys(dirs))[:MAX_LD_DIRS]:
+        try:
+            names = sorted(os.listdir(src.path(d)))
+        except OSError:
+            continue
+        for name in names:
+            if not re.match(LD_CUDA_LIB, name):
+                continue
+            real = os.path.basename(os.path.realpath(src.path(os.path.join(d, name))))
+            base = name.rsplit(".so.", 1)[0] + ".so."
+            rest = real[len(base):] if real.startswith(base) and real != name else ""
+            out.append({"dir": d, "name": name, "version": rest if re.fullmatch(r"\d+(\.\d+)+", rest) else None})
+            if len(out) >= MAX_LD_LIBS:
+                return out
+    return out
+
+
+def ld_torch_libs(src: Sources) -> list:
+    """torch's own shared libraries (libc10*, libtorch*, libcaffe2*, libATen: TORCH_LIB_PREFIXES) found by name in the
+    directories LD_LIBRARY_PATH names: a C++ libtorch distribution's lib/, another torch's torch/lib. [{dir, name}], at
+    most MAX_LD_LIBS; names only, nothing opened. check18 (PKG024)."""
+    out = []
+    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d and os.path.isabs(d)]
+    for d in list(dict.fromkeys(dirs))[:MAX_LD_DIRS]:
+        try:
+            names = sorted(os.listdir(src.path(d)))
+        except OSError:
+            continue
+        for name in names:
+            if _is_torch_lib(name):
+                out.append({"dir": d, "name": name})
+                if len(out) >= MAX_LD_LIBS:
+                    return out
+    return out
+
+
+# torch's own libraries, by name prefix: libc10*, libtorch* (libtorch_cpu, _cuda, _python, _hip, _cuda_linalg ...),
+# and torch 1.0-1.x's libcaffe2*/libATen (ATen lived there); both what an extension's DT_NEEDED names and where
+# its c10/at/torch symbols are looked up
+TORCH_LIB_PREFIXES = ("libc10", "libtorch", "libcaffe2", "libATen")
+MAX_TORCH_LIBS = 24
+
+
+def _is_torch_lib(name: str) -> bool:
+    return name.startswith(TORCH_LIB_PREFIXES) and (name.endswith(".so") or ".so." in name)
+TORCH_SYMBOL_PREFIXES = ("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch",
+                         "_ZTIN3c10", "_ZTVN3c10", "_ZTIN2at", "_ZTVN2at", "_ZTIN5torch", "_ZTVN5torch")
+SKIP_PACKAGES = ("torch", "nvidia", "triton", "functorch", "torchgen", "numpy", "scipy", "pip", "setuptools")
+SKIP_DIRS = ("node_modules", "__pycache__", "tests", "test", "fixtures")
+MAX_EXT_FILES, MAX_EXT_DEPTH, MAX_MISSING, EXT_DEADLINE_S, MAX_DEVELOP_ROOTS = 64, 4, 5, 1.0, 8
+
+
+def develop_roots(site: str) -> list:
+    """The source checkouts a site-packages points into: the first line of each *.egg-link (`setup.py develop`,
+    `pip install -e` with setuptools' legacy path) and the absolute directory lines of *.pth files (easy-install.pth,
+    __editable__ path files), outside site-packages itself; at most MAX_DEVELOP_ROOTS. Extensions built in place
+    (`python setup.py build develop`: maskrcnn-benchmark, detectron2, DCNv2) sit there, not in site-packages."""
+    roots = []
+    try:
+        names = sorted(os.listdir(site))
+    except OSError:
+        return roots
+    for name in names:
+        if not name.endswith((".egg-link", ".pth")):
+            continue
+        try:
+            with open(os.path.join(site, name), encoding="utf-8", errors="replace") as fh:
+                lines = fh.read(8192).splitlines()
+        except OSError:
+            continue
+        for line in lines[:1] if name.endswith(".egg-link") else lines:
+            line = line.strip()
+            if line.startswith("/") and os.path.isdir(line) and os.path.realpath(line) != os.path.realpath(site) \
+                    and line not in roots:
+                roots.append(line)
+        if len(roots) >= MAX_DEVELOP_ROOTS:
+            return roots[:MAX_DEVELOP_ROOTS]
+    return roots
+
+
+def _walk_so(top: str, root: str, deadline: float):
+    import time
+
+    for d, dirs, files in os.walk(root):
+        if d[len(root):].count(os.sep) >= MAX_EXT_DEPTH:
+            dirs[:] = []
+        dirs[:] = sorted(x for x in dirs if not x.startswith(".") and x not in SKIP_DIRS)
+        for f in sorted(files):
+            if f.endswith(".so"):
+                yield top, os.path.join(d, f)
+        if time.monotonic() > deadline:
+            return
+
+
+def _extension_files(site: str, deadline: float):
+    """(package, path) of the .so files in site-packages' top-level packages other than torch's own, then in the
+    checkouts site-packages points into (develop_roots), at most MAX_EXT_DEPTH directories down, MAX_EXT_FILES in
+    all, until `deadline` (time.monotonic())."""
+    import time
+
+    found = 0
+    try:
+        tops = sorted(os.listdir(site))
+    except OSError:
+        tops = []
+    walks = []
+    for top in tops:
+        if top.startswith((".", "_")) or top.endswith((".dist-info", ".egg-info", ".pth", ".libs", ".egg-link")) \
+                or top.split(".")[0] in SKIP_PACKAGES:
+            continue
+        root = os.path.join(site, top)
+        if top.endswith(".so") and os.path.isfile(root):
+            walks.append([(top.split(".")[0], root)])
+        elif os.path.isdir(root):
+            walks.append(_walk_so(top, root, deadline))
+    for root in develop_roots(site):
+        walks.append(_walk_so(os.path.basename(root.rstrip("/")), root, deadline))
+    for walk in walks:
+        for item in walk:
+            yield item
+            found += 1
+            if found >= MAX_EXT_FILES:
+                return
+        if time.monotonic() > deadline:
+            return
+
+
+def _torch_lib_dir(site: str) -> Optional[str]:
+    """Where torch's libc10.so is: site-packages/torch/lib (pip wheels, the pytorch channel), else the environment's
+    lib/ two levels above site-packages (conda-forge's pytorch keeps libtorch there, in its libtorch package)."""
+    for d in (os.path.join(site, "torch", "lib"), os.path.normpath(os.path.join(site, os.pardir, os.pardir))):
+        if os.path.exists(os.path.join(d, "libc10.so")):
+            return d
+    return None
+
+
+def torch_extensions(site: Optional[str] = None) -> Optional[list]:
+    """The compiled extensions in torch's site-packages (flash-attn, apex, xformers, torch-scatter, a source build...)
+    and in the checkouts it points into (develop installs: `setup.py build develop`, `pip install -e`) that link
+    torch's libraries (libtorch*/libc10* in DT_NEEDED; found in torch/lib, or in a conda-forge environment's lib/),
+    with their undefined GLOBAL c10/at/torch symbols that none of torch's libraries exports (looked up in each one's
+    .gnu.hash): the symbols whose absence makes `import` fail with "undefined symbol: _ZN3c10..." (an extension
+    built against another torch). Each entry keeps the package, the file (relative to site-packages, or absolute in
+    a checkout), the first MAX_MISSING missing names, and counts. Only extensions
+    with a missing symbol are listed; [] when none; None when torch's libraries cannot be read (not judged).
+    Bounded: MAX_EXT_FILES files, MAX_EXT_DEPTH levels, EXT_DEADLINE_S seconds. Pure ELF reading (gather/elf.py)."""
+    import time
+    from importlib import metadata
+
+    from ddpdoctor.gather.elf import read_object
+
+    if site is None:
+        try:
+            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
+        except Exception:  # noqa: BLE001 - unreadable metadata
+            return None
+    lib = _torch_lib_dir(site)
+    if lib is None:
+        return None
+    deadline = time.monotonic() + EXT_DEADLINE_S
+    libs = {}
+    try:
+        names = sorted(n for n in os.listdir(lib) if _is_torch_lib(n))[:MAX_TORCH_LIBS]
+    except OSError:
+        names = []
+    for name in names:
+        obj = read_object(os.path.join(lib, name))
+        if obj is not None:
+            libs[name] = obj
+    if "libc10.so" not in libs:
+        for obj in libs.values():
+            obj.close()
+        return None
+    out = []
+    try:
+        for package, path in _extension_files(site, deadline):
+            ext = read_object(path)
+            if ext is None:
+                continue
+            try:
+                if not any(_is_torch_lib(n) for n in ext.needed()):
+                    continue
+                wanted = set(ext.undefined(TORCH_SYMBOL_PREFIXES))
+                missing = set(wanted)
+                for obj in libs.values():
+                    if not missing:
+                        break
+                    got = obj.exports(missing)
+                    if got is None:  # a torch library without .gnu.hash: not judged
+                        missing = set()
+                        break
+                    missing -= got
+            except Exception:  # noqa: BLE001 - a truncated or odd object
+                continue
+            finally:
+                ext.close()
+            if missing:
+                rel = os.path.relpath(path, site)
+                out.append({"package": package, "file": path if rel.startswith(os.pardir) else rel,
+                            "missing": sorted(missing)[:MAX_MISSING], "missing_count": len(missing),
+                            "undefined_count": len(wanted)})
+            if time.monotonic() > deadline:
+                break
+    finally:
+        for obj in libs.values():
+            obj.close()
+    return out
+
+
+SYSTEM_LIB_DIRS = ("/lib/{arch}-linux-gnu", "/usr/lib/{arch}-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+
+
+def _max_version(names, prefix: str) -> Optional[str]:
+    """"3.4.30" from ["GLIBCXX_3.4", "GLIBCXX_3.4.30", ...] for prefix "GLIBCXX_"; None when none. Pure."""
+    import re
+
+    best = None
+    for n in names:
+        m = re.fullmatch(re.escape(prefix) + r"(\d+(?:\.\d+)*)", n)
+        if m:
+            v = tuple(int(x) for x in m.group(1).split("."))
+            best = v if best is None or v > best else best
+    return ".".join(str(x) for x in best) if best else None
+
+
+def libstdcxx(src: Sources, site: Optional[str] = None) -> dict:
+    """The libstdc++.so.6 ld.so finds for torch's libraries, approximating ld.so(8)'s order for an object with
+    DT_RUNPATH: LD_LIBRARY_PATH's directories, then the RUNPATH of libtorch_python.so ($ORIGIN expanded), then the
+    system directories (ld.so.cache's extra directories are not read), with the newest GLIBCXX_/CXXABI_ version it
+    defines (.gnu.version_d), and the newest ones torch's libc10/libtorch_cpu/libtorch_python need from it
+    (.gnu.version_r). A copy already loaded by an earlier import is not seen. {} when unreadable."""
+    import platform
+
+    from ddpdoctor.gather.elf import read_object
+
+    if site is None:
+        try:
+            from importlib import metadata
+
+            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
+        except Exception:  # noqa: BLE001 - unreadable metadata
+            return {}
+    lib = _torch_lib_dir(site)
+    if lib is None:
+        return {}
+    needs, needed_by, runpath = [], None, []
+    for name in ("libtorch_python.so", "libtorch_cpu.so", "libc10.so", "libATen.so", "libcaffe2.so"):
+        obj = read_object(os.path.join(lib, name)) if os.path.exists(os.path.join(lib, name)) else None
+        if obj is None:
+            continue
+        try:
+            got = obj.version_needs().get("libstdc++.so.6", [])
+            if got and needed_by is None:
+                needed_by = name
+            needs += got
+            if not runpath:
+                runpath = [d.replace("$ORIGIN", lib).replace("${ORIGIN}", lib) for d in obj.runpath()]
+        except Exception:  # noqa: BLE001 - a truncated object
+            pass
+        finally:
+            obj.close()
+    if not needs:
+        return {}
+    arch = platform.machine() or "x86_64"
+    order = [("LD_LIBRARY_PATH", d) for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
+    order += [("RUNPATH", os.path.normpath(d)) for d in runpath if d.startswith("/")]
+    order += [("system", d.format(arch=arch)) for d in SYSTEM_LIB_DIRS]
+    out = {"needs_glibcxx": _max_version(needs, "GLIBCXX_"), "needs_cxxabi": _max_version(needs, "CXXABI_"),
+           "needed_by": needed_by}
+    for origin, d in order[:24]:
+        path = os.path.join(d, "libstdc++.so.6")
+        if not os.path.exists(src.path(path)):
+            continue
+        obj = read_object(src.path(path))
+        if obj is None:
+            continue
+        try:
+            defs = obj.version_defs()
+        except Exception:  # noqa: BLE001
+            defs = []
+        finally:
+            obj.close()
+        out.update({"path": path, "from": origin, "glibcxx": _max_version(defs, "GLIBCXX_"),
+                    "cxxabi": _max_version(defs, "CXXABI_")})
+        break
+    return out
+
+
+MAX_PRELOADED = 8
+
+
+def nccl_preloaded(src: Sources) -> list:
+    """The LD_PRELOAD entries that are NCCL itself, each with the name of the file it resolves to and the version
+    that name carries (libnccl.so -> libnccl.so.2 -> libnccl.so.2.18.3), both left out when unknown. ld.so(8) takes
+    LD_PRELOAD items separated by spaces or colons and maps them before the program's own libraries, so a
+    preloaded libnccl.so.2 is the NCCL torch binds to (PKG011)."""
+    from ddpdoctor.facts.env import nccl_version_in_name, preloaded_nccl
+
+    out: list = []
+    for item in preloaded_nccl(src.environ.get("LD_PRELOAD")):
+        entry = {"path": item}
+        try:
+            local = src.path(item)
+            if os.path.exists(local):
+                entry["real_name"] = os.path.basename(os.path.realpath(local))
+        except OSError:
+            pass
+        version = nccl_version_in_name(entry.get("real_name") or item)
+        if version:
+            entry["version"] = version
+        out.append(entry)
+        if len(out) >= MAX_PRELOADED:
+            break
+    return out
