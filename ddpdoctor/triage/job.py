@@ -1182,6 +1182,11 @@ _FAILED_WORDS = _messages.Prefiltered(re.compile(
                            # a command that refused its own arguments, in glibc getopt's words (posix/getopt.c:
                            # "%s: unrecognized option '%s%s'", "%s: invalid option -- '%c'"): sbatch, srun, mpirun
                            r"\bunrecognized option\b|\binvalid option -- |"
+                           # a command the shell could not find: bash's "%s: command not found" (execute_cmd.c
+                           # @a59615a, internal_error, then exit status 127: "/bin/bash: enroot-aufs2ovlfs: command not
+                           # found"), zsh's "command not found: %s"; words, so progress after it makes it survived (round
+                           # 18, issue 24: b122_02 read as "cannot show health")
+                           r": command not found\b|\bcommand not found: \S|"
                            # torch's device error message printed alone, without its exception's type (a framework that
                            # prints str(e)): "CUDA error: ...", on ROCm builds "HIP error: ..." (c10/cuda/CUDAException.cpp's
                            # "CUDA error: " + cudaGetErrorString, hipified); words, so progress after it makes it survived
@@ -1282,6 +1287,15 @@ _SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]+(?:Error|Exceptio
 # (round 17 wave 3, issue 24: b120_22 "... raises `AttributeError` when the `nn.Linear` module is called" read as a
 # failure line)
 _NAME_SPAN = re.compile(r"(`+)\s*[A-Za-z_][\w.]*(?:\(\))?\s*\1")
+# prose that names a failure with a determiner ("I get an error when I start the training", "if 1 worker raises an
+# Exception in the application code, this Exception is not raised in the driver", "The Error is given below:", "raises
+# an AttributeError when"): a sentence about an error, not a message a process printed; the message itself, when the
+# log holds it, is its own line ("RuntimeError: ..."), and words left after the named ones still count ("I got an error:
+# CUDA error: out of memory"). Open MPI's fatal banner ("*** An error occurred in MPI_Init_thread", ompi's
+# help-mpi-errors.txt) is a message that begins this way and stays a failure (round 18, issue 24: b124_01, b124_03)
+_NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]hose|[Ss]ome|[Aa]ny|[Nn]o|[Ss]uch|[Aa]nother|"
+                            r"[Mm]y|[Oo]ur|[Ii]ts|[Tt]heir|[Ss]ame|[Ss]imilar|[Ff]ollowing)\s+(?:[a-z][a-z\-]*\s+)?"
+                            r"(?:[A-Z]\w*Error|[Ee]rrors?|[Ee]xceptions?)\b")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -1375,6 +1389,9 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
     if "`" in text and not _FAILED_WORDS.search(_NAME_SPAN.sub(" ", text)):
         return False   # prose naming an exception class in a Markdown code span ("raises `AttributeError` when")
+    if (_NAMED_FAILURE.search(text) and not _FAILED_WORDS.search(_NAMED_FAILURE.sub(" ", text))
+            and "error occurred in MPI_" not in text):
+        return False   # prose naming an error with a determiner ("I get an error when ..."), no message quoted
     if _SHELL_TEXT.match(text):
         return False   # a script's own text: an echo command or an #SBATCH directive
     if ("raise" in text or "(" in text) and _SOURCE_TEXT.match(text):

@@ -1,0 +1,112 @@
+"""Round-18 classes of issue 24 (triage, 2026-12-07), after the first reads of batches 122-124. Pure in-process.
+
+- Ascend's CANN error codes for HCCL (EIxxxx) and HCCP (EJxxxx), mined from the table CANN's collective library
+  registers (hcomm src/common/error_code/error_code.cc, tools/mine_hccl_codes.py), are catalogue entries: a coded line
+  is reported with the code's meaning and fix, and "EJ0001:" opening a line is a code, not a pdsh host prefix.
+- Prose that names an error with a determiner ("I get an error when ...", "this Exception is not raised") is no failure
+  line; a message quoted in the same sentence still is.
+- bash's "%s: command not found" (execute_cmd.c, exit status 127) is a failure line.
+"""
+from __future__ import annotations
+
+from ddpdoctor.facts import messages
+
+from triage_factory import failed as _failed, found as _found
+
+
+# b122_13's shape (hiyouga/LlamaFactory#3839): torch_npu's barrier fails, its ERR02200 header, then HCCP's coded line
+_EJ0001 = ("RuntimeError: [ERROR] HCCL error in: torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:64\n"
+           "[ERROR] 2024-05-21-11:57:54 (PID:927000, Device:3, RankID:3) ERR02200 DIST call hccl api failed.\n"
+           "EJ0001: 2024-05-21-11:57:54.167.645 Failed to initialize the HCCP process. Reason: Maybe the last training "
+           "process is running.\n"
+           "        Solution: Wait for 10s after killing the last training process and try again.\n")
+
+
+def test_hccp_ej0001_is_reported_with_its_meaning_and_fix(tmp_path):
+    found = _found(tmp_path, _EJ0001)
+    assert found[0].id == "LOG027" and found[0].severity == "error"
+    assert "EJ0001" in found[0].title and "previous training process" in found[0].detail
+    assert "Kill the previous training process" in found[0].fix
+
+
+def test_a_cann_code_opening_a_line_is_not_a_host(tmp_path):
+    from ddpdoctor.triage.lines import parse
+
+    line = parse(0, 1, 0, b"EJ0003: [PID: 10233] 2025-06-17-06:11:32.832.492 Failed to bind the IP port. Reason: x\n")
+    assert line.host is None
+    assert parse(0, 1, 0, b"worker-3: RuntimeError: x\n").host == "worker-3"
+
+
+def test_hccl_title_form_with_any_title_name_is_recognised(tmp_path):
+    found = _found(tmp_path, "[PID: 60571] 2025-12-04-14:46:07.669.968 Bind_Failed(EJ0003): Failed to bind the IP port. "
+                   "Reason: The IP address and port have been bound already.\n")
+    assert found[0].id == "LOG027" and "EJ0003" in found[0].title
+
+
+def test_hccl_error_cqe_is_a_lost_peer_not_a_cause(tmp_path):
+    found = _found(tmp_path, "[PID: 4242] 2025-10-23-17:30:40.098.984 Execution_Error_ROCE_CQE(EI0013): An error CQE "
+                   "occurred during operator execution. Local information: server 10.0.0.1, device ID 1, device IP "
+                   "192.168.1.1. Peer information: server 10.0.0.2, device ID 3, device IP 192.168.1.3.\n")
+    assert found[0].id == "LOG022" and "EI0013" in found[0].title
+
+
+def test_hccl_codes_in_prose_without_colon_or_message_are_no_failure(tmp_path):
+    found = _found(tmp_path, "export HCCL_IF_BASE_PORT=61000   # against EI0019 when two jobs share a host\n"
+                   "the EJ0001 page says to wait 10 s\n")
+    assert not _failed(found)
+
+
+def test_every_mined_hccl_entry_matches_both_printed_forms():
+    mined = [e for e in messages.entries() if e["id"].startswith("hccl.")]
+    assert len(mined) >= 20
+    for e in mined:
+        code = e["id"].split(".")[1].split("_")[0].upper()
+        for ex in e["examples"]:
+            assert code in ex and e["id"] in [m.entry["id"] for m in messages.match_all(ex)], (e["id"], ex)
+
+
+def test_prose_naming_an_error_is_no_failure(tmp_path):
+    text = ("I get an error when I start the training using `TorchTrainer`. The Error is given below:\n"
+            "Previously with Ray Train, if 1 worker raises an Exception in the application code, this Exception is not "
+            "raised in the driver until all workers have finished.\n")
+    assert not _failed(_found(tmp_path, text))
+
+
+def test_prose_quoting_the_message_stays_a_failure(tmp_path):
+    found = _found(tmp_path, "I get an error when I start the training: RuntimeError: NCCL error in: "
+                   "ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.14.3\n")
+    assert _failed(found)
+
+
+def test_open_mpi_banner_that_begins_like_prose_stays_a_failure(tmp_path):
+    found = _found(tmp_path, "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator\n"
+                   "*** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n")
+    assert _failed(found)
+
+
+def test_bash_command_not_found_is_a_failure(tmp_path):
+    found = _found(tmp_path, "[INFO] Converting whiteouts...\n"
+                   "/bin/bash: enroot-aufs2ovlfs: command not found\n")
+    assert found[0].id == "LOG028" and found[0].title.startswith("unexplained failure")
+
+
+def test_the_words_command_not_found_in_prose_are_no_failure(tmp_path):
+    found = _found(tmp_path, "If the launcher prints that a command was not found, add it to PATH.\n")
+    assert not _failed(found)
+
+
+# "stops after torchrun's start" said of a launch that was not torchrun's (the task's class): the launcher is the one
+# the line that asks for the nodes names (data/launchers.json, a `python -m` module, torchrun's launch configs)
+def test_a_multi_node_launch_by_another_program_is_named_as_that_program(tmp_path):
+    found = _found(tmp_path, "$ python3 -m sglang.launch_server --model-path /model --tp 16 --dist-init-addr "
+                   "10.0.0.1:20000 --nnodes 2 --node-rank 0\n[2025-02-10 12:17:35] server_args=ServerArgs(tp_size=16)\n")
+    assert found[0].id == "LOG029" and "sglang.launch_server's start on a 2-node launch" in found[0].title
+    assert "torchrun" not in found[0].title + found[0].detail
+
+
+def test_a_torchrun_launch_keeps_torchruns_rendezvous(tmp_path):
+    found = _found(tmp_path, "torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint node0:29400 train.py\n"
+                   "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your "
+                   "system being overloaded, please further tune the variable for optimal performance in your "
+                   "application as needed.\n")
+    assert "torchrun's start on a 2-node launch" in found[0].title and "RendezvousTimeoutError" in found[0].detail
