@@ -110,3 +110,22 @@ def test_a_torchrun_launch_keeps_torchruns_rendezvous(tmp_path):
                    "system being overloaded, please further tune the variable for optimal performance in your "
                    "application as needed.\n")
     assert "torchrun's start on a 2-node launch" in found[0].title and "RendezvousTimeoutError" in found[0].detail
+
+
+# A Markdown ATX heading (CommonMark 0.31.2, 4.2) names what its section or thread is about: no failure line unless it
+# quotes a message (a failure word, ': ', its text). Batch 125's thread titles; an issue template's own headings.
+def test_a_heading_naming_an_error_is_no_failure(tmp_path):
+    text = ("# Error while launching Deepspeed\n\n# DistNetworkError when using multiprocessing_context parameter\n"
+            "### Error messages and logs\n")
+    assert not _failed(_found(tmp_path, text))
+
+
+def test_the_message_under_a_template_heading_stays_the_failure(tmp_path):
+    found = _found(tmp_path, "### Error messages and logs\n\nhere is what I see\n"
+                   "ValueError: You selected an invalid strategy name: `strategy=x`.\n")
+    assert found[0].id in ("LOG004", "LOG028") and "line 4" in found[0].title + found[0].detail
+
+
+def test_a_heading_quoting_a_message_stays_a_failure(tmp_path):
+    found = _found(tmp_path, "# [FSDP+TP] RuntimeError: 'weight' must be 2-D\n\nDo you need to pass the sharded model?\n")
+    assert _failed(found)

@@ -1296,6 +1296,13 @@ _NAME_SPAN = re.compile(r"(`+)\s*[A-Za-z_][\w.]*(?:\(\))?\s*\1")
 _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]hose|[Ss]ome|[Aa]ny|[Nn]o|[Ss]uch|[Aa]nother|"
                             r"[Mm]y|[Oo]ur|[Ii]ts|[Tt]heir|[Ss]ame|[Ss]imilar|[Ff]ollowing)\s+(?:[a-z][a-z\-]*\s+)?"
                             r"(?:[A-Z]\w*Error|[Ee]rrors?|[Ee]xceptions?)\b")
+# a Markdown ATX heading (CommonMark 0.31.2, 4.2: one to six '#' then a space; an issue's title, an issue template's
+# "### Error messages and logs") is the document's structure: its failure words name what the section or thread is about
+# ("# Error while launching Deepspeed", "# DistNetworkError when using ...", "# how to process Ray OOM"); only a heading
+# that quotes a message (a failure word followed by ': ' and its text: "# RuntimeError: 'weight' must be 2-D") is
+# evidence of a failure (round 18, issue 24: b125_01, b125_15, b125_20)
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+\S")
+_HEADING_QUOTE = re.compile(r"(?:[A-Za-z]*Error|[Ee]xception|[Ee]rror|ERROR|FAILED|[Ff]ailed|Killed)\w*:\s+\S")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -1389,6 +1396,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
     if "`" in text and not _FAILED_WORDS.search(_NAME_SPAN.sub(" ", text)):
         return False   # prose naming an exception class in a Markdown code span ("raises `AttributeError` when")
+    if text[:1] in " #" and _HEADING.match(text) and not _HEADING_QUOTE.search(text):
+        return False   # a Markdown heading naming an error ("# Error while launching ..."), no message quoted
     if (_NAMED_FAILURE.search(text) and not _FAILED_WORDS.search(_NAMED_FAILURE.sub(" ", text))
             and "error occurred in MPI_" not in text):
         return False   # prose naming an error with a determiner ("I get an error when ..."), no message quoted
