@@ -129,3 +129,17 @@ def test_the_message_under_a_template_heading_stays_the_failure(tmp_path):
 def test_a_heading_quoting_a_message_stays_a_failure(tmp_path):
     found = _found(tmp_path, "# [FSDP+TP] RuntimeError: 'weight' must be 2-D\n\nDo you need to pass the sharded model?\n")
     assert _failed(found)
+
+
+# A failure verb in a conditional or temporal clause is a sentence about failures, not one (batch 126's errors on
+# healthy logs: a quote of submitit's docs, a PR's test note); the job's own "Timed out ..." line stays a failure.
+def test_a_failure_verb_in_a_conditional_clause_is_no_failure(tmp_path):
+    text = ("> it will be checkpointed and requeued at most `slurm_max_num_timeout=3` times if timed out\n"
+            "Ran the job and it was able to requeue correctly 3 times after being timed out with the same config.\n")
+    assert not _failed(_found(tmp_path, text))
+
+
+def test_a_job_that_timed_out_stays_a_failure(tmp_path):
+    found = _found(tmp_path, "epoch 3 step 100 loss 1.2\nRuntimeError: Timed out waiting for peers after 1800 seconds "
+                   "when the store was queried\n")
+    assert _failed(found)
