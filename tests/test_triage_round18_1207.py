@@ -143,3 +143,23 @@ def test_a_job_that_timed_out_stays_a_failure(tmp_path):
     found = _found(tmp_path, "epoch 3 step 100 loss 1.2\nRuntimeError: Timed out waiting for peers after 1800 seconds "
                    "when the store was queried\n")
     assert _failed(found)
+
+
+# NCCL's libfabric plugin (aws-ofi-nccl) warns only before it fails a call (include/nccl_ofi_log.h NCCL_OFI_WARN; 496
+# of its 653 WARN formats name the failure, tools/mine_ofi_warnings.py): such a WARN line is the failure, named with
+# the plugin's own words, in NCCL's form and in its early tests' "WARN: Function: ... Line: N:" form (batch 128).
+def test_an_ofi_plugin_warn_naming_a_failure_is_the_cause(tmp_path):
+    found = _found(tmp_path, "ip-10-0-0-1:75:95 [2] NCCL INFO NET/OFI Selected Provider is efa\n"
+                   "ip-10-0-0-1:75:95 [2] configure_sendrecv_inorder:213 NCCL WARN NET/OFI Couldn't set "
+                   "FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES. RC: -95, ERROR: Operation not supported\n")
+    assert found[0].id == "LOG009" and "aws/aws-ofi-nccl failed" in found[0].title
+    assert "Couldn't set FI_OPT_EFA" in found[0].title
+    found = _found(tmp_path, "10.3.35.83: WARN: Function: main Line: 66: NET/OFI OFI NCCL failure: 2\n", "b.log")
+    assert found[0].id == "LOG009"
+
+
+def test_the_ofi_plugins_info_and_plain_warnings_are_no_failure(tmp_path):
+    found = _found(tmp_path, "ip-10-0-0-1:75:95 [2] NCCL INFO NET/OFI Selected Provider is efa\n"
+                   "ip-10-0-0-1:75:95 [2] nccl_net_ofi_init:99 NCCL WARN NET/OFI CUDA flush enabled\n"
+                   "ip-10-0-0-1:75:95 [2] NCCL INFO comm 0x5 rank 2 nranks 16 cudaDev 2 busId 5a000 - Init COMPLETE\n")
+    assert not any(f.severity == "error" for f in found)

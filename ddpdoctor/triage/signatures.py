@@ -425,6 +425,11 @@ def events(line: Line) -> List[Event]:
     for mm in found:
         if mm.cls in have:
             continue   # the parser's event for this kind carries the fields the rules read
+        level = mm.entry.get("nccl_level")
+        if level and line.nccl is not None and line.nccl != level:
+            # an entry that holds only at one NCCL level: aws-ofi-nccl warns before it fails a call, while its INFO
+            # lines with the same words are fallbacks it takes ("NET/OFI Could not load libgdrapi.so") (round 18)
+            continue
         have.add(mm.cls)
         data: Dict[str, object] = dict(mm.fields)
         data["entry"] = mm.entry["id"]
