@@ -163,3 +163,17 @@ def test_the_ofi_plugins_info_and_plain_warnings_are_no_failure(tmp_path):
                    "ip-10-0-0-1:75:95 [2] nccl_net_ofi_init:99 NCCL WARN NET/OFI CUDA flush enabled\n"
                    "ip-10-0-0-1:75:95 [2] NCCL INFO comm 0x5 rank 2 nranks 16 cudaDev 2 busId 5a000 - Init COMPLETE\n")
     assert not any(f.severity == "error" for f in found)
+
+
+# A question about failures and a bare label introducing a quote are a writer's words (batch 130's error on a healthy
+# PR review, and an 'Error:' label line); a question quoting a message, and the quoted message itself, stay failures.
+def test_a_question_or_a_label_about_errors_is_no_failure(tmp_path):
+    text = ("could you elaborate on whether the node fails/exits on a signal, exception, or exits successfully?\n"
+            "Error:\n")
+    assert not _failed(_found(tmp_path, text))
+
+
+def test_a_question_quoting_a_message_and_the_quoted_message_stay_failures(tmp_path):
+    assert _failed(_found(tmp_path, "Why do I get RuntimeError: CUDA error: an illegal memory access was encountered?\n"))
+    found = _found(tmp_path, "Error:\nRuntimeError: Expected to mark a variable ready only once.\n", "b.log")
+    assert found[0].id == "LOG012"

@@ -1308,6 +1308,11 @@ _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]ho
 # evidence of a failure (round 18, issue 24: b125_01, b125_15, b125_20)
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+\S")
 _HEADING_QUOTE = re.compile(r"(?:[A-Za-z]*Error|[Ee]xception|[Ee]rror|ERROR|FAILED|[Ff]ailed|Killed)\w*:\s+\S")
+# A question ("... whether the node fails/exits on a signal, exception, or exits successfully?") and a bare label that
+# introduces what follows ("Error:", "Error log:", "Errors:") are a writer's words about failures, not a process's: only
+# a question that quotes a message (as a heading above) counts (round 18, issue 24: b130_12, an error on a healthy log,
+# and b130_03)
+_LABEL = re.compile(r"^\W{0,3}(?:[A-Za-z]+\s+){0,2}(?:[Ee]rrors?|ERRORS?|[Ee]xceptions?|[Ff]ailures?)(?:\s+[a-z]+){0,2}\s*:\s*$")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -1403,6 +1408,10 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False   # prose naming an exception class in a Markdown code span ("raises `AttributeError` when")
     if text[:1] in " #" and _HEADING.match(text) and not _HEADING_QUOTE.search(text):
         return False   # a Markdown heading naming an error ("# Error while launching ..."), no message quoted
+    if text.rstrip().endswith("?") and text.count(" ") >= 4 and not _HEADING_QUOTE.search(text):
+        return False   # a question about failures ("... exits on a signal, exception, or ...?"), no message quoted
+    if text.rstrip().endswith(":") and _LABEL.match(text):
+        return False   # a label introducing a quote ("Error:", "Error log:")
     if (_NAMED_FAILURE.search(text) and not _FAILED_WORDS.search(_NAMED_FAILURE.sub(" ", text))
             and "error occurred in MPI_" not in text):
         return False   # prose naming an error with a determiner ("I get an error when ..."), no message quoted
