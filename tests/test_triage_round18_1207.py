@@ -177,3 +177,20 @@ def test_a_question_quoting_a_message_and_the_quoted_message_stay_failures(tmp_p
     assert _failed(_found(tmp_path, "Why do I get RuntimeError: CUDA error: an illegal memory access was encountered?\n"))
     found = _found(tmp_path, "Error:\nRuntimeError: Expected to mark a variable ready only once.\n", "b.log")
     assert found[0].id == "LOG012"
+
+
+# b131_06's shape (ROCm/rccl-tests#16): rccl-tests' hipified CUDACHECK prints "Test HIP failure FILE:LINE '<text>'",
+# and an older HIP runtime's hipGetErrorString gave the enum's name
+def test_rccl_tests_hip_failure_with_the_enum_name_is_gpu_setup(tmp_path):
+    found = _found(tmp_path, "sharbox: Test HIP failure common.cu:1129 'hipErrorInvalidDevice'\n"
+                             " .. sharbox pid 1: Test failure common.cu:1161\n")
+    assert found[0].id == "LOG021" and "invalid device ordinal" in found[0].title
+    found = _found(tmp_path, "node-a: Test HIP failure common.cu:1129 'invalid device ordinal'\n")
+    assert found[0].id == "LOG021"
+    found = _found(tmp_path, "node-a: Test HIP failure common.cu:731 'hipErrorIllegalAddress'\n")
+    assert found[0].id == "LOG020"
+
+
+def test_a_hip_enum_name_in_prose_without_a_failure_prefix_is_no_failure(tmp_path):
+    found = _found(tmp_path, "The runtime returns hipErrorInvalidDevice when the ordinal is out of range.\n")
+    assert not _failed(found)

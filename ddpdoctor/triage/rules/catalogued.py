@@ -205,7 +205,9 @@ def _watchdog_rank(job: Job, ev: Event, faults_only: bool = False) -> Optional[t
     return r, line
 
 
-_ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs")
+# HIP's name for it: rccl-tests' "Test HIP failure common.cu:1129 'hipErrorInvalidDevice'" (older HIP runtimes'
+# hipGetErrorString gave the enum's name; ROCm/rccl-tests#16, round 18)
+_ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs|\bhipErrorInvalidDevice\b")
 
 
 _NO_BACKEND = re.compile(r"Distributed package doesn't have (\w+) built in")
