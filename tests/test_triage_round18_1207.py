@@ -194,3 +194,15 @@ def test_rccl_tests_hip_failure_with_the_enum_name_is_gpu_setup(tmp_path):
 def test_a_hip_enum_name_in_prose_without_a_failure_prefix_is_no_failure(tmp_path):
     found = _found(tmp_path, "The runtime returns hipErrorInvalidDevice when the ordinal is out of range.\n")
     assert not _failed(found)
+
+
+# b132_13's shape (open-mmlab/mmdetection#3520): `python tools/dist_train.sh` compiles the shell script as Python
+def test_python_running_a_shell_script_is_a_launch_mistake(tmp_path):
+    found = _found(tmp_path, '  File "./tools/dist_train.sh", line 3\n    CONFIG=$1\n           ^\n'
+                             "SyntaxError: invalid syntax\n")
+    assert found[0].id == "LOG023" and "dist_train.sh" in found[0].title and "bash" in found[0].fix
+
+
+def test_a_syntax_error_in_a_python_file_stays_the_rank_failure(tmp_path):
+    found = _found(tmp_path, '  File "train.py", line 3\n    CONFIG=$1\n           ^\nSyntaxError: invalid syntax\n')
+    assert found[0].id != "LOG023" and _failed(found)

@@ -97,6 +97,12 @@ _PROMPT_LAUNCH = re.compile(
     r"|^\s*!(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python[\d.]*\s+-m\s+torch\.distributed\S*|torchrun|deepspeed|"
     r"accelerate\s+launch|python[\d.]*\s+\S+\.py)\b")
 _LAUNCH_WORDS = ("python", "torchrun", "deepspeed", "accelerate", "srun", "sbatch", "mpirun", "horovodrun")
+# CPython compiling a shell script: `python tools/dist_train.sh` (instead of bash) stops at the script's first shell
+# line with no traceback header, only the file, the line and a caret (Lib/traceback.py format_exception_only for a
+# SyntaxError): '  File "./tools/dist_train.sh", line 3' / '    CONFIG=$1' / '           ^' / 'SyntaxError: invalid
+# syntax' (open-mmlab/mmdetection#3520, #1135; round 18, batch 132)
+_SHELL_FRAME = re.compile(r'\s*File "(?P<path>[^"]+\.(?:sh|bash|zsh|ksh))", line \d+\s*$')
+_SHELL_SYNTAX = re.compile(r"SyntaxError: ")
 _MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(-?\d+)\s*$")   # the line after Open MPI's "Process name: [[j,1],R]"
 
 
@@ -230,6 +236,7 @@ class Job:
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
         self.relaunch: Dict[int, Line] = {}        # file -> its last shell-prompt line that runs a training launch
         self._mpirun_code: Dict[int, tuple] = {}   # file -> (line number, Exit) of Open MPI's "Process name: [[j,1],R]"
+        self._shell_frame: Dict[int, tuple] = {}   # file -> (line number, path) of a SyntaxError frame in a shell script
         self._record_owner: Dict[int, Optional[tuple]] = {}   # file -> (rank, line) of a traceback its rank prefix opened
 
     # ------------------------------------------------------------ feeding
@@ -275,6 +282,13 @@ class Job:
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
         if any(w in t for w in _LAUNCH_WORDS) and _PROMPT_LAUNCH.match(t):
             self.relaunch[line.src] = line
+        if '", line ' in t and _SHELL_FRAME.match(t):
+            self._shell_frame[line.src] = (line.lineno, _SHELL_FRAME.match(t).group("path"))
+        elif "SyntaxError" in t and line.src in self._shell_frame:
+            at, path = self._shell_frame.pop(line.src)
+            if line.lineno - at <= 4 and _SHELL_SYNTAX.match(t.strip()) and any(ev.kind == "exception" for ev in evs):
+                # python ran a shell script: the launch is wrong, not the script (LOG023)
+                evs = list(evs) + [Event("launch_misconfigured", line, {"shell_script": path})]
         if self._mpirun_code and line.src in self._mpirun_code:
             at, ex = self._mpirun_code.pop(line.src)
             m = _MPIRUN_CODE.match(line.text) if line.lineno == at + 1 else None

@@ -499,6 +499,17 @@ def launch_misconfigured(job: Job):
         if cut is not None:
             yield cut
         return
+    if ev.data.get("shell_script"):
+        path = str(ev.data["shell_script"])
+        yield _report(job, "LOG023", ev, f"python was given a shell script: {path} is not Python (SyntaxError at its "
+                      "first shell line)",
+                      (f"Python compiled {path} as a Python program and stopped at its first shell line (a variable "
+                       "assignment such as CONFIG=$1 is no Python): the launch script was started with `python` "
+                       "instead of `bash`. Nothing of the training ran."),
+                      (f"bash {path} <its arguments>   # or: chmod +x {path} && {path} ...\n"
+                       "# the script itself calls python -m torch.distributed.launch / torchrun"),
+                      stage=1, evidence={"shell_script": path})
+        return
     meaning, fix = _meaning_fix(ev)
     text = ev.line.text
     m = re.search(r"environment variable (\w+) expected, but not set", text)
