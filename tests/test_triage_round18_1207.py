@@ -206,3 +206,15 @@ def test_python_running_a_shell_script_is_a_launch_mistake(tmp_path):
 def test_a_syntax_error_in_a_python_file_stays_the_rank_failure(tmp_path):
     found = _found(tmp_path, '  File "train.py", line 3\n    CONFIG=$1\n           ^\nSyntaxError: invalid syntax\n')
     assert found[0].id != "LOG023" and _failed(found)
+
+
+# b134_09's shape (pytorch/pytorch#153354): a failure after a modal verb is what would happen, not what did
+def test_a_failure_after_a_modal_verb_is_no_failure(tmp_path):
+    found = _found(tmp_path, "I also can't batch the inputs together because the model will OOM.\n"
+                             "Raising the timeout would crash the job on slow nodes.\n")
+    assert not _failed(found)
+
+
+def test_a_modal_sentence_with_a_message_stays_a_failure(tmp_path):
+    found = _found(tmp_path, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB; the next step will OOM too\n")
+    assert _failed(found)
