@@ -218,3 +218,15 @@ def test_a_failure_after_a_modal_verb_is_no_failure(tmp_path):
 def test_a_modal_sentence_with_a_message_stays_a_failure(tmp_path):
     found = _found(tmp_path, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB; the next step will OOM too\n")
     assert _failed(found)
+
+
+# b135_02's shape (goodfire-ai/spd#537): a kind of failure given as an example in parentheses
+def test_a_failure_named_as_an_example_in_parentheses_is_no_failure(tmp_path):
+    found = _found(tmp_path, "Add --kill-on-bad-exit=1 so a dead torchrun on one node (e.g. OOM) kills the whole step "
+                             "immediately.\n")
+    assert not _failed(found)
+
+
+def test_a_message_outside_the_parentheses_stays_a_failure(tmp_path):
+    found = _found(tmp_path, "torch.cuda.OutOfMemoryError: CUDA out of memory (e.g. 2.00 GiB requested)\n")
+    assert _failed(found)

@@ -1310,14 +1310,17 @@ _NAME_SPAN = re.compile(r"(`+)\s*[A-Za-z_][\w.]*(?:\(\))?\s*\1")
 # The same for a failure verb in a conditional or temporal clause ("requeued ... if timed out", "able to requeue
 # correctly 3 times after being timed out"): a sentence about what happens when something fails, not a failure (round 18,
 # issue 24: b126_17, b126_19, errors on healthy logs); and for one after a modal verb ("I can't batch the inputs together because the
-# model will OOM", "this would crash"): what would happen, not what did (round 18, b134_09)
+# model will OOM", "this would crash"): what would happen, not what did (round 18, b134_09); and for an example in
+# parentheses ("so a dead torchrun on one node (e.g. OOM) kills the whole step"): a kind of failure named, not one that
+# happened (round 18, b135_02, an error on a healthy log)
 _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]hose|[Ss]ome|[Aa]ny|[Nn]o|[Ss]uch|[Aa]nother|"
                             r"[Mm]y|[Oo]ur|[Ii]ts|[Tt]heir|[Ss]ame|[Ss]imilar|[Ff]ollowing)\s+(?:[a-z][a-z\-]*\s+)?"
                             r"(?:[A-Z]\w*Error|[Ee]rrors?|[Ee]xceptions?)\b|"
                             r"\b(?:[Ii]f|[Ww]hen|[Ww]henever|[Uu]nless|[Oo]nce|[Aa]fter being|[Bb]efore being|[Ii]n case)\s+"
                             r"(?:[a-z]+\s+){0,2}(?:timed out|failed|fails|crashed|crashes)\b|"
                             r"\b(?:will|would|could|might|may|can|should)\s+(?:not\s+|also\s+|still\s+|probably\s+|"
-                            r"likely\s+|eventually\s+)?(?:OOM|fail|crash|hang|time out)\b")
+                            r"likely\s+|eventually\s+)?(?:OOM|fail|crash|hang|time out)\b|"
+                            r"\(\s*(?:e\.g\.|eg\.|i\.e\.|for example|for instance|such as)[,:]?\s+[^()]{0,60}\)")
 # a Markdown ATX heading (CommonMark 0.31.2, 4.2: one to six '#' then a space; an issue's title, an issue template's
 # "### Error messages and logs") is the document's structure: its failure words name what the section or thread is about
 # ("# Error while launching Deepspeed", "# DistNetworkError when using ...", "# how to process Ray OOM"); only a heading
