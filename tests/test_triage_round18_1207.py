@@ -230,3 +230,19 @@ def test_a_failure_named_as_an_example_in_parentheses_is_no_failure(tmp_path):
 def test_a_message_outside_the_parentheses_stays_a_failure(tmp_path):
     found = _found(tmp_path, "torch.cuda.OutOfMemoryError: CUDA out of memory (e.g. 2.00 GiB requested)\n")
     assert _failed(found)
+
+
+# b138_14's shape (facebookresearch/maskrcnn-benchmark#103): torch's MapAllocator could not shm_open a shared tensor
+def test_unable_to_open_shared_memory_object_is_the_fd_limit(tmp_path):
+    found = _found(tmp_path, "RuntimeError: unable to open shared memory object </torch_29919_1396182366> in read-write "
+                             "mode\n")
+    assert found[0].id == "LOG011" and "file descriptors" in found[0].title
+    found = _found(tmp_path, "RuntimeError: unable to open shared memory object </torch_1_2> in read-write mode: Too many "
+                             "open files (24)\n")
+    assert found[0].id == "LOG011" and "file descriptors" in found[0].title
+
+
+def test_unable_to_open_shared_memory_object_with_another_errno_names_it(tmp_path):
+    found = _found(tmp_path, "RuntimeError: unable to open shared memory object </torch_1_2> in read-write mode: No such "
+                             "file or directory (2)\n")
+    assert found[0].id == "LOG011" and "No such file or directory (errno 2)" in found[0].title
