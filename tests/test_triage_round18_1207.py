@@ -246,3 +246,14 @@ def test_unable_to_open_shared_memory_object_with_another_errno_names_it(tmp_pat
     found = _found(tmp_path, "RuntimeError: unable to open shared memory object </torch_1_2> in read-write mode: No such "
                              "file or directory (2)\n")
     assert found[0].id == "LOG011" and "No such file or directory (errno 2)" in found[0].title
+
+
+# b142_02's title (deepspeedai/DeepSpeed#5318): a heading naming a change quotes the error it removes
+def test_a_heading_naming_a_fix_is_no_failure(tmp_path):
+    found = _found(tmp_path, "# resolve KeyError: 'PDSH_SSH_ARGS_APPEND'\n\n## [Bugfix] Fix RuntimeError: NCCL error on 2 nodes\n")
+    assert not _failed(found)
+
+
+def test_a_heading_quoting_an_error_without_a_fix_verb_stays_a_failure(tmp_path):
+    found = _found(tmp_path, "# RuntimeError: 'weight' must be 2-D\n")
+    assert _failed(found)

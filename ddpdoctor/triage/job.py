@@ -1328,6 +1328,11 @@ _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]ho
 # evidence of a failure (round 18, issue 24: b125_01, b125_15, b125_20)
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+\S")
 _HEADING_QUOTE = re.compile(r"(?:[A-Za-z]*Error|[Ee]xception|[Ee]rror|ERROR|FAILED|[Ff]ailed|Killed)\w*:\s+\S")
+# a heading that names a change ("# resolve KeyError: 'PDSH_SSH_ARGS_APPEND'", "# Fix RuntimeError: ... on 2 nodes",
+# "## [Bugfix] Avoid ...": a commit's, a pull request's or a changelog's title) quotes the message it removes, not one a
+# process printed (round 18, issue 24: b142_02, an error on a healthy log; b123_16 the same class in prose)
+_HEADING_FIX = re.compile(r"^ {0,3}#{1,6}[ \t]+(?:\[[^\]]*\]\s*)?(?:[Ff]ix(?:es|ed)?|[Rr]esolve[sd]?|[Hh]andle[sd]?|"
+                          r"[Aa]void(?:s|ed)?|[Pp]revent(?:s|ed)?|[Ss]uppress(?:es|ed)?|[Ww]ork ?around)\b")
 # A question ("... whether the node fails/exits on a signal, exception, or exits successfully?") and a bare label that
 # introduces what follows ("Error:", "Error log:", "Errors:") are a writer's words about failures, not a process's: only
 # a question that quotes a message (as a heading above) counts (round 18, issue 24: b130_12, an error on a healthy log,
@@ -1426,8 +1431,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
     if "`" in text and not _FAILED_WORDS.search(_NAME_SPAN.sub(" ", text)):
         return False   # prose naming an exception class in a Markdown code span ("raises `AttributeError` when")
-    if text[:1] in " #" and _HEADING.match(text) and not _HEADING_QUOTE.search(text):
-        return False   # a Markdown heading naming an error ("# Error while launching ..."), no message quoted
+    if text[:1] in " #" and _HEADING.match(text) and (not _HEADING_QUOTE.search(text) or _HEADING_FIX.match(text)):
+        return False   # a Markdown heading naming an error ("# Error while launching ..."), no message quoted, or a change
     if text.rstrip().endswith("?") and text.count(" ") >= 4 and not _HEADING_QUOTE.search(text):
         return False   # a question about failures ("... exits on a signal, exception, or ...?"), no message quoted
     if text.rstrip().endswith(":") and _LABEL.match(text):
