@@ -257,3 +257,16 @@ def test_a_heading_naming_a_fix_is_no_failure(tmp_path):
 def test_a_heading_quoting_an_error_without_a_fix_verb_stays_a_failure(tmp_path):
     found = _found(tmp_path, "# RuntimeError: 'weight' must be 2-D\n")
     assert _failed(found)
+
+
+# b143_05 / b143_08's shapes (pytorch/pytorch#73897, #46879): PR prose about NCCL's errors and error handling
+def test_prose_about_ncclsystemerror_and_error_handling_is_no_failure(tmp_path):
+    found = _found(tmp_path, "rather than applying the hint to all ncclSystemError's which may also include those\n"
+                             "Docs Changes for NCCL Async Error Handling. Adds info about the async error handling variable\n")
+    assert not _failed(found)
+
+
+def test_ncclsystemerror_as_printed_stays_the_nccl_system_error(tmp_path):
+    found = _found(tmp_path, "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
+                             "device error.\n")
+    assert found[0].id == "LOG009"

@@ -1312,15 +1312,18 @@ _NAME_SPAN = re.compile(r"(`+)\s*[A-Za-z_][\w.]*(?:\(\))?\s*\1")
 # issue 24: b126_17, b126_19, errors on healthy logs); and for one after a modal verb ("I can't batch the inputs together because the
 # model will OOM", "this would crash"): what would happen, not what did (round 18, b134_09); and for an example in
 # parentheses ("so a dead torchrun on one node (e.g. OOM) kills the whole step"): a kind of failure named, not one that
-# happened (round 18, b135_02, an error on a healthy log)
+# happened (round 18, b135_02, an error on a healthy log); and "error handling" / "error handler", a feature's name ("Docs
+# Changes for NCCL Async Error Handling", round 18 b143_08), and an error class in the plural or possessive ("all
+# ncclSystemError's", "RuntimeErrors"): a writer's word for a kind of error (round 18 b143_05)
 _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]hose|[Ss]ome|[Aa]ny|[Nn]o|[Ss]uch|[Aa]nother|"
-                            r"[Mm]y|[Oo]ur|[Ii]ts|[Tt]heir|[Ss]ame|[Ss]imilar|[Ff]ollowing)\s+(?:[a-z][a-z\-]*\s+)?"
+                            r"[Mm]y|[Oo]ur|[Ii]ts|[Tt]heir|[Ss]ame|[Ss]imilar|[Ff]ollowing)\s+(?:(?:[a-z][a-z\-]*|\*{1,2}[a-z][a-z\-]*\*{1,2}|NCCL|CUDA|NCCL/CUDA)\s+){0,2}"
                             r"(?:[A-Z]\w*Error|[Ee]rrors?|[Ee]xceptions?)\b|"
                             r"\b(?:[Ii]f|[Ww]hen|[Ww]henever|[Uu]nless|[Oo]nce|[Aa]fter being|[Bb]efore being|[Ii]n case)\s+"
                             r"(?:[a-z]+\s+){0,2}(?:timed out|failed|fails|crashed|crashes)\b|"
                             r"\b(?:will|would|could|might|may|can|should)\s+(?:not\s+|also\s+|still\s+|probably\s+|"
                             r"likely\s+|eventually\s+)?(?:OOM|fail|crash|hang|time out)\b|"
-                            r"\(\s*(?:e\.g\.|eg\.|i\.e\.|for example|for instance|such as)[,:]?\s+[^()]{0,60}\)")
+                            r"\(\s*(?:e\.g\.|eg\.|i\.e\.|for example|for instance|such as)[,:]?\s+[^()]{0,60}\)|"
+                            r"\b[Ee]rror[ -][Hh]andl(?:ing|ers?)\b|\b[A-Za-z]\w*Error'?s\b")
 # a Markdown ATX heading (CommonMark 0.31.2, 4.2: one to six '#' then a space; an issue's title, an issue template's
 # "### Error messages and logs") is the document's structure: its failure words name what the section or thread is about
 # ("# Error while launching Deepspeed", "# DistNetworkError when using ...", "# how to process Ray OOM"); only a heading
