@@ -270,3 +270,16 @@ def test_ncclsystemerror_as_printed_stays_the_nccl_system_error(tmp_path):
     found = _found(tmp_path, "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
                              "device error.\n")
     assert found[0].id == "LOG009"
+
+
+# b154_12's shape (espnet/espnet#1506): a PR test comment says what causes errors, in the plural, after a causal verb
+def test_prose_naming_what_causes_errors_is_no_failure(tmp_path):
+    found = _found(tmp_path, "I found that `collect_stats` stage allocates gpu memory and many `nj` causes OOM errors "
+                             "without gpu allocation through the slurm.\n")
+    assert not _failed(found)
+
+
+def test_a_message_after_prose_about_causes_stays_a_failure(tmp_path):
+    found = _found(tmp_path, "Large batches cause OOM errors on this node.\n"
+                             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert _failed(found)

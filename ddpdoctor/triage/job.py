@@ -1314,7 +1314,9 @@ _NAME_SPAN = re.compile(r"(`+)\s*[A-Za-z_][\w.]*(?:\(\))?\s*\1")
 # parentheses ("so a dead torchrun on one node (e.g. OOM) kills the whole step"): a kind of failure named, not one that
 # happened (round 18, b135_02, an error on a healthy log); and "error handling" / "error handler", a feature's name ("Docs
 # Changes for NCCL Async Error Handling", round 18 b143_08), and an error class in the plural or possessive ("all
-# ncclSystemError's", "RuntimeErrors"): a writer's word for a kind of error (round 18 b143_05)
+# ncclSystemError's", "RuntimeErrors"): a writer's word for a kind of error (round 18 b143_05); and a failure in the plural after a
+# causal verb ("many `nj` causes OOM errors without gpu allocation", "which leads to NCCL errors"): a writer's account of
+# what brings failures about, not a message a process printed (round 18, b154_12, an error on a healthy log)
 _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]hose|[Ss]ome|[Aa]ny|[Nn]o|[Ss]uch|[Aa]nother|"
                             r"[Mm]y|[Oo]ur|[Ii]ts|[Tt]heir|[Ss]ame|[Ss]imilar|[Ff]ollowing)\s+(?:(?:[a-z][a-z\-]*|\*{1,2}[a-z][a-z\-]*\*{1,2}|NCCL|CUDA|NCCL/CUDA)\s+){0,2}"
                             r"(?:[A-Z]\w*Error|[Ee]rrors?|[Ee]xceptions?)\b|"
@@ -1323,7 +1325,9 @@ _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]ho
                             r"\b(?:will|would|could|might|may|can|should)\s+(?:not\s+|also\s+|still\s+|probably\s+|"
                             r"likely\s+|eventually\s+)?(?:OOM|fail|crash|hang|time out)\b|"
                             r"\(\s*(?:e\.g\.|eg\.|i\.e\.|for example|for instance|such as)[,:]?\s+[^()]{0,60}\)|"
-                            r"\b[Ee]rror[ -][Hh]andl(?:ing|ers?)\b|\b[A-Za-z]\w*Error'?s\b")
+                            r"\b[Ee]rror[ -][Hh]andl(?:ing|ers?)\b|\b[A-Za-z]\w*Error'?s\b|"
+                            r"\b(?:causes|caused|causing|cause|leads to|led to|results in|resulted in)\s+"
+                            r"(?:[a-z]+\s+){0,2}(?:OOM|NCCL|CUDA)?\s*(?:[Ee]rrors|[Ee]xceptions|failures|crashes|hangs)\b")
 # a Markdown ATX heading (CommonMark 0.31.2, 4.2: one to six '#' then a space; an issue's title, an issue template's
 # "### Error messages and logs") is the document's structure: its failure words name what the section or thread is about
 # ("# Error while launching Deepspeed", "# DistNetworkError when using ...", "# how to process Ray OOM"); only a heading
