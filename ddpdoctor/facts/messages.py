@@ -103,6 +103,11 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # failed" / "entrypoint command failed with exit code", "The actor is dead because its worker process has died") neither
 # (round 16 wave 3, triage16c). Nor do PBS/Torque's "=>> PBS: job killed: walltime N exceeded limit M" and "Job exceeded
 # its walltime limit. Job was aborted", and Taskcluster's "GCP Metadata Service says termination is imminent" (same wave).
+# "EI00" and "EJ00" are the heads of Ascend's CANN error codes for HCCL and HCCP ("EJ0001: [PID: N] ... Failed to
+# initialize the HCCP process", "Communication_Error_Bind_IP_Port(EI0019): ..."; the table in CANN hcomm's
+# src/common/error_code/error_code.cc, tools/mine_hccl_codes.py), whose lines need not carry an error word (round 18).
+# nccl-tests' and rccl-tests' checks ("%s: Test CUDA failure %s:%d '%s'", hipified "Test HIP failure", "Test NCCL
+# failure"; src/common.h CUDACHECK/NCCLCHECK) quote the runtime's text, which need not hold one either (round 18).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -122,7 +127,7 @@ ANCHORS: Tuple[bytes, ...] = (
     b"MPI_ERR_", b"MPI_ABORT was invoked",
     b"[status_update][", b"replica(s) failed", b"raysubmit_", b"command failed with exit code", b"worker process has died",
     b"PBS: job killed", b"Job was aborted", b"termination is imminent",
-    b"EI0006", b"EI0002")
+    b"EI00", b"EJ00", b"CUDA failure", b"HIP failure", b"NCCL failure")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -97,6 +97,12 @@ _PROMPT_LAUNCH = re.compile(
     r"|^\s*!(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python[\d.]*\s+-m\s+torch\.distributed\S*|torchrun|deepspeed|"
     r"accelerate\s+launch|python[\d.]*\s+\S+\.py)\b")
 _LAUNCH_WORDS = ("python", "torchrun", "deepspeed", "accelerate", "srun", "sbatch", "mpirun", "horovodrun")
+# CPython compiling a shell script: `python tools/dist_train.sh` (instead of bash) stops at the script's first shell
+# line with no traceback header, only the file, the line and a caret (Lib/traceback.py format_exception_only for a
+# SyntaxError): '  File "./tools/dist_train.sh", line 3' / '    CONFIG=$1' / '           ^' / 'SyntaxError: invalid
+# syntax' (open-mmlab/mmdetection#3520, #1135; round 18, batch 132)
+_SHELL_FRAME = re.compile(r'\s*File "(?P<path>[^"]+\.(?:sh|bash|zsh|ksh))", line \d+\s*$')
+_SHELL_SYNTAX = re.compile(r"SyntaxError: ")
 _MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(-?\d+)\s*$")   # the line after Open MPI's "Process name: [[j,1],R]"
 
 
@@ -230,6 +236,7 @@ class Job:
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
         self.relaunch: Dict[int, Line] = {}        # file -> its last shell-prompt line that runs a training launch
         self._mpirun_code: Dict[int, tuple] = {}   # file -> (line number, Exit) of Open MPI's "Process name: [[j,1],R]"
+        self._shell_frame: Dict[int, tuple] = {}   # file -> (line number, path) of a SyntaxError frame in a shell script
         self._record_owner: Dict[int, Optional[tuple]] = {}   # file -> (rank, line) of a traceback its rank prefix opened
 
     # ------------------------------------------------------------ feeding
@@ -275,6 +282,13 @@ class Job:
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
         if any(w in t for w in _LAUNCH_WORDS) and _PROMPT_LAUNCH.match(t):
             self.relaunch[line.src] = line
+        if '", line ' in t and _SHELL_FRAME.match(t):
+            self._shell_frame[line.src] = (line.lineno, _SHELL_FRAME.match(t).group("path"))
+        elif "SyntaxError" in t and line.src in self._shell_frame:
+            at, path = self._shell_frame.pop(line.src)
+            if line.lineno - at <= 4 and _SHELL_SYNTAX.match(t.strip()) and any(ev.kind == "exception" for ev in evs):
+                # python ran a shell script: the launch is wrong, not the script (LOG023)
+                evs = list(evs) + [Event("launch_misconfigured", line, {"shell_script": path})]
         if self._mpirun_code and line.src in self._mpirun_code:
             at, ex = self._mpirun_code.pop(line.src)
             m = _MPIRUN_CODE.match(line.text) if line.lineno == at + 1 else None
@@ -1182,6 +1196,11 @@ _FAILED_WORDS = _messages.Prefiltered(re.compile(
                            # a command that refused its own arguments, in glibc getopt's words (posix/getopt.c:
                            # "%s: unrecognized option '%s%s'", "%s: invalid option -- '%c'"): sbatch, srun, mpirun
                            r"\bunrecognized option\b|\binvalid option -- |"
+                           # a command the shell could not find: bash's "%s: command not found" (execute_cmd.c
+                           # @a59615a, internal_error, then exit status 127: "/bin/bash: enroot-aufs2ovlfs: command not
+                           # found"), zsh's "command not found: %s"; words, so progress after it makes it survived (round
+                           # 18, issue 24: b122_02 read as "cannot show health")
+                           r": command not found\b|\bcommand not found: \S|"
                            # torch's device error message printed alone, without its exception's type (a framework that
                            # prints str(e)): "CUDA error: ...", on ROCm builds "HIP error: ..." (c10/cuda/CUDAException.cpp's
                            # "CUDA error: " + cudaGetErrorString, hipified); words, so progress after it makes it survived
@@ -1282,6 +1301,50 @@ _SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]+(?:Error|Exceptio
 # (round 17 wave 3, issue 24: b120_22 "... raises `AttributeError` when the `nn.Linear` module is called" read as a
 # failure line)
 _NAME_SPAN = re.compile(r"(`+)\s*[A-Za-z_][\w.]*(?:\(\))?\s*\1")
+# prose that names a failure with a determiner ("I get an error when I start the training", "if 1 worker raises an
+# Exception in the application code, this Exception is not raised in the driver", "The Error is given below:", "raises
+# an AttributeError when"): a sentence about an error, not a message a process printed; the message itself, when the
+# log holds it, is its own line ("RuntimeError: ..."), and words left after the named ones still count ("I got an error:
+# CUDA error: out of memory"). Open MPI's fatal banner ("*** An error occurred in MPI_Init_thread", ompi's
+# help-mpi-errors.txt) is a message that begins this way and stays a failure (round 18, issue 24: b124_01, b124_03)
+# The same for a failure verb in a conditional or temporal clause ("requeued ... if timed out", "able to requeue
+# correctly 3 times after being timed out"): a sentence about what happens when something fails, not a failure (round 18,
+# issue 24: b126_17, b126_19, errors on healthy logs); and for one after a modal verb ("I can't batch the inputs together because the
+# model will OOM", "this would crash"): what would happen, not what did (round 18, b134_09); and for an example in
+# parentheses ("so a dead torchrun on one node (e.g. OOM) kills the whole step"): a kind of failure named, not one that
+# happened (round 18, b135_02, an error on a healthy log); and "error handling" / "error handler", a feature's name ("Docs
+# Changes for NCCL Async Error Handling", round 18 b143_08), and an error class in the plural or possessive ("all
+# ncclSystemError's", "RuntimeErrors"): a writer's word for a kind of error (round 18 b143_05); and a failure in the plural after a
+# causal verb ("many `nj` causes OOM errors without gpu allocation", "which leads to NCCL errors"): a writer's account of
+# what brings failures about, not a message a process printed (round 18, b154_12, an error on a healthy log)
+_NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]hose|[Ss]ome|[Aa]ny|[Nn]o|[Ss]uch|[Aa]nother|"
+                            r"[Mm]y|[Oo]ur|[Ii]ts|[Tt]heir|[Ss]ame|[Ss]imilar|[Ff]ollowing)\s+(?:(?:[a-z][a-z\-]*|\*{1,2}[a-z][a-z\-]*\*{1,2}|NCCL|CUDA|NCCL/CUDA)\s+){0,2}"
+                            r"(?:[A-Z]\w*Error|[Ee]rrors?|[Ee]xceptions?)\b|"
+                            r"\b(?:[Ii]f|[Ww]hen|[Ww]henever|[Uu]nless|[Oo]nce|[Aa]fter being|[Bb]efore being|[Ii]n case)\s+"
+                            r"(?:[a-z]+\s+){0,2}(?:timed out|failed|fails|crashed|crashes)\b|"
+                            r"\b(?:will|would|could|might|may|can|should)\s+(?:not\s+|also\s+|still\s+|probably\s+|"
+                            r"likely\s+|eventually\s+)?(?:OOM|fail|crash|hang|time out)\b|"
+                            r"\(\s*(?:e\.g\.|eg\.|i\.e\.|for example|for instance|such as)[,:]?\s+[^()]{0,60}\)|"
+                            r"\b[Ee]rror[ -][Hh]andl(?:ing|ers?)\b|\b[A-Za-z]\w*Error'?s\b|"
+                            r"\b(?:causes|caused|causing|cause|leads to|led to|results in|resulted in)\s+"
+                            r"(?:[a-z]+\s+){0,2}(?:OOM|NCCL|CUDA)?\s*(?:[Ee]rrors|[Ee]xceptions|failures|crashes|hangs)\b")
+# a Markdown ATX heading (CommonMark 0.31.2, 4.2: one to six '#' then a space; an issue's title, an issue template's
+# "### Error messages and logs") is the document's structure: its failure words name what the section or thread is about
+# ("# Error while launching Deepspeed", "# DistNetworkError when using ...", "# how to process Ray OOM"); only a heading
+# that quotes a message (a failure word followed by ': ' and its text: "# RuntimeError: 'weight' must be 2-D") is
+# evidence of a failure (round 18, issue 24: b125_01, b125_15, b125_20)
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+\S")
+_HEADING_QUOTE = re.compile(r"(?:[A-Za-z]*Error|[Ee]xception|[Ee]rror|ERROR|FAILED|[Ff]ailed|Killed)\w*:\s+\S")
+# a heading that names a change ("# resolve KeyError: 'PDSH_SSH_ARGS_APPEND'", "# Fix RuntimeError: ... on 2 nodes",
+# "## [Bugfix] Avoid ...": a commit's, a pull request's or a changelog's title) quotes the message it removes, not one a
+# process printed (round 18, issue 24: b142_02, an error on a healthy log; b123_16 the same class in prose)
+_HEADING_FIX = re.compile(r"^ {0,3}#{1,6}[ \t]+(?:\[[^\]]*\]\s*)?(?:[Ff]ix(?:es|ed)?|[Rr]esolve[sd]?|[Hh]andle[sd]?|"
+                          r"[Aa]void(?:s|ed)?|[Pp]revent(?:s|ed)?|[Ss]uppress(?:es|ed)?|[Ww]ork ?around)\b")
+# A question ("... whether the node fails/exits on a signal, exception, or exits successfully?") and a bare label that
+# introduces what follows ("Error:", "Error log:", "Errors:") are a writer's words about failures, not a process's: only
+# a question that quotes a message (as a heading above) counts (round 18, issue 24: b130_12, an error on a healthy log,
+# and b130_03)
+_LABEL = re.compile(r"^\W{0,3}(?:[A-Za-z]+\s+){0,2}(?:[Ee]rrors?|ERRORS?|[Ee]xceptions?|[Ff]ailures?)(?:\s+[a-z]+){0,2}\s*:\s*$")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -1375,6 +1438,15 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
     if "`" in text and not _FAILED_WORDS.search(_NAME_SPAN.sub(" ", text)):
         return False   # prose naming an exception class in a Markdown code span ("raises `AttributeError` when")
+    if text[:1] in " #" and _HEADING.match(text) and (not _HEADING_QUOTE.search(text) or _HEADING_FIX.match(text)):
+        return False   # a Markdown heading naming an error ("# Error while launching ..."), no message quoted, or a change
+    if text.rstrip().endswith("?") and text.count(" ") >= 4 and not _HEADING_QUOTE.search(text):
+        return False   # a question about failures ("... exits on a signal, exception, or ...?"), no message quoted
+    if text.rstrip().endswith(":") and _LABEL.match(text):
+        return False   # a label introducing a quote ("Error:", "Error log:")
+    if (_NAMED_FAILURE.search(text) and not _FAILED_WORDS.search(_NAMED_FAILURE.sub(" ", text))
+            and "error occurred in MPI_" not in text):
+        return False   # prose naming an error with a determiner ("I get an error when ..."), no message quoted
     if _SHELL_TEXT.match(text):
         return False   # a script's own text: an echo command or an #SBATCH directive
     if ("raise" in text or "(" in text) and _SOURCE_TEXT.match(text):

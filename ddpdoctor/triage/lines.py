@@ -70,7 +70,10 @@ _HOSTP = re.compile(r"([A-Za-z][\w.\-]{0,62}): (?=\[rank\d)")
 _PDSH = re.compile(r"([A-Za-z][A-Za-z0-9.]*[\d\-][A-Za-z0-9.\-]{0,60}|\d{1,3}(?:\.\d{1,3}){3}): (?=\S)")  # host names have no underscore
 # (a hostfile may name its hosts by IPv4 address: "10.110.3.66: frame #16: ..." is pdsh's prefix all the same)
 _NOT_HOST = re.compile(r"(?:rank|local_rank|epoch|step|iter|iteration|batch|cuda|device|layer|stage|phase|task|job|"
-                       r"process|proc|thread|pid|loss|lr|top\d?|acc|utf-8|ipv[46]|python|py|cp|torch|cu|v)[\d._\-]*$", re.I)
+                       r"process|proc|thread|pid|loss|lr|top\d?|acc|utf-8|ipv[46]|python|py|cp|torch|cu|v)[\d._\-]*$|"
+                       # Ascend CANN's error codes (a module letter and four digits: "EJ0001: [PID: N] ...", "EE9999:
+                       # Inner Error!"; CANN hcomm src/common/error_code/error_code.cc), not hosts (round 18)
+                       r"E[A-Z]\d{4}$", re.I)
 
 _GLOG = re.compile(r"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\b")
 _ISO = re.compile(r"\b(?:\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")

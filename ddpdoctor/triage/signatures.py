@@ -232,7 +232,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
          r"key: (?P<key>\S+) \(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<count>\d+), "
          r"timeout=(?P<timeout>[^)\s]+)")),
     # ---- NCCL system errors and their INFO context
-    ("nccl_system_error", ("unhandled system error", "ncclSystemError"), None),
+    # (NCCL's result name counts where NCCL or torch print it, before ':' -- "ncclSystemError: System call (e.g. socket,
+    # malloc) ... failed" -- not in a sentence about it: "applying the hint to all ncclSystemError's", round 18 b143_05)
+    ("nccl_system_error", ("unhandled system error", "ncclSystemError"),
+     _re(r"unhandled system error|ncclSystemError\s*[:(\]]")),
     ("nccl_internal_error", ("unhandled cuda error", "internal error - please report", "ncclInternalError",
                              "unhandled cuda error"), None),
     ("nccl_remote_error", ("remote process exited", "ncclRemoteError"), None),
@@ -381,7 +384,7 @@ def events(line: Line) -> List[Event]:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
                             "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "mpich_exit", "mpirun_first", "horovod_exit", "launcher_rank_exit", "watchdog_abort", "shell_signal", "hvd_rank_row",
-                            "nccl_iface", "memory_table_row", "nccl_result_trace"):
+                            "nccl_iface", "memory_table_row", "nccl_result_trace", "nccl_system_error"):
                     continue  # these need their fields
             else:
                 if m.start() == m.end() and not any(v is not None for v in m.groupdict().values()):
@@ -425,6 +428,11 @@ def events(line: Line) -> List[Event]:
     for mm in found:
         if mm.cls in have:
             continue   # the parser's event for this kind carries the fields the rules read
+        level = mm.entry.get("nccl_level")
+        if level and line.nccl is not None and line.nccl != level:
+            # an entry that holds only at one NCCL level: aws-ofi-nccl warns before it fails a call, while its INFO
+            # lines with the same words are fallbacks it takes ("NET/OFI Could not load libgdrapi.so") (round 18)
+            continue
         have.add(mm.cls)
         data: Dict[str, object] = dict(mm.fields)
         data["entry"] = mm.entry["id"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from ..facts import launchers as _launchers
 from ..facts import messages as _messages
 from ..facts.units import runs_text
 from .job import _CONSEQUENCE, Job
@@ -530,6 +531,25 @@ def rendezvous_wait(job: Job):
         return None
     n, line = job.nnodes
     return n, line, job.rdzv_line is None
+
+
+_PY_MODULE = re.compile(r"\bpython[\d.]*\s+-m\s+([\w.]+)")
+
+
+def launcher_in(line: Line) -> str:
+    """The launcher the line that asks for the nodes names: torch's launchers and the others data/launchers.json knows
+    (`torchrun`, `deepspeed`, `accelerate`), torchrun for its launch configs' `min_nodes : N`, else the program the
+    line runs (`python3 -m sglang.launch_server --nnodes 2` -> 'sglang.launch_server'), else 'the launcher'. Only
+    torchrun's agent waits in an elastic rendezvous; another program's ranks wait in init_process_group's store."""
+    text = line.text
+    m = re.search(_launchers.line_pattern(), text)
+    name = _launchers.name_of_text(m.group(0)) if m else None
+    if name:
+        return "torchrun" if name == "torchrun" else name
+    if "min_nodes" in text:
+        return "torchrun"
+    mod = _PY_MODULE.search(text)
+    return mod.group(1) if mod else "the launcher"
 
 
 def survived_by_end(job: Job, line: Optional[Line]) -> Optional[Line]:

@@ -13,7 +13,7 @@ from ..job import Job, _fmt_ts
 from ..lines import Line
 from ..signatures import Event, entry_of, survivable
 from ..verdict import (INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause,
-                       rendezvous_wait, signalled_from_outside, timeouts_owner)
+                       launcher_in, rendezvous_wait, signalled_from_outside, timeouts_owner)
 from . import first_seen, hit, launcher_only_failure, ranks_text, rule
 from . import who as _who_of
 
@@ -205,7 +205,9 @@ def _watchdog_rank(job: Job, ev: Event, faults_only: bool = False) -> Optional[t
     return r, line
 
 
-_ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs")
+# HIP's name for it: rccl-tests' "Test HIP failure common.cu:1129 'hipErrorInvalidDevice'" (older HIP runtimes'
+# hipGetErrorString gave the enum's name; ROCm/rccl-tests#16, round 18)
+_ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs|\bhipErrorInvalidDevice\b")
 
 
 _NO_BACKEND = re.compile(r"Distributed package doesn't have (\w+) built in")
@@ -373,6 +375,7 @@ def peer_lost(job: Job):
            else "Horovod shut down after another rank's failure" if entry_id.startswith("horovod.")
            else "the JAX coordination service reported a peer's missed heartbeats" if entry_id.startswith("xla.")
            else "Ascend HCCL EI0006: building its links to the peers timed out" if entry_id.startswith("torch_npu.hccl.")
+           else _hccl_code(entry_id) if entry_id.startswith("hccl.")
            else "NCCL remote error")
     if entry_id.startswith("ray.node_") and not named:
         # Ray names the dead node by its id (gcs_actor_manager.cc GenNodeDiedCause) and, when the GCS marks it dead,
@@ -495,6 +498,17 @@ def launch_misconfigured(job: Job):
         cut = _cut_in_default_group(job)
         if cut is not None:
             yield cut
+        return
+    if ev.data.get("shell_script"):
+        path = str(ev.data["shell_script"])
+        yield _report(job, "LOG023", ev, f"python was given a shell script: {path} is not Python (SyntaxError at its "
+                      "first shell line)",
+                      (f"Python compiled {path} as a Python program and stopped at its first shell line (a variable "
+                       "assignment such as CONFIG=$1 is no Python): the launch script was started with `python` "
+                       "instead of `bash`. Nothing of the training ran."),
+                      (f"bash {path} <its arguments>   # or: chmod +x {path} && {path} ...\n"
+                       "# the script itself calls python -m torch.distributed.launch / torchrun"),
+                      stage=1, evidence={"shell_script": path})
         return
     meaning, fix = _meaning_fix(ev)
     text = ev.line.text
@@ -937,12 +951,16 @@ def job_stopped(job: Job):
     elif rendezvous_wait(job) is not None:
         # a multi-node launch that never got past torchrun's start: the stop ended the rendezvous wait (round 14)
         n, asked, guess = rendezvous_wait(job)
-        title += (f"; the {n}-node launch shows nothing past torchrun's start: it was likely waiting in the rendezvous "
+        launcher = launcher_in(asked)
+        whose = f"{launcher}'s" if launcher != "the launcher" else "the launcher's"
+        title += (f"; the {n}-node launch shows nothing past {whose} start: it was likely waiting in the rendezvous "
                   f"for the other node{'s' if n > 2 else ''} to join{' (a guess: only the start banner shows it)' if guess else ''}")
         detail += (f" Line {asked.lineno} asks for {n} nodes, and no line says the rendezvous completed, a worker started, "
-                   "NCCL set up or training progressed: torchrun's agent waits in the rendezvous, printing nothing, until "
-                   "every node has joined, so a launch started on one node only (or nodes that cannot reach the "
-                   "--rdzv-endpoint) waits until the stop ends it.")
+                   "NCCL set up or training progressed: "
+                   + ("torchrun's agent waits in the rendezvous" if launcher in ("torchrun", "torch.distributed.launch")
+                      else "the ranks wait in init_process_group's store")
+                   + ", printing nothing, until every node has joined, so a launch started on one node only (or nodes "
+                   "that cannot reach the rendezvous address) waits until the stop ends it.")
         fix = ("# the same torchrun line on every node, each able to reach the endpoint\n"
                "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id JOB train.py\n"
                "nc -zv HOST PORT   # from each other node: the endpoint is reachable\n"
@@ -1188,6 +1206,12 @@ def _silent_ranks(job: Job, stop: Event) -> list:
 _GLUED_BAR = re.compile(r"^[^|\n]{0,120}?\d{1,3}%\|[^|]{0,200}\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?(?:\s*\[[^\]]{0,80}\])?")
 
 
+def _hccl_code(entry_id: str) -> str:
+    """'Ascend HCCL EI0013 (its title)' for a CANN code's entry (tools/mine_hccl_codes.py ids: hccl.<code>_<title>)."""
+    code, _, title = entry_id[len("hccl."):].partition("_")
+    return f"Ascend HCCL {code.upper()} ({title.replace('_', ' ')})"
+
+
 @rule("LOG027", "known-error")
 def known_error(job: Job):
     """A library refused how it was called or configured, and the messages catalogue knows the message: its meaning
@@ -1196,8 +1220,9 @@ def known_error(job: Job):
     What it checks
         The first message of a catalogue class that no more specific rule reports (`api_misuse`: FSDP, DDP,
         accelerate, DeepSpeed and Trainer usage errors; `ddp_model_mismatch`: ranks built different models;
-        `nccl_version_mismatch`; `transport_abort`: Gloo's libuv transport aborting on a libuv error), when it is
-        not a consequence of an earlier failure.
+        `nccl_version_mismatch`; `transport_abort`: Gloo's libuv transport aborting on a libuv error; `hccl_error`:
+        Ascend HCCL's and HCCP's coded errors, EIxxxx and EJxxxx, mined from CANN's own table), when it is not a
+        consequence of an earlier failure.
 
     Why it matters
         These messages are specific and actionable, but they come from deep inside a library; naming the

@@ -115,6 +115,21 @@ def too_many_open_files(job: Job):
         return
     ev = occ.first[0]
     extra, sentence = fold(job, "LOG011", occ.ranks)
+    errno = str(ev.data.get("errno") or "")
+    if errno and errno != "24" and "shared memory object" in ev.line.text:
+        # torch's MapAllocator could not shm_open a shared tensor's file for a reason other than the fd limit:
+        # errno 2, the file removed from /dev/shm (a job prolog cleaning it), 28 /dev/shm full (aten/src/ATen/
+        # MapAllocator.cpp @9de0caf appends strerror and errno; round 18)
+        err = str(ev.data.get("err") or "").strip()
+        yield hit(job, "error", f"could not open a shared tensor's file in /dev/shm: {err} (errno {errno})", at=ev.line,
+                  stage=0, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
+                  detail=("torch's shared-memory allocator could not shm_open the /dev/shm/torch_* file that carries a "
+                          "tensor another process (a DataLoader worker) shared: not the open-file limit but the file "
+                          "itself (errno 2: removed by someone else, 28: /dev/shm full). " + sentence).strip(),
+                  fix=("df -h /dev/shm; ls /dev/shm | head   # on that node: full, or cleaned under the job?\n"
+                       "docker run --shm-size=16g ... / --ipc=host   # a container's 64 MB /dev/shm"),
+                  evidence={**extra, "errno": int(errno)})
+        return
     yield hit(job, "error", "ran out of file descriptors (Too many open files)", at=ev.line, stage=0, ranks=occ.ranks,
               hosts=occ.hosts, count=occ.count,
               detail=("Each tensor a DataLoader worker sends uses a file descriptor under the file_descriptor sharing "

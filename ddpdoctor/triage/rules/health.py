@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ..job import Job
-from ..verdict import rendezvous_wait
+from ..verdict import launcher_in, rendezvous_wait
 from . import first_seen, hit, rule
 from .unexplained import ended_well, setup_is_last, stopped_in_setup, stopped_mid_step
 
@@ -206,14 +206,25 @@ def health_not_shown(job: Job):
                 "progress shows that it ran up to its last progress line, not what came after")
     elif rdzv is not None:
         n, asked, guess = rdzv
-        title = (f"the log stops after torchrun's start on a {n}-node launch: likely waiting in the rendezvous for the "
+        launcher = launcher_in(asked)
+        whose = f"{launcher}'s" if launcher != "the launcher" else "the launcher's"
+        title = (f"the log stops after {whose} start on a {n}-node launch: likely waiting in the rendezvous for the "
                  f"other node{'s' if n > 2 else ''} to join{' (a guess: only the start banner shows it)' if guess else ''}")
-        none = (f"line {asked.lineno} asks for {n} nodes ({asked.text.strip()[:100]}), and no line after the agent's start "
-                "says the rendezvous completed, a worker started, NCCL set up or training progressed. torchrun's agent "
-                "waits in the rendezvous, printing nothing, until every node has joined (then a RendezvousTimeoutError "
-                "after the join timeout, 600 s by default, or the static store's 'Timed out ... waiting for clients'): "
-                "a launch started on one node only, or nodes that cannot reach the --rdzv-endpoint / MASTER_ADDR:PORT, "
-                "shows exactly this")
+        if launcher in ("torchrun", "torch.distributed.launch"):
+            none = (f"line {asked.lineno} asks for {n} nodes ({asked.text.strip()[:100]}), and no line after the agent's "
+                    "start says the rendezvous completed, a worker started, NCCL set up or training progressed. torchrun's "
+                    "agent waits in the rendezvous, printing nothing, until every node has joined (then a "
+                    "RendezvousTimeoutError after the join timeout, 600 s by default, or the static store's 'Timed out ... "
+                    "waiting for clients'): a launch started on one node only, or nodes that cannot reach the "
+                    "--rdzv-endpoint / MASTER_ADDR:PORT, shows exactly this")
+        else:
+            # another launcher (round 18, issue 24): its ranks wait in init_process_group's store (TCPStore waits for
+            # world_size ranks) rather than in torchrun's elastic rendezvous; the log shows which program it was
+            none = (f"line {asked.lineno} asks {launcher} for {n} nodes ({asked.text.strip()[:100]}), and no line after it "
+                    "says the process group was set up, a worker started, NCCL set up or training progressed. The ranks "
+                    "of a multi-node launch wait in init_process_group, printing nothing, until every node's ranks have "
+                    "reached its store (then a timeout after init_process_group's timeout): a launch started on one "
+                    "node only, or nodes that cannot reach the address it was given, shows exactly this")
         if setup is not None:
             shown.append(f"the last set-up line at line {setup.lineno}")
     elif setup is not None:

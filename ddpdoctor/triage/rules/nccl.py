@@ -86,6 +86,28 @@ _NET_SOURCE = re.compile(r"src/misc/socket\.cc|src/transport/net|src/transport/c
                          r"src/plugin/net|src/misc/shmutils\.cc|src/transport/shm\.cc")
 
 
+def _plugin_entry(text: str):
+    """(catalogue entry, the line's own words after the plugin's prefix) when the line is a network plugin's failure
+    the catalogue knows (an nccl_system_error entry from a repository other than NCCL's and torch's), else None."""
+    for m in catalogue.match_all(text):
+        if (m.entry.get("class") == "nccl_system_error"
+                and m.entry["source"].get("repo") not in ("NVIDIA/nccl", "pytorch/pytorch")):
+            said = (text.split("NET/OFI ", 1) if "NET/OFI " in text else text.split("NCCL WARN", 1))[-1].strip()
+            return m.entry, said
+    return None
+
+
+def _plugin_failure(job: Job, anchor):
+    """(the event, its entry, its words) for the first line a network plugin's catalogue entry reads as its failure:
+    the anchor, else the first nccl_system_error event of such an entry; None when there is none."""
+    err = job.get("nccl_system_error")
+    for ev in [anchor] + (list(err.first) if err and err.count else []):
+        own = _plugin_entry(ev.line.text)
+        if own is not None:
+            return (ev,) + own
+    return None
+
+
 def _known_warn(text: str):
     """(catalogue entry, the WARN's own words) when a catalogue entry of a non-network class recognises this NCCL WARN
     line (src/mem_manager.cc's 'MemManager: ...', the SHM transport's checks), else None."""
@@ -335,6 +357,13 @@ def nccl_system_error(job: Job):
                "export NCCL_SOCKET_IFNAME=eth0             # that NIC (prefix match; =eth0 for exact)\n"
                "export GLOO_SOCKET_IFNAME=eth0")
         ex = (noif.first[0] if noif and noif.count else conn.first[0] if conn and conn.count else anchor)
+    elif (own := _plugin_failure(job, anchor)) is not None:
+        # a network plugin's own failure line (aws-ofi-nccl's 'NCCL WARN NET/OFI ...'): the plugin names the call that
+        # failed, and its catalogue entry says what it means (round 18, issue 24: b128_03, b128_05)
+        ex, entry, said = own
+        cause, why = f"{entry['source']['repo']} failed: \"{said[:120]}\"", (
+            f"{entry['meaning']} ({entry['source']['repo']} {entry['source']['path']}.)")
+        fix = entry["fix"]
     elif (wctx := _warn_context(job)) and (known := _known_warn(wctx.line.text)):
         # a WARN the catalogue knows for something other than a connection (NCCL's memory manager, an SHM import):
         # say what the catalogue says it means, not a network guess
