@@ -95,9 +95,9 @@ def test_a_rank_pinned_beside_a_hog_stays_held_by_the_host():
     assert got["path_s"] == pytest.approx(0.802, abs=1e-6) and got["all_s"] > 2.0
     h, ids = _judged(214.2, 167.1, got["path_s"], 0.137)
     assert ids == {"RUN023"} and h["held"] and h["job_ms"] < h["bar_ms"], h
-    busy_gloo = {**HOG, MAIN + 1: (0.027, 0.876)}  # had gloo_tcp_loop run like the main thread: still <= wall
-    got2 = _rate(busy_gloo)
-    assert got2["compute"] == 1 and got2["path_s"] == pytest.approx(1.0)
+    busy_gloo = {**HOG, MAIN + 1: (0.027, 0.876)}  # had gloo_tcp_loop run like the main thread: on the path only
+    got2 = _rate(busy_gloo)  # while the main thread was not runnable (1 - 0.027 - 0.802 = 0.171 s/s)
+    assert got2["compute"] == 1 and got2["path_s"] == pytest.approx(0.802 + 0.171, abs=1e-6)
 
 
 def test_an_openmp_heavy_ranks_wait_on_its_compute_threads_still_counts():
@@ -155,9 +155,72 @@ REC_B = {1769: (4293339242, 9529881871), 1791: (22617975, 89153214), 1893: (4722
 def test_a_recorded_openmp_worker_is_on_the_path_and_a_waking_thread_is_not():
     """The worker ran 0.25 s/s (the main thread 0.23) and waited 0.74 s/s: on the path. The waking thread ran 0.011 s/s
     and waited 0.53 s/s: not on it (before, its wait was charged too: 2.03 s of wait per second summed). The main
-    thread's 0.75 plus the worker's 0.74 exceed the wall: the path is capped at the interval."""
-    got = st.path_wait_s(REC_A, REC_B, 1769, 2.0039405822753906)
+    thread's 0.75 plus the worker's 0.74 exceed the wall (round 17 charged the whole interval, 2.004 s, though the main
+    thread ran 0.45 s of it): the main thread was runnable 1.96 of the 2.004 s, so at most 0.04 s of the worker's wait
+    was not side by side with its own (round 18): 1.55 s on the path, never more than the wall less the main thread's
+    run."""
+    dt = 2.0039405822753906
+    got = st.path_wait_s(REC_A, REC_B, 1769, dt)
     assert got["compute"] == 1 and got["compute_s"] == pytest.approx(1.4914, abs=1e-3)
-    assert got["path_s"] == pytest.approx(2.0039, abs=1e-3) and got["all_s"] / 2.004 > 2.0
+    main_run = (REC_B[1769][0] - REC_A[1769][0]) / NS
+    assert got["idle_s"] == pytest.approx(dt - main_run - got["main_s"], abs=1e-6) and got["idle_s"] < 0.05
+    assert got["path_s"] == pytest.approx(got["main_s"] + got["idle_s"], abs=1e-6)
+    assert got["path_s"] == pytest.approx(1.551, abs=1e-3) and got["path_s"] <= dt - main_run + 1e-9
+    assert got["all_s"] / 2.004 > 2.0
     without_worker = {t: v for t, v in REC_B.items() if t != 1895}
     assert st.path_wait_s(REC_A, without_worker, 1769, 2.004)["compute"] == 0  # the waking thread alone: not compute
+
+
+# Round 18, issue 27: waits side by side with the main thread's count once. Synthetic schedstat series, one sample a
+# second, of a rank whose main thread and one OpenMP worker (as busy as it) are both delayed by the host.
+
+def _series(rates, n=5):
+    """n+1 cumulative samples one second apart, the same rates each second: [(t, {tid: (run ns, wait ns)})]."""
+    base = {tid: (7 * NS, 3 * NS) for tid in rates}
+    out = [(100.0, base)]
+    for _ in range(n):
+        out.append((out[-1][0] + 1.0, _sample(rates, out[-1][1])[1]))
+    return out
+
+
+def _path_rate(rates):
+    """The supervisor's counter over the series (Supervisor._path_wait), read as a rate with runq_rates' reader."""
+    from ddpdoctor.run.supervisor import Supervisor
+
+    sup = Supervisor(["true"])
+    for t, smp in _series(rates):
+        sup.runq_series.setdefault(1, []).append((t, sup._path_wait(1, MAIN, t, smp)))  # as _sample_host keeps it
+    return st.rates_over(sup.runq_series, 100.0)[1]
+
+
+def test_a_worker_waiting_side_by_side_with_the_main_thread_is_counted_once():
+    """Trigger of the overlap (an OpenMP team under a busy host, the main thread its master): the main thread is
+    runnable the whole second (0.4 running, 0.6 waiting) and its worker waits 0.55 s/s at the same instants. The
+    step lost 0.6 s/s, not 1.15 (round 17, capped at the wall: 1.0, all of the interval, though the main thread ran
+    0.4 of it). With the other rank at 0.25 s/s and a 100 ms step that costs 40 ms (bar 25 ms): the host's share is
+    35 ms, 5 ms left to the job: RUN023 either way; at a 70 ms cost the job keeps 35 ms: RUN020 (round 17 charged
+    75 ms, the whole cost: RUN023)."""
+    team = {MAIN: (0.40, 0.60), MAIN + 1: (0.40, 0.55), MAIN + 2: (0.003, 0.20)}  # + a Gloo I/O thread
+    rate = _path_rate(team)
+    assert rate == pytest.approx(0.60, abs=1e-6)
+    h, ids = _judged(100.0, 40.0, rate, 0.25)
+    assert ids == {"RUN023"} and h["held"], h
+    h, ids = _judged(100.0, 70.0, rate, 0.25)
+    assert ids == {"RUN020"} and not h["held"] and h["runq_ms"] == pytest.approx(35.0, abs=0.1), h
+    h, ids = _judged(100.0, 70.0, 1.0, 0.25)  # what round 17's rule read here
+    assert ids == {"RUN023"}, h
+
+
+def test_a_main_thread_blocked_on_its_pool_has_the_pools_wait_counted_whole():
+    """Quiet for the overlap cap (the waits are not side by side): the main thread runs the step's Python (0.2 s/s,
+    waiting 0.3) and then sleeps on its pool (0.5 s/s not runnable), whose worker waits 0.3 s/s then: the step lost
+    0.6 s/s, both waits. A rank whose main thread only waits on its pool (0.02 s/s running, no wait) has the
+    worker's 0.7 counted whole."""
+    serial_then_pool = {MAIN: (0.20, 0.30), MAIN + 1: (0.20, 0.30)}
+    assert _path_rate(serial_then_pool) == pytest.approx(0.60, abs=1e-6)
+    got = _rate(serial_then_pool)
+    assert got["idle_s"] == pytest.approx(0.5, abs=1e-6) and got["compute"] == 1
+    pool_only = {MAIN: (0.02, 0.0), MAIN + 1: (0.25, 0.70), MAIN + 2: (0.24, 0.65)}
+    assert _path_rate(pool_only) == pytest.approx(0.70, abs=1e-6)
+    h, ids = _judged(100.0, 50.0, _path_rate(pool_only), 0.10)
+    assert ids == {"RUN023"} and h["held"], h

@@ -1,6 +1,7 @@
 """Round 17 (run17d), issue 27: three classes the lead's held-out review (set 18) showed; fixed after that review
 (tuning after review, disclosed). Pure tests on recorded facts; no process."""
 from __future__ import annotations
+import pytest
 
 from run_factory import findings, proc
 
@@ -244,3 +245,81 @@ def test_exchange_keeps_rank_0s_record_for_the_other_ranks(monkeypatch):
     got = peers.exchange({"seconds_since_group": 3.0}, label="t", timeout_s=0.1)
     assert sorted(got["ranks"]) == ["0", "1"] and store.check(["ddpdoctor/t/1/0"])
     assert not store.check(["ddpdoctor/t/1/1"])  # the others' keys are deleted, as before
+
+
+def _recorder_stubbed(monkeypatch, rec, times):
+    from ddpdoctor.run import recorder
+
+    class W:
+        def coll_issue(self, *a):
+            return None
+
+    for name in ("off", "inside", "writer", "is_compiling", "spl", "gwait", "coll", "cold_dirty", "seq", "gseq",
+                 "phase", "pt", "in_coll", "pl", "apend", "aop"):
+        monkeypatch.setattr(recorder.S, name, getattr(recorder.S, name, None))
+    for name in ("_publish_cold", "_publish", "_phase_hot"):
+        monkeypatch.setattr(recorder, name, lambda *a, **k: None)
+    monkeypatch.setattr(recorder, "_user_line", lambda f: "t.py:1")
+    monkeypatch.setattr(recorder, "_group_index", lambda a, k: 0)
+    monkeypatch.setattr(recorder, "_site_index", lambda line: 0)
+    for name, v in (("off", False), ("inside", False), ("writer", W()), ("is_compiling", None), ("spl", False),
+                    ("gseq", {}), ("seq", 0), ("gwait", rec), ("apend", 0), ("aop", None)):
+        monkeypatch.setattr(recorder.S, name, v)
+    if times is not None:
+        it = iter(times)
+        monkeypatch.setattr(recorder.time, "time", lambda: next(it))
+    return recorder
+
+
+def test_an_async_collectives_wait_in_work_wait_is_the_longest_wait(monkeypatch):
+    """Trigger (round 18, issue 27): all_reduce(async_op=True) returns its Work at once (0.0 s in the call) and the rank
+    waits 3 s for the others in Work.wait(): recorded as the longest wait (before: 0.0, and RT036 missed it). Quiet:
+    a wait() with no recorded async collective pending (a Work of DDP's, or waited twice) is not timed and reads no
+    clock; a class never returned by an async collective is not patched."""
+    rec = {}
+    recorder = _recorder_stubbed(monkeypatch, rec, [100.0, 100.0, 100.0, 103.0])
+
+    class Work:  # the shape of torch.distributed's Work (a pybind11 class: its wait is patched on the class)
+        def wait(self, timeout=None):
+            return True
+
+    class Other:
+        def wait(self):
+            return True
+
+    monkeypatch.setattr(Work, "wait", Work.wait)  # restored after the test
+    all_reduce = recorder._wrap_collective("all_reduce", lambda *a, **k: Work())
+    w = all_reduce()
+    assert rec == {} and recorder.S.apend == 1  # 0.0 s in the call: nothing longer than none
+    assert getattr(Work.wait, "__ddpdoctor_wrapped__", False) and not hasattr(Other.wait, "__ddpdoctor_wrapped__")
+    assert w.wait() is True
+    assert rec == {"coll_wait_max_s": 3.0, "coll_wait_max_op": "all_reduce (async_op, Work.wait)"}, rec
+    assert recorder.S.apend == 0
+    assert w.wait() is True  # nothing pending: not timed (the clock's iterator is spent: a read would raise)
+    recorder._hook_work_wait(Work)  # once only
+    assert Work.wait.__ddpdoctor_wrapped__ and rec["coll_wait_max_s"] == 3.0
+
+
+def test_a_real_gloo_work_is_hooked_and_still_waits(monkeypatch, tmp_path):
+    """The hook on torch's own Work class (a one-rank Gloo group: the wait returns at once): an async all_reduce's
+    Work.wait() goes through the hook, is timed, and still returns and completes the collective."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    from ddpdoctor.run import recorder
+
+    if not dist.is_available():
+        pytest.skip("no torch.distributed")
+    work_cls = dist.distributed_c10d.Work
+    monkeypatch.setattr(work_cls, "wait", work_cls.wait)  # restored after the test
+    rec = {}
+    _recorder_stubbed(monkeypatch, rec, None)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        all_reduce = recorder._wrap_collective("all_reduce", dist.all_reduce)
+        t = torch.ones(3)
+        w = all_reduce(t, async_op=True)
+        assert type(w) is work_cls and work_cls.wait.__ddpdoctor_wrapped__ and recorder.S.apend == 1
+        assert w.wait() is True and recorder.S.apend == 0
+        assert rec["coll_wait_max_op"] in ("all_reduce", "all_reduce (async_op, Work.wait)") and t.tolist() == [1.0] * 3
+    finally:
+        dist.destroy_process_group()

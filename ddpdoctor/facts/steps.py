@@ -415,12 +415,24 @@ def others_sigma(al: Dict[int, List[Sequence[float]]], others: Sequence[int]) ->
 # Which threads' run-queue wait delays the step (round 17, issue 27). Summing the wait of every thread of a
 # rank counts waits that overlap in time more than once: in a nice-10 straggler under load (suite17b, round 17
 # wave 2) Gloo's I/O threads (gloo_tcp_loop, pt_gloo_runloop: woken often, 0.009 s/s of CPU between them) were
-# 3/4 of a 0.74 s/s sum, and a rank pinned beside a hog summed 2.09 s of wait per second of wall time. The step
-# waits on one path: its main thread, and, while a parallel region (an OpenMP / intra-op pool, a Gloo worker
-# doing a reduction) runs, the pool's slowest thread. So the host is charged the main thread's wait plus the
-# wait of the most-delayed compute thread, a thread whose CPU time over the interval is of the order of the
-# rank's busiest thread's (it runs with the step's compute), never threads that mostly sleep; and never more
-# than the interval's wall time.
+# 3/4 of a 0.74 s/s sum, and a rank pinned beside a hog summed 2.09 s of wait per second of wall time. Only the
+# threads that run with the step's compute are on its path: a compute thread's CPU time over the interval is of
+# the order of the rank's busiest thread's, never a thread that mostly sleeps (PATH_RUN_FRAC).
+#
+# How much of their wait is the step's (round 18, issue 27). At any instant the step's critical path is ONE thread,
+# and it is running, runnable but not running (the host's share), or not runnable (a sleep, I/O, a peer). While
+# the main thread is runnable (running or waiting for a CPU) the path is the main thread: it runs the step's
+# Python, or, as the master of an OpenMP team, works beside its workers, whose waits then fall in the same
+# instants as its own (the region ends with its slowest member: waiting side by side costs the step once). Only
+# while the main thread is NOT runnable (blocked on a pool, a Gloo worker, a sleep) can a compute thread's wait
+# be the path's. So the path's wait over an interval of dt seconds is the main thread's wait plus the most-delayed
+# compute thread's, the latter at most the time the main thread was not runnable (dt - its run - its wait): the
+# most of that thread's wait that can lie outside the main thread's runnable time. Round 17 added the two whole
+# (capped at dt): the recorded OpenMP job below (main 0.75 s/s waiting and 0.23 running, its worker 0.74 waiting)
+# was charged the whole wall time, 1.0 s/s of wait, in an interval in which its main thread ran 0.23 s/s; now
+# 0.77. A main thread that only waits on a pool (not runnable while it runs) still has the pool's wait counted
+# whole. What cumulative counters cannot tell: whether a compute thread's wait while the main thread sleeps in
+# the job's own code (not on a pool) is the step's; it is counted (an upper bound of the path's wait).
 PATH_RUN_FRAC = 0.25   # a compute thread ran at least a quarter as long as the rank's busiest thread over the interval
 #                        (recorded, round 17: OpenMP workers 0.58x and 1.1x the main thread; I/O-like threads woken every
 #                        few ms 0.03-0.05x, Gloo's I/O threads in the twin ~0.1-0.25x of a main thread that sleeps)...
@@ -431,10 +443,12 @@ def path_wait_s(prev: Optional[Dict[int, tuple]], now: Optional[Dict[int, tuple]
                 dt: float) -> Optional[dict]:
     """The run-queue wait on a rank's step path between two per-thread schedstat samples (tid -> (ns on a
     CPU, ns waiting for one), cumulative; `main` the main thread's id, `dt` the seconds between them): the
-    main thread's wait, plus the largest wait of its compute threads (see PATH_RUN_FRAC), capped at dt. A
-    thread born between the samples counts from zero. None when either sample or the interval is missing.
+    main thread's wait, plus the largest wait of its compute threads (see PATH_RUN_FRAC) up to the time the
+    main thread was not runnable (waits side by side with the main thread's count once). A thread born
+    between the samples counts from zero. None when either sample or the interval is missing.
     Returns {'path_s', 'main_s', 'compute_s' (the compute threads' largest wait), 'compute' (their count),
-    'all_s' (every thread's wait, summed: what was charged before round 17)}."""
+    'idle_s' (the main thread not runnable: dt - its run - its wait), 'all_s' (every thread's wait, summed:
+    what was charged before round 17)}."""
     if not prev or not now or dt <= 0:
         return None
     d = {}
@@ -445,11 +459,12 @@ def path_wait_s(prev: Optional[Dict[int, tuple]], now: Optional[Dict[int, tuple]
         return None
     busiest = max(run for run, _ in d.values())
     bar = max(PATH_RUN_FRAC * busiest, PATH_RUN_MIN * dt)
-    main_s = d.get(main, (0.0, 0.0))[1]
+    main_run, main_s = d.get(main, (0.0, 0.0))
     comp = [wait for tid, (run, wait) in d.items() if tid != main and run >= bar]
     compute_s = max(comp) if comp else 0.0
-    return {"path_s": min(dt, main_s + compute_s), "main_s": main_s, "compute_s": compute_s, "compute": len(comp),
-            "all_s": sum(wait for _, wait in d.values())}
+    idle_s = max(0.0, dt - main_run - main_s)
+    return {"path_s": min(dt, main_s + min(compute_s, idle_s)), "main_s": main_s, "compute_s": compute_s,
+            "compute": len(comp), "idle_s": idle_s, "all_s": sum(wait for _, wait in d.values())}
 
 
 def host_held(s: dict, runq_rate: Dict[int, float], steal_frac: Optional[Dict[int, float]] = None) -> Optional[dict]:

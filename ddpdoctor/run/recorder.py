@@ -100,7 +100,7 @@ class _State:
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
                  "sp_t0", "sp_cost", "sp_cost_n", "sp_due_s", "sp_cyc", "sp_meas", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "pre", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
-                 "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours", "gwait")
+                 "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours", "gwait", "apend", "aop")
 
     def __init__(self):
         self.off = False
@@ -121,6 +121,8 @@ class _State:
         self.coll = None  # op, shape, dtype, line of the last collective (seq, time, in: hot fields)
         self.in_coll = False
         self.gwait = None  # the process group's facts (inprocess.runtime.process._GROUP): the longest collective wait
+        self.apend = 0  # async_op collectives issued and not yet waited on (their Work.wait is timed while > 0)
+        self.aop = None  # the last async_op collective's name
         self.seq = 0
         self.inside = False
         self.dl = None
@@ -1114,9 +1116,10 @@ def _wrap_collective(op: str, fn):
             try:
                 g = S.gwait
                 if g is not None:  # the longest this rank waited in a collective call (RT036: set-up vs the timeout)
-                    waited = time.time() - now
-                    if waited > g.get("coll_wait_max_s", 0.0):
-                        g["coll_wait_max_s"], g["coll_wait_max_op"] = round(waited, 3), op
+                    _longest_wait(g, time.time() - now, op)
+                    if out is not None and hasattr(out, "wait"):  # async_op=True: the wait is in Work.wait()
+                        S.apend, S.aop = S.apend + 1, op
+                        _hook_work_wait(type(out))
             except Exception as exc:  # noqa: BLE001
                 _log_once(f"recording {op}", exc)
             try:
@@ -1127,6 +1130,45 @@ def _wrap_collective(op: str, fn):
 
     wrapper.__ddpdoctor_wrapped__ = True
     return wrapper
+
+
+def _longest_wait(g: dict, waited: float, op: str) -> None:
+    if waited > g.get("coll_wait_max_s", 0.0):
+        g["coll_wait_max_s"], g["coll_wait_max_op"] = round(waited, 3), op
+
+
+def _hook_work_wait(cls) -> None:
+    """Time Work.wait() (round 18, issue 27): an async_op=True collective returns at once and the rank waits for the
+    other ranks in the Work's wait() (torch/distributed/distributed_c10d.py: `work = group.allreduce(...); if async_op:
+    return work`), so the collective wrapper alone recorded 0.0 s of a 3 s wait and RT036 missed it. The class is
+    patched once, at the first async_op collective, so a job without one pays nothing; after it, a wait() while no
+    recorded async collective is pending (S.apend == 0: DDP's reducer waits in C++, never here) costs one attribute
+    test. The wait is named after the last async collective issued ("all_reduce (async_op, Work.wait)")."""
+    fn = getattr(cls, "wait", None)
+    if fn is None or getattr(fn, "__ddpdoctor_wrapped__", False):
+        return
+
+    def wait(self, *args, **kwargs):
+        if S.apend <= 0 or S.off:
+            return fn(self, *args, **kwargs)
+        t0 = time.time()
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            try:
+                S.apend = max(0, S.apend - 1)
+                g = S.gwait
+                if g is not None:
+                    _longest_wait(g, time.time() - t0, f"{S.aop or 'a collective'} (async_op, Work.wait)")
+            except Exception as exc:  # noqa: BLE001
+                _log_once("recording Work.wait", exc)
+
+    wait.__ddpdoctor_wrapped__ = True
+    wait.__doc__ = getattr(fn, "__doc__", None)
+    try:
+        cls.wait = wait
+    except (TypeError, AttributeError) as exc:  # an immutable type: the wait stays unrecorded
+        _log_once("hooking Work.wait", exc)
 
 
 def _patch_c10d(mod) -> None:
