@@ -1740,3 +1740,20 @@ def test_round17b_loader_prepared_by_accelerate_beside_a_deepspeed_reference_eng
     # self.accelerator.prepare in the same method (accelerate shards it), in a file whose deepspeed.initialize wraps only
     # a reference model. A shuffling loader nothing prepares still warns.
     assert [f.evidence["line"] for f in found("r17b/deepspeed_ref_accelerate_loader.py", "LINT017")] == [21]
+
+
+# ---------------------------------------------------------------- round 18 (lint18): fr111's classes
+def test_round18_early_stop_on_a_rank_named_by_a_zero_constant():
+    # fr111 OxWearables/ssl-wearables mtl.py/train_ae.py (both readers' sure; missed at first read): the early-stopping
+    # break sits under `cfg.runtime.distributed is False or (cfg.runtime.distributed and rank == gpu_id2save)` with
+    # `gpu_id2save = 0`: rank 0 leaves the loop. A broadcast decision and the single-process branch: quiet.
+    assert [f.evidence["line"] for f in found("r18/early_stop_zero_name.py", "LINT019")] == [19]
+
+
+def test_round18_loss_scaled_by_world_size_over_features_gathered_in_another_module():
+    # fr111 VITA-Group/DnA (a LINT032 warning judged wrong at first read): the features are all-gathered by a helper of
+    # utils.py that keeps the local slot's gradient, so `loss * world_size` is the right scaling. A file of the same
+    # run whose loss gathers nothing still warns.
+    got = [(f.evidence["path"].rsplit("/", 1)[-1], f.evidence["line"])
+           for f in lint_paths([str(FIX / "r18/gather_helper")]).findings if f.id == "LINT032"]
+    assert got == [("train_plain.py", 10)]

@@ -18,9 +18,10 @@ _SOURCE = ("pytorch/pytorch torch/distributed/distributed_c10d.py (all_reduce/ba
            "torch 2.13.0 cf30153c4c131c8164ee7798e5022d810682e2cb")
 
 
-def _exits(stmts: List[ast.stmt], under: bool, loop_level: bool) -> Iterator[Tuple[ast.stmt, bool]]:
+def _exits(stmts: List[ast.stmt], under: bool, loop_level: bool, flags=None) -> Iterator[Tuple[ast.stmt, bool]]:
     """(break/return statement, whether a rank test encloses it) for the exits of one loop body: a `break` of this
-    loop (not of an inner one), or a `return` anywhere in it (not in a nested function)."""
+    loop (not of an inner one), or a `return` anywhere in it (not in a nested function). `flags`: the file's rank
+    flags, so a rank compared with a name bound to 0 (`rank == gpu_id2save`) is a rank test (round 18)."""
     for st in stmts:
         if isinstance(st, ast.Break) and loop_level:
             yield st, under
@@ -28,17 +29,17 @@ def _exits(stmts: List[ast.stmt], under: bool, loop_level: bool) -> Iterator[Tup
             yield st, under
         elif isinstance(st, ast.If):
             test = st.test
-            rank_only = not not_distributed(test) and (body_rank0(test) or body_others(test))
-            yield from _exits(st.body, under or rank_only, loop_level)
-            yield from _exits(st.orelse, under, loop_level)
+            rank_only = not not_distributed(test) and (body_rank0(test, flags) or body_others(test, flags))
+            yield from _exits(st.body, under or rank_only, loop_level, flags)
+            yield from _exits(st.orelse, under, loop_level, flags)
         elif isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
-            yield from _exits(st.body, under, False)
-            yield from _exits(st.orelse, under, False)
+            yield from _exits(st.body, under, False, flags)
+            yield from _exits(st.orelse, under, False, flags)
         elif isinstance(st, (ast.With, ast.AsyncWith)):
-            yield from _exits(st.body, under, loop_level)
+            yield from _exits(st.body, under, loop_level, flags)
         elif isinstance(st, ast.Try):
             for block in (st.body, st.orelse, st.finalbody, *[h.body for h in st.handlers]):
-                yield from _exits(block, under, loop_level)
+                yield from _exits(block, under, loop_level, flags)
 
 
 _NONFINITE = ("isnan", "isinf", "isfinite")
@@ -225,7 +226,7 @@ def rank_conditional_loop_exit(t):
         for loop in scope.loops:
             if loop.ctx.rank0 or loop.ctx.gated:
                 continue  # the loop itself runs on one rank
-            hits = [st for st, under in _exits(loop.node.body, False, True) if under]
+            hits = [st for st, under in _exits(loop.node.body, False, True, index.flags) if under]
             skips = [] if hits else list(_skips(loop.node.body, loop.node, scope))
             if not hits and not skips:
                 continue
