@@ -1757,3 +1757,28 @@ def test_round18_loss_scaled_by_world_size_over_features_gathered_in_another_mod
     got = [(f.evidence["path"].rsplit("/", 1)[-1], f.evidence["line"])
            for f in lint_paths([str(FIX / "r18/gather_helper")]).findings if f.id == "LINT032"]
     assert got == [("train_plain.py", 10)]
+
+
+# ---------------------------------------------------------------- round 18 (lint18): fr112's classes
+def test_round18_empty_marker_file_on_every_rank_is_quiet():
+    # fr112 kackav/dialogue_state_tracking train_dst.py (a LINT013 warning judged wrong at first read):
+    # `with open(".train.done", "w"): pass` on every rank creates one empty file; a file written to still warns.
+    assert [f.evidence["line"] for f in found("r18/empty_marker.py", "LINT013")] == [16]
+
+
+def test_round18_init_local_rank_in_a_world_of_this_nodes_gpus_is_a_note():
+    # fr112 xlhuang132/openset-lt-ssl (three LINT022 warnings judged debatable at first read): `world_size = args.ngpu`
+    # and `rank=args.local_rank`: a one-node world by construction, where the local rank is the global one: a note.
+    # A file whose other init multiplies in a node count keeps its warnings.
+    got = [(f.evidence["line"], f.severity) for f in found("r18/init_local_rank_gpu_count_one.py", "LINT022")]
+    assert got == [(12, "info")]
+    got = [(f.evidence["line"], f.severity) for f in found("r18/init_local_rank_gpu_count.py", "LINT022")]
+    assert got == [(13, "warning"), (17, "warning")]
+
+
+def test_round18_spawn_is_not_joined_to_an_init_of_an_excluded_branch():
+    # fr112 prakashchhipa/MPD train_simclr.py (a LINT002 warning judged wrong at first read): the spawn runs under
+    # `if args.dist == "ddp"`, the hard-coded tcp://localhost init sits under `if args.dist == "dp"` in the worker.
+    # The spawned ranks' init reads --dist_address: a note. A worker whose only init is localhost still warns.
+    got = [(f.evidence["line"], f.severity) for f in found("r18/spawn_branch_init.py", "LINT002")]
+    assert got == [(32, "info"), (48, "warning")]
