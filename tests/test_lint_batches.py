@@ -1782,3 +1782,18 @@ def test_round18_spawn_is_not_joined_to_an_init_of_an_excluded_branch():
     # The spawned ranks' init reads --dist_address: a note. A worker whose only init is localhost still warns.
     got = [(f.evidence["line"], f.severity) for f in found("r18/spawn_branch_init.py", "LINT002")]
     assert got == [(32, "info"), (48, "warning")]
+
+
+# ---------------------------------------------------------------- round 18 (lint18): fr113's classes
+def test_round18_training_loss_through_accelerate_unwrap_model():
+    # fr113 zqevans/audio-diffusion train_diffae_accel.py (both readers' sure; missed at first read):
+    # `loss = accelerator.unwrap_model(model).loss(batch)` then accelerator.backward(loss) on a prepared model: DDP's
+    # forward never runs. The prepared model's own forward, a no_grad call, an EMA statement, a sample: quiet.
+    assert [f.evidence["line"] for f in found("r18/accelerate_unwrap_loss.py", "LINT029")] == [11]
+
+
+def test_round18_bare_load_in_the_cuda_available_arm_is_not_decided_per_rank():
+    # fr113 Fuji1226/lip2sp_pytorch (both readers; missed at first read): `if torch.cuda.is_available(): torch.load(p)
+    # else: torch.load(p, map_location=cpu)` in every spawned rank: the GPU arm is every rank's on a GPU job.
+    # MoCo's `if args.gpu is None:` arm beside a mapped one stays quiet.
+    assert [f.evidence["line"] for f in found("r18/load_cuda_available_arm.py", "LINT011")] == [15]

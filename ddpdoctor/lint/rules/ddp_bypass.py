@@ -119,6 +119,57 @@ def _raw_forward_findings(t, index, seen: set):
             )
 
 
+def _unwrapped_forward_findings(t, index, seen: set):
+    """A loss computed through `accelerator.unwrap_model(model).<method>(...)` of a model accelerate prepared, with a
+    backward after it in the same function and no call of the prepared model there (fr113 zqevans/audio-diffusion
+    train_diffae_accel.py, both readers' sure: `loss = accelerator.unwrap_model(diffusion_model).loss(batch[0])` then
+    `accelerator.backward(loss)`). Under a multi-process launch `accelerator.prepare` wraps the model in
+    DistributedDataParallel (huggingface/accelerate accelerator.py prepare_model) and `unwrap_model` returns the
+    plain module (utils/other.py extract_model_from_parallel): DDP's forward, which prepares the gradient all-reduce,
+    never runs."""
+    if "unwrap_model" not in (index.source or ""):
+        return
+    prepared = {n for a in index.assigns if a.call is not None and a.call.name == "prepare" for n in a.targets if n}
+    if not prepared:
+        return
+    for call in index.calls:
+        func = call.node.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)):
+            continue
+        inner = func.value
+        if not (isinstance(inner.func, ast.Attribute) and inner.func.attr == "unwrap_model" and inner.args):
+            continue
+        base = dotted(inner.args[0])
+        if base not in prepared or call.ctx.no_grad or call.name in _NOT_A_FORWARD or \
+                call.name.startswith(("set_", "register_")) or _SAMPLING.search(call.name):
+            continue
+        scope = call.scope
+        if id(scope) in seen:
+            continue
+        backward = [c for c in scope.calls if c.name == "backward" and not c.ctx.no_grad and c.line > call.line]
+        if not backward:
+            continue
+        if any(c.text in (base, f"{base}.forward") for c in scope.calls):
+            continue  # the prepared (DDP) model's forward runs here too
+        if any(isinstance(n, ast.Expr) and n.value is call.node for n in ast.walk(scope.node)):
+            continue  # a statement of its own (an EMA update): its result feeds no loss
+        if t.facts.dead(scope, index):
+            continue
+        seen.add(id(scope))
+        yield t.finding(
+            "warning", call.node,
+            f"`accelerator.unwrap_model({base}).{call.name}()` runs the module accelerate wrapped in DDP without its "
+            f"wrapper and a backward follows (line {backward[0].line}): under a multi-process launch the gradients "
+            "are not all-reduced across ranks",
+            detail=("accelerator.prepare wraps the model in DistributedDataParallel when several processes run "
+                    "(accelerate accelerator.py prepare_model); unwrap_model returns the plain module, so DDP's "
+                    "forward (reducer.prepare_for_backward) never runs and every rank steps on its own gradients."),
+            fix=("# route the loss through the prepared model: make the loss its forward (or dispatch to it)\n"
+                 f"loss = {base}(batch)\naccelerator.backward(loss)"),
+            evidence={"model": base, "method": call.name, "backward_line": backward[0].line, "source": _SOURCE},
+        )
+
+
 @rule("LINT029", "ddp-forward-bypassed")
 def ddp_forward_bypassed(t):
     """A DDP-wrapped model trained through `model.module.<method>()`, which bypasses DDP's forward.
@@ -130,7 +181,9 @@ def ddp_forward_bypassed(t):
         model itself (`model(batch)`). Methods that do not run the model (`state_dict`, `parameters`, `eval`,
         `generate`, sampling and inference methods such as `ddim_sample`) and calls whose result feeds nothing
         (`model.module.freeze_clip()`) are left alone, as is a DDP model handed to a helper inside the training loop.
-        Also (after fr103) a loss computed by the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
+        Since round 18 also `accelerator.unwrap_model(model).<method>()` of a model accelerate prepared, followed by
+        a backward (accelerate wraps it in DDP under a multi-process launch). Also (after fr103) a loss computed by
+        the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
         `loss = net(batch)`) or after `model = model.module` undoes the wrap, in a function that never calls the DDP
         model. A preview rule (round 16): a note by default, a warning with `--preview`.
 
@@ -154,6 +207,7 @@ def ddp_forward_bypassed(t):
         return
     seen: set = set()
     yield from _raw_forward_findings(t, index, seen)
+    yield from _unwrapped_forward_findings(t, index, seen)
     candidates = []
     for call in index.calls:
         recv = call.recv or ""

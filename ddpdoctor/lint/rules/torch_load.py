@@ -347,13 +347,27 @@ def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
     """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch. Not
     when this load is the FSDP arm (`with FSDP.state_dict_type(...)`) beside a DDP arm that maps: both arms run on
     every rank of a distributed job, so the branch chose a strategy, not a device (bd3lm's main_dist.py)."""
-    if _under_fsdp_state_dict_type(call):
+    if _under_fsdp_state_dict_type(call) or _cuda_available_arm(call):
         return False
     path = call.arg(0, "f")
     same = ast.dump(path) if path is not None else None
     return any(o is not call and o.scope is call.scope and o.kw("map_location") is not None and exclusive(o.ctx, call.ctx)
                and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same and _device_test(o.ctx, call.ctx)
                for o in loads)
+
+
+def _cuda_available_arm(call: Call) -> bool:
+    """The bare load is the arm of `if torch.cuda.is_available():` (the other arm maps to the CPU): that test tells a
+    GPU machine from a CPU one, not one rank's device from another's, so on a GPU job every rank takes this arm and
+    loads onto the GPU the checkpoint was saved from (fr113 Fuji1226/lip2sp_pytorch, both readers: `if
+    torch.cuda.is_available(): checkpoint = torch.load(path)` in every spawned rank)."""
+    for test, side in call.ctx.branch:
+        inner, want = test, 0
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner, want = test.operand, 1
+        if isinstance(inner, ast.Call) and (dotted(inner.func) or "").endswith("cuda.is_available") and side == want:
+            return True
+    return False
 
 
 # The test that separates the two loads names where the process runs (`args.gpu is None`, `args.distributed`,
