@@ -1797,3 +1797,11 @@ def test_round18_bare_load_in_the_cuda_available_arm_is_not_decided_per_rank():
     # else: torch.load(p, map_location=cpu)` in every spawned rank: the GPU arm is every rank's on a GPU job.
     # MoCo's `if args.gpu is None:` arm beside a mapped one stays quiet.
     assert [f.evidence["line"] for f in found("r18/load_cuda_available_arm.py", "LINT011")] == [15]
+
+
+def test_round18_loop_ended_by_each_ranks_wall_clock():
+    # fr112 spochinda/SR21cm (the reader's; missed at first read) `if time.time() - start > 3h: break` after the
+    # epoch's backward, and the fr111 reader's `while time.time() - start < 8h:` around DDP steps: each rank reads its
+    # own clock, so near the limit one leaves an iteration early. A stop flag all-reduced first, and a loop with no
+    # collective: quiet.
+    assert [f.evidence["line"] for f in found("r18/wall_clock_exit.py", "LINT019")] == [18, 24]

@@ -8,7 +8,7 @@ from typing import Iterator, List, Optional, Tuple
 from . import rule
 from ..analysis import Scope
 from ..conditions import body_others, body_rank0, not_distributed
-from ..names import expr_nodes
+from ..names import dotted, expr_nodes
 from ._common import C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS
 
 _COLLECTIVES = C10D_COLLECTIVES
@@ -58,11 +58,16 @@ def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]
                 w in (getattr(c.func, "attr", None) or getattr(c.func, "id", "") or "").lower()
                 for c in ast.walk(a.value) if isinstance(c, ast.Call) for w in _SHARED):
             return None
+    if names and any(any(w in (c.name or "").lower() for w in _SHARED) and
+                     any(dotted(x) in names for x in c.node.args) for c in scope.calls):
+        return None  # reduced in place (`dist.all_reduce(stop, op=MAX)` before `if stop.item(): break`)
     for n in ast.walk(test):
         if isinstance(n, ast.Call):
             name = getattr(n.func, "attr", None) or getattr(n.func, "id", None) or ""
             if name in _NONFINITE:
                 return "a non-finite check of a value this rank computed"
+    if _reads_clock(test, scope):
+        return _CLOCK
     inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(inner, ast.Name):
         name = inner.id
@@ -86,6 +91,25 @@ def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]
 
 
 _RANK_ONLY = "a rank test (some ranks only)"
+_CLOCK = "this rank's own wall clock"
+_CLOCK_CALLS = ("time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "datetime.now",
+                "datetime.datetime.now", "timeit.default_timer")
+
+
+def _clock_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (dotted(node.func) or "") in _CLOCK_CALLS
+
+
+def _reads_clock(test: ast.AST, scope: Scope) -> bool:
+    """The test reads the wall clock: `time.time() - start > limit`, or a name the function assigns from an expression
+    of it (`elapsed = time.time() - t0`). Each rank reads its own clock at its own moment, so near the limit some ranks
+    pass the test one iteration before the others (fr112 spochinda/SR21cm train.py `if time.time() - start_time_training
+    > 3*60*60: break`, fr111 2xic/optimization-playground `while time.time() - start < 8 * 3600:`, the reader's both)."""
+    if any(_clock_call(n) for n in ast.walk(test)):
+        return True
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    return bool(names) and any(set(a.targets) & names and a.value is not None and not _clock_call(a.value)
+                               and any(_clock_call(n) for n in ast.walk(a.value)) for a in scope.assigns)
 
 
 def _skips(stmts: List[ast.stmt], loop: ast.AST, scope: Scope, why: Optional[str] = None
@@ -167,6 +191,10 @@ def _skip_finding(t, skip, why, loop, collective):
                 "process-group timeout, or the next collectives pair up wrongly."),
         fix=(("if rank == 0:\n    ...   # rank-0 work, no continue past the collective\n"
               "torch.distributed.barrier()   # every rank reaches it") if why == _RANK_ONLY else
+             ("stop = torch.tensor([int(time.time() - start >= budget)], device=device)\n"
+              "torch.distributed.all_reduce(stop, op=torch.distributed.ReduceOp.MAX)   # one decision for all\n"
+              "if stop.item():\n"
+              f"    {kind}   # every rank leaves together") if why == _CLOCK else
              ("bad = torch.tensor([float(not math.isfinite(loss_value))], device=device)\n"
               "torch.distributed.all_reduce(bad)   # every rank sees the same decision\n"
               "if bad.item():\n"
@@ -226,6 +254,26 @@ def rank_conditional_loop_exit(t):
         for loop in scope.loops:
             if loop.ctx.rank0 or loop.ctx.gated:
                 continue  # the loop itself runs on one rank
+            if isinstance(loop.node, ast.While) and _reads_clock(loop.node.test, scope) and \
+                    _per_rank_value(loop.node.test, loop.node, scope) == _CLOCK:
+                collective = _collective_in(index, scope, loop.node, wrapped)
+                if collective is not None and not t.facts.dead(scope, index):
+                    yield t.finding(
+                        "warning", loop.node,
+                        f"the loop runs while {_CLOCK} allows: each rank ends it on its own, the others block in "
+                        f"the next iteration's collective (line {collective})",
+                        detail=(f"The loop at line {loop.node.lineno} runs a collective on every iteration (line "
+                                f"{collective}) and its test reads the wall clock of the process that evaluates it. "
+                                "Ranks reach the test at different moments, so near the limit one rank stops an "
+                                "iteration before the others, which wait for it until the process-group timeout."),
+                        fix=("stop = torch.tensor([int(time.time() - start >= budget)], device=device)\n"
+                             "torch.distributed.all_reduce(stop, op=torch.distributed.ReduceOp.MAX)\n"
+                             "if stop.item():\n"
+                             "    break   # every rank leaves together"),
+                        evidence={"loop_line": loop.node.lineno, "collective_line": collective, "per_rank": _CLOCK,
+                                  "source": _SOURCE},
+                    )
+                    continue
             hits = [st for st, under in _exits(loop.node.body, False, True, index.flags) if under]
             skips = [] if hits else list(_skips(loop.node.body, loop.node, scope))
             if not hits and not skips:
@@ -247,8 +295,9 @@ def rank_conditional_loop_exit(t):
                         seen_why.add(why)
                         yield _skip_finding(t, skip, why, loop, after)
                         continue
-                    if skip.lineno >= collective or why in seen_why:
-                        continue
+                    if why in seen_why or (skip.lineno >= collective and not (
+                            why == _CLOCK and isinstance(skip, ast.Break))):
+                        continue  # (a break on the clock leaves every later iteration's collective, wherever it is)
                     seen_why.add(why)
                     yield _skip_finding(t, skip, why, loop, collective)
                 continue
