@@ -1805,3 +1805,12 @@ def test_round18_loop_ended_by_each_ranks_wall_clock():
     # own clock, so near the limit one leaves an iteration early. A stop flag all-reduced first, and a loop with no
     # collective: quiet.
     assert [f.evidence["line"] for f in found("r18/wall_clock_exit.py", "LINT019")] == [18, 24]
+
+
+def test_round18_writes_of_a_trainer_script_its_readme_launches_under_torchrun():
+    # fr113 SebastianBodza/LLaSA_training (both readers; missed at first read): the file names no process group, its
+    # README runs it with `--nproc_per_node=8` under the elastic launcher: tokenizer.save_pretrained (a note) and a results file
+    # after trainer.train() run on every process. The same script its README runs with plain python: quiet.
+    got = [(f.evidence["line"], f.severity) for f in found("r18/readme_torchrun/train_tts.py", "LINT013")]
+    assert got == [(15, "info"), (17, "warning")]
+    assert found("r18/readme_python/train_tts.py", "LINT013") == []

@@ -629,6 +629,15 @@ def _settings_written(call: Call) -> bool:
     return False
 
 
+def _launched_by_project(t) -> bool:
+    """The project's README or shell scripts launch this file as several processes (`torchrun --nproc_per_node=8
+    train_tts.py`, `accelerate launch`, `deepspeed`): every line outside a gate runs once per process, whether or not
+    the file itself names a process group (fr113 SebastianBodza/LLaSA_training: a Trainer script whose README runs it
+    under torchrun, `tokenizer.save_pretrained(out)` after `trainer.train()` on every rank, both readers)."""
+    ctx = t.context
+    return ctx is not None and ctx.multi_process(t.real_path) is not None
+
+
 def _trains(index: ModuleIndex) -> bool:
     """A training script: a hand-written loop (`.backward()`), or a Trainer/accelerate run."""
     if "backward" in index.by_name:
@@ -810,7 +819,7 @@ def write_on_every_rank(t):
         return
     # distributed: this file, or (a helper module called by the run's distributed script) the run
     helper = _imported_by_others(t, index)  # a module the run's other files import, not an entry script
-    if not (is_distributed(index) or launched_distributed(index) or (
+    if not (is_distributed(index) or launched_distributed(index) or _launched_by_project(t) or (
             helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed)) or
             _sets_up_through_project(t, index)):
         return
