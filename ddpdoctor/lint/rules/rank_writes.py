@@ -775,14 +775,15 @@ def write_on_every_rank(t):
         test of the rank or main-process status (or
         after `if rank != 0: return`, or in a function only called under one, also from another
         module linted in the same run), and not to a per-rank path, an in-memory buffer or a
-        temporary file. A call of a helper of an imported project module that is not linted with the script
+        temporary file, nor an empty marker (`with open(done, "w"): pass`, round 18). A call of a helper of an imported project module that is not linted with the script
         (`create_experiment_dir(...)`, `make_writer(path)`) counts as the write the helper does without a rank
         test of its own (one fact per helper, computed once per run); it is reported at the call.
         Consecutive writes in one block are one finding. Saving the script's
         own arguments (`torch.save(args, "training_args.bin")`, `json.dump(vars(args), f)`) or an empty
         placeholder is a note. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
-        it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings); `trainer.save_model`
+        it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings, or, since round 18, the project's
+        README or shell scripts launch the file that way); `trainer.save_model`
         and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
         (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
         The gates are the project's (facts computed once per run): flags that hold a rank test in a
