@@ -218,8 +218,10 @@ def rank_conditional_loop_exit(t):
         (the usual fix: rank 0 decides, broadcasts the decision, every rank breaks). Since round 16 also a
         `continue` under a rank test before a collective that every rank runs later in the same iteration
         (`if local_rank == 0: ... continue` ahead of the epoch's `dist.barrier()`). Where only DeepSpeed wraps the
-        model, the collective is the engine's `engine.backward(loss)` (round 17). A preview rule (round 8): a note
-        by default, a warning with `--preview`.
+        model, the collective is the engine's `engine.backward(loss)` (round 17). Since round 18 also a loop each
+        rank ends by its own wall clock (`if time.time() - start > limit: break`, `while time.time() - start < limit:`)
+        unless the stop flag is reduced first, and a rank test against a name bound to 0 (`rank == gpu_id2save`). A
+        preview rule (round 8): a note by default, a warning with `--preview`.
 
     Why it matters
         Collectives must be entered by every process of the group (torch/distributed/distributed_c10d.py), and

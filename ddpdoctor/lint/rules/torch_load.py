@@ -523,7 +523,8 @@ def torch_load_without_map_location(t):
         of Python objects (cached features, examples, vocabularies, an LR scheduler's state), of
         files the same script saved from `.cpu()` tensors or from datasets/features, per-rank files (`f"queue{rank}.pth"`:
         each rank reads back what it saved from its own GPU), temporary files and buffers, and loads whose other branch already
-        passes `map_location` are not reported, nor is a CPU-only gloo job (round 16: every file of the run joins
+        passes `map_location` are not reported (unless the branch is `if torch.cuda.is_available():`, which every rank of a GPU
+        job takes: round 18), nor is a CPU-only gloo job (round 16: every file of the run joins
         a gloo group and none names CUDA, NCCL or a GPU, so its checkpoints hold CPU tensors). Consecutive loads in
         one block are one finding.
         Where the file comes from decides the severity: a file the project itself saves from GPU
