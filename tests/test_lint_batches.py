@@ -1814,3 +1814,10 @@ def test_round18_writes_of_a_trainer_script_its_readme_launches_under_torchrun()
     got = [(f.evidence["line"], f.severity) for f in found("r18/readme_torchrun/train_tts.py", "LINT013")]
     assert got == [(15, "info"), (17, "warning")]
     assert found("r18/readme_python/train_tts.py", "LINT013") == []
+
+
+def test_round18_spawn_count_against_a_literal_world_size():
+    # fr111 OxWearables/ssl-wearables x3 (both readers' no-rule fault, new preview rule LINT035): mp.spawn(nprocs=n_gpus)
+    # while the worker calls setup(rank, 4): the world is 4 whatever the GPU count. A count handed on and the same
+    # literal on both sides: quiet.
+    assert [f.evidence["line"] for f in found("r18/spawn_world_size.py", "LINT035")] == [31]
