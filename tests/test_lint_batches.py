@@ -1821,3 +1821,10 @@ def test_round18_spawn_count_against_a_literal_world_size():
     # while the worker calls setup(rank, 4): the world is 4 whatever the GPU count. A count handed on and the same
     # literal on both sides: quiet.
     assert [f.evidence["line"] for f in found("r18/spawn_world_size.py", "LINT035")] == [31]
+
+
+def test_round18_prepare_data_of_a_plain_module_is_no_lightning_hook():
+    # fr112 prakashchhipa/MPD models/ssl.py (the reader's; missed at first read): BaseSSL(nn.Module).prepare_data builds
+    # CIFAR10(download=True) and every spawned rank calls it. Lightning's LightningDataModule.prepare_data (run on one
+    # process per node by the Trainer) stays quiet.
+    assert [f.evidence["line"] for f in found("r18/prepare_data_plain_module.py", "LINT027")] == [12]
