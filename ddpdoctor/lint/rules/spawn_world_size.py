@@ -85,6 +85,12 @@ def spawn_world_size_mismatch(t):
         nprocs = call.kw("nprocs")
         if nprocs is None or _int(nprocs) is not None:
             continue
+        if isinstance(nprocs, ast.Name):  # `world_size = 2; mp.spawn(fn, nprocs=world_size)`: a literal after all
+            bound = call.scope.values.get(nprocs.id)
+            if bound is None and call.scope.kind != "module":
+                bound = t.index.module.values.get(nprocs.id)
+            if _int(bound) is not None:
+                continue
         resolved = resolve_target(t, call, target)
         if resolved is None:
             continue
