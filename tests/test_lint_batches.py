@@ -1828,3 +1828,11 @@ def test_round18_prepare_data_of_a_plain_module_is_no_lightning_hook():
     # CIFAR10(download=True) and every spawned rank calls it. Lightning's LightningDataModule.prepare_data (run on one
     # process per node by the Trainer) stays quiet.
     assert [f.evidence["line"] for f in found("r18/prepare_data_plain_module.py", "LINT027")] == [12]
+
+
+def test_round18_attribute_of_the_model_read_through_its_wrapper():
+    # The no-rule class both readers filed this round (fr112 seimy6681 `model.freeze_feature_encoder()` after
+    # DataParallel, fr111 3hiuwoo/MedDL `AveragedModel(self._net.encoder)` after `self._net = DataParallel(self._net)`,
+    # fr111 2xic `model.config` on a DDP model): new preview rule LINT036, one finding per wrap. `.module.<name>`, the
+    # wrapper's own methods, an isinstance-guarded arm and a name rebound to `.module`: quiet.
+    assert [f.evidence["line"] for f in found("r18/wrapper_attribute.py", "LINT036")] == [10, 29, 40]

@@ -471,6 +471,16 @@ CASES = {
             n = torch.cuda.device_count()
             mp.spawn(worker, nprocs=n, args=(n,))
         """),
+    "LINT036": ("""
+        import torch
+        model = torch.nn.DataParallel(model)
+        model.freeze_feature_encoder()
+        """, """
+        import torch
+        model = torch.nn.DataParallel(model)
+        model.module.freeze_feature_encoder()
+        model.eval()
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

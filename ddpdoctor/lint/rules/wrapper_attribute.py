@@ -1,0 +1,119 @@
+"""An attribute of the wrapped model read through its DataParallel/DDP wrapper (round 18, a preview rule)."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+from functools import lru_cache
+from typing import FrozenSet, List, Tuple
+
+from . import rule
+from ..names import dotted
+from ._common import DDP
+
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data", "wrapper_attributes.json")
+_DP = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel")
+_DDPS = (DDP, "torch.nn.parallel.distributed.DistributedDataParallel")
+
+
+@lru_cache(maxsize=1)
+def _known() -> Tuple[FrozenSet[str], FrozenSet[str], str]:
+    with open(_DATA, encoding="utf-8") as fh:
+        data = json.load(fh)
+    return frozenset(data["DataParallel"]), frozenset(data["DistributedDataParallel"]), data["source"]
+
+
+def _guarded_spans(scope_node: ast.AST, name: str) -> List[Tuple[int, int]]:
+    """Line spans of `if` statements whose test asks what `name` is (`isinstance(model, DataParallel)`,
+    `hasattr(model, "module")`): code there knows about the wrapper."""
+    spans = []
+    for node in ast.walk(scope_node):
+        if isinstance(node, ast.If) and any(
+                isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args and
+                dotted(c.args[0]) == name for c in ast.walk(node.test)):
+            spans.append((node.lineno, getattr(node, "end_lineno", node.lineno)))
+    return spans
+
+
+@rule("LINT036", "wrapper-attribute-access")
+def wrapper_attribute_access(t):
+    """An attribute of the model read through the nn.DataParallel / DistributedDataParallel that wraps it.
+
+    What it checks
+        After `model = nn.DataParallel(model)` or `model = DistributedDataParallel(model, ...)` (a name bound in
+        the function or module, or `self.net = DataParallel(self.net)` read later in the same method), a read `model.<name>` later in the same function whose name is not an attribute of
+        the wrapper itself (the names a live DataParallel/DDP instance of the installed torch answers, kept in
+        ddpdoctor/data/wrapper_attributes.json with how they were read): `model.config`,
+        `model.freeze_feature_encoder()`, `model.encoder`. Quiet when the name is assigned on the wrapper in that
+        function, when the name is rebound after the wrap (`model = model.module`), and inside an `if` that asks
+        `isinstance(model, ...)` / `hasattr(model, ...)`. A preview rule (round 18): a note by default, a warning with
+        `--preview`.
+
+    Why it matters
+        nn.Module.__getattr__ (torch/nn/modules/module.py) finds only the wrapper's own parameters, buffers and
+        submodules; the wrapped model is its submodule `module`. Any other name raises AttributeError
+        ("'DataParallel' object has no attribute 'config'") as soon as the wrap runs: often only with more than one
+        GPU (`if torch.cuda.device_count() > 1: model = DataParallel(model)`), so the single-GPU test run passes.
+
+    Example
+        model = torch.nn.DataParallel(model)
+        model.freeze_feature_encoder()
+
+    Fix
+        Read it from the wrapped model: `model.module.freeze_feature_encoder()`, or keep a handle to the plain model
+        before wrapping (`net = model; model = DataParallel(net); net.freeze_feature_encoder()`).
+    """
+    index = t.index
+    text = index.source or ""
+    if "DataParallel" not in text:
+        return
+    dp_known, ddp_known, source = _known()
+    for a in index.assigns:
+        call = a.call
+        if call is None or len(a.targets) != 1 or not isinstance(a.targets[0], str):
+            continue
+        if "." in a.targets[0] and not (a.targets[0].startswith("self.") and a.targets[0].count(".") == 1):
+            continue  # a plain name, or `self.net = DataParallel(self.net)` read in the same method
+        q = call.qual or ""
+        if q in _DP:
+            known, kind = dp_known, "DataParallel"
+        elif q in _DDPS:
+            known, kind = ddp_known, "DistributedDataParallel"
+        else:
+            continue
+        name = a.targets[0]
+        scope = a.scope
+        wrap_line = a.node.lineno
+        rebinds = sorted(x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line)
+        end = rebinds[0] if rebinds else None
+        set_on_wrapper = {n.attr for n in ast.walk(scope.node) if isinstance(n, ast.Attribute) and
+                          isinstance(n.ctx, ast.Store) and dotted(n.value) == name}
+        spans = _guarded_spans(scope.node, name)
+        bad = []
+        for n in ast.walk(scope.node):
+            if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and
+                    isinstance(n.value, (ast.Name, ast.Attribute)) and dotted(n.value) == name):
+                continue
+            line = n.lineno
+            if line <= wrap_line or (end is not None and line >= end) or n.attr in known or n.attr in set_on_wrapper:
+                continue
+            if any(lo <= line <= hi for lo, hi in spans):
+                continue
+            bad.append(n)
+        if not bad or t.facts.dead(scope, index):
+            continue
+        bad.sort(key=lambda n: (n.lineno, n.col_offset))
+        n = bad[0]
+        others = sorted({b.attr for b in bad[1:]} - {n.attr})
+        yield t.finding(
+            "warning", n,
+            f"`{name}.{n.attr}` reads through the {kind} wrapper (line {wrap_line}), which has no attribute "
+            f"`{n.attr}`: AttributeError once the wrap runs" + (f" (also {', '.join(others)})" if others else ""),
+            detail=(f"{kind} holds the model as its submodule `module`; nn.Module.__getattr__ finds only the "
+                    f"wrapper's own parameters, buffers and submodules, so `{name}.{n.attr}` raises "
+                    f"AttributeError (\"'{kind}' object has no attribute '{n.attr}'\")."),
+            fix=f"{name}.module.{n.attr}   # the wrapped model's attribute",
+            evidence={"wrapper": kind, "name": name, "attribute": n.attr, "wrap_line": wrap_line,
+                      "lines": sorted({b.lineno for b in bad}), "source": source},
+        )
+    return True
