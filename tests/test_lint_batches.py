@@ -1836,3 +1836,17 @@ def test_round18_attribute_of_the_model_read_through_its_wrapper():
     # fr111 2xic `model.config` on a DDP model): new preview rule LINT036, one finding per wrap. `.module.<name>`, the
     # wrapper's own methods, an isinstance-guarded arm and a name rebound to `.module`: quiet.
     assert [f.evidence["line"] for f in found("r18/wrapper_attribute.py", "LINT036")] == [10, 29, 40]
+
+
+# ---------------------------------------------------------------- round 18 (lint18): fr115's classes (after-fix)
+def test_round18_free_port_before_a_group_of_one_is_quiet():
+    # fr115 LingFengGold/PPG-Distill local/supp_fxns.py (a LINT033 warning judged wrong at first read): a free port per
+    # process before init_process_group("gloo", rank=0, world_size=1), a dummy group with nobody to meet. Before a
+    # group of world_size ranks it still warns.
+    assert [f.evidence["line"] for f in found("r18/master_port_world_of_one.py", "LINT033")] == [23]
+
+
+def test_round18_wrapped_module_called_directly_in_the_training_step():
+    # fr115 StarrySky-SHT/GUIE-13th-place-solution (the reader's; missed at first read): `pred = model.module(images,
+    # labels)` then loss.backward(): DDP's forward never runs. The DDP forward and a no_grad call: quiet.
+    assert [f.evidence["line"] for f in found("r18/module_called_directly.py", "LINT029")] == [12]

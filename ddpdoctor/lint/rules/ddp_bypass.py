@@ -181,7 +181,8 @@ def ddp_forward_bypassed(t):
         model itself (`model(batch)`). Methods that do not run the model (`state_dict`, `parameters`, `eval`,
         `generate`, sampling and inference methods such as `ddim_sample`) and calls whose result feeds nothing
         (`model.module.freeze_clip()`) are left alone, as is a DDP model handed to a helper inside the training loop.
-        Since round 18 also `accelerator.unwrap_model(model).<method>()` of a model accelerate prepared, followed by
+        Since round 18 also `model.module(batch)` (the wrapped module called directly) and
+        `accelerator.unwrap_model(model).<method>()` of a model accelerate prepared, followed by
         a backward (accelerate wraps it in DDP under a multi-process launch). Also (after fr103) a loss computed by
         the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
         `loss = net(batch)`) or after `model = model.module` undoes the wrap, in a function that never calls the DDP
@@ -211,6 +212,11 @@ def ddp_forward_bypassed(t):
     candidates = []
     for call in index.calls:
         recv = call.recv or ""
+        if call.name == "module" and recv and not recv.endswith(".module") and not call.ctx.no_grad:
+            # `pred = model.module(images, labels)`: the wrapped module called directly (fr115
+            # StarrySky-SHT/GUIE-13th-place-solution train_retrieval_ddp.py, the reader's miss)
+            candidates.append(call)
+            continue
         if not recv.endswith(".module") or call.name in _NOT_A_FORWARD or call.name.startswith(("set_", "register_")) \
                 or _SAMPLING.search(call.name):
             continue  # `model.module.get_loss(x)` is a forward (fr103 DyllanElliia); `ddim_sample(...)` is not training
@@ -223,7 +229,7 @@ def ddp_forward_bypassed(t):
         return
     for call in candidates:
         recv = call.recv or ""
-        base = recv[: -len(".module")]
+        base = recv[: -len(".module")] if recv.endswith(".module") else recv  # `model.module(x)`: the base is `model`
         scope = call.scope
         if id(scope) in seen:
             continue
