@@ -61,8 +61,10 @@ _SAMPLING = re.compile(r"sample|generat|infer|predict|evaluat|visuali", re.I)
 
 def _raw_modules(index) -> list:
     """(raw name, wrapped name, wrap line, scope) for `ddp_model = DDP(model, ...)` that keeps the plain module under
-    another name (`ddp_diffusion = DDP(diffusion)`, fr103 zwandering/DDPM), and for `mdl = DDP(mdl); mdl = mdl.module`
-    (fr103 qy-feng/DASR: the wrapper thrown away): a call of the raw name trains without DDP."""
+    another name (`ddp_diffusion = DDP(diffusion)`, fr103 zwandering/DDPM), for `mdl = DDP(mdl); mdl = mdl.module`
+    (fr103 qy-feng/DASR: the wrapper thrown away), and (round 18) for `model = DDP(model); model_without_ddp =
+    model.module` whose training step calls `model_without_ddp(images)` (fr116 Brain-Cog-Lab/casc train_det.py): a call
+    of the raw name trains without DDP."""
     out = []
     for a in index.assigns:
         call = a.call
@@ -81,6 +83,17 @@ def _raw_modules(index) -> list:
         if any(w.call is not None and w.call.qual == DDP and w.targets == [name] and w.node.lineno < a.node.lineno
                and w.scope is a.scope for w in index.assigns):
             out.append((name, name, a.node.lineno, a.scope))
+    for a in index.assigns:  # `model_without_ddp = model.module` after `model = DDP(model)`, then model_without_ddp(x)
+        name = a.targets[0] if len(a.targets) == 1 else None
+        value = dotted(a.value) if a.value is not None else None
+        if not name or not value or not value.endswith(".module"):
+            continue
+        base = value[: -len(".module")]
+        if base == name:
+            continue  # the form above
+        if any(w.call is not None and w.call.qual == DDP and w.targets == [base] and w.node.lineno < a.node.lineno
+               and w.scope is a.scope for w in index.assigns):
+            out.append((name, base, a.node.lineno, a.scope))
     return out
 
 
