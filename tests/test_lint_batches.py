@@ -1858,3 +1858,9 @@ def test_round18_training_through_model_without_ddp():
     # DDP(model); model_without_ddp = model.module`, then `model_without_ddp(images, targets=targets)` and backward.
     # Keeping model_without_ddp for the optimizer and the save (the DETR pattern) stays quiet.
     assert [f.evidence["line"] for f in found("r18/model_without_ddp_trained.py", "LINT029")] == [14]
+
+
+def test_round18_fsdp_device_id_given_the_global_rank():
+    # fr111 2xic/optimization-playground (FSDP(self.model, device_id=dist.get_rank()), both readers) and fr116
+    # EleutherAI/tuned-lens (the reader's): FSDP's device_id placed like DDP's device_ids. The local rank: quiet.
+    assert [f.evidence["line"] for f in found("r18/fsdp_device_id_global.py", "LINT018")] == [11]
