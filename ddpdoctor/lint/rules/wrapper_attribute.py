@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from functools import lru_cache
 from typing import FrozenSet, List, Tuple
 
@@ -23,16 +24,23 @@ def _known() -> Tuple[FrozenSet[str], FrozenSet[str], str]:
     return frozenset(data["DataParallel"]), frozenset(data["DistributedDataParallel"]), data["source"]
 
 
-def _guarded_spans(scope_node: ast.AST, name: str) -> List[Tuple[int, int]]:
-    """Line spans of `if` statements whose test asks what `name` is (`isinstance(model, DataParallel)`,
-    `hasattr(model, "module")`): code there knows about the wrapper."""
-    spans = []
+def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
+    """One walk of a function: attribute reads and writes by the dotted name they hang on, and the line spans of `if`
+    statements whose test asks `isinstance(x, ...)` / `hasattr(x, ...)` by x (code there knows about the wrapper)."""
+    loads: dict = {}
+    stores: dict = {}
+    guards: dict = {}
     for node in ast.walk(scope_node):
-        if isinstance(node, ast.If) and any(
-                isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args and
-                dotted(c.args[0]) == name for c in ast.walk(node.test)):
-            spans.append((node.lineno, getattr(node, "end_lineno", node.lineno)))
-    return spans
+        if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            base = dotted(node.value)
+            if base:
+                (loads if isinstance(node.ctx, ast.Load) else stores).setdefault(base, []).append(node)
+        elif isinstance(node, ast.If):
+            for c in ast.walk(node.test):
+                if isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args:
+                    guards.setdefault(dotted(c.args[0]), []).append(
+                        (node.lineno, getattr(node, "end_lineno", node.lineno)))
+    return loads, stores, guards
 
 
 @rule("LINT036", "wrapper-attribute-access")
@@ -68,6 +76,7 @@ def wrapper_attribute_access(t):
     if "DataParallel" not in text:
         return
     dp_known, ddp_known, source = _known()
+    memo: dict = {}  # scope id -> _scope_facts: one walk per function, however many wraps it holds
     for a in index.assigns:
         call = a.call
         if call is None or len(a.targets) != 1 or not isinstance(a.targets[0], str):
@@ -86,14 +95,23 @@ def wrapper_attribute_access(t):
         wrap_line = a.node.lineno
         rebinds = sorted(x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line)
         end = rebinds[0] if rebinds else None
-        set_on_wrapper = {n.attr for n in ast.walk(scope.node) if isinstance(n, ast.Attribute) and
-                          isinstance(n.ctx, ast.Store) and dotted(n.value) == name}
-        spans = _guarded_spans(scope.node, name)
+        # a text gate before the walk: the names read through `name.` after the wrap, all of them the wrapper's own
+        # (`model.train()`, `model.module`, `model.parameters()`): nothing to report, no walk (bench_lint: a walk per
+        # wrapping function was this rule's whole cost)
+        first = wrap_line
+        last_line = end or getattr(scope.node, "end_lineno", None) or len(t.lines)
+        pattern = re.compile(r"(?<![\w.])" + re.escape(name) + r"\.([A-Za-z_]\w*)")
+        seen_attrs = {m.group(1) for text in t.lines[first:last_line] for m in pattern.finditer(text)}
+        if not (seen_attrs - known):
+            continue
+        facts = memo.get(id(scope))
+        if facts is None:
+            facts = memo[id(scope)] = _scope_facts(scope.node)
+        loads, stores, guards = facts
+        set_on_wrapper = {n.attr for n in stores.get(name, ())}
+        spans = guards.get(name, ())
         bad = []
-        for n in ast.walk(scope.node):
-            if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and
-                    isinstance(n.value, (ast.Name, ast.Attribute)) and dotted(n.value) == name):
-                continue
+        for n in loads.get(name, ()):
             line = n.lineno
             if line <= wrap_line or (end is not None and line >= end) or n.attr in known or n.attr in set_on_wrapper:
                 continue
