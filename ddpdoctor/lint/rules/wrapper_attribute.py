@@ -35,11 +35,19 @@ def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
             base = dotted(node.value)
             if base:
                 (loads if isinstance(node.ctx, ast.Load) else stores).setdefault(base, []).append(node)
-        elif isinstance(node, ast.If):
-            for c in ast.walk(node.test):
-                if isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args:
-                    guards.setdefault(dotted(c.args[0]), []).append(
-                        (node.lineno, getattr(node, "end_lineno", node.lineno)))
+        elif isinstance(node, (ast.If, ast.IfExp)):
+            span = (node.lineno, getattr(node, "end_lineno", node.lineno))
+            if isinstance(node, ast.If):
+                for c in ast.walk(node.test):
+                    if isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args:
+                        guards.setdefault(dotted(c.args[0]), []).append(span)
+            # an if whose other arm reads `x.module` knows x is wrapped in one arm only (`if cfg.distributed:
+            # model.module.f() else: model.f()`, `x.module.f() if world_size > 1 else x.f()`: fr117 ReSET, INEST-IRL)
+            for c in ast.walk(node):
+                if isinstance(c, ast.Attribute) and c.attr == "module" and isinstance(c.value, (ast.Name, ast.Attribute)):
+                    base = dotted(c.value)
+                    if base:
+                        guards.setdefault(base, []).append(span)
     return loads, stores, guards
 
 
@@ -53,8 +61,9 @@ def wrapper_attribute_access(t):
         the wrapper itself (the names a live DataParallel/DDP instance of the installed torch answers, kept in
         ddpdoctor/data/wrapper_attributes.json with how they were read): `model.config`,
         `model.freeze_feature_encoder()`, `model.encoder`. Quiet when the name is assigned on the wrapper in that
-        function, when the name is rebound after the wrap (`model = model.module`), and inside an `if` that asks
-        `isinstance(model, ...)` / `hasattr(model, ...)`. A preview rule (round 18): a note by default, a warning with
+        function, when the name is rebound after the wrap (`model = model.module`), inside an `if` that asks
+        `isinstance(model, ...)` / `hasattr(model, ...)`, and inside an `if` (or conditional expression) whose other
+        arm reads `model.module` (`if distributed: model.module.f() else: model.f()`: the plain arm runs unwrapped). A preview rule (round 18): a note by default, a warning with
         `--preview`.
 
     Why it matters
