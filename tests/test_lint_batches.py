@@ -1873,3 +1873,11 @@ def test_round18_wrapper_read_in_the_unwrapped_arm_is_quiet():
     # policy.optim_dict()`): five LINT036 warnings judged wrong at first read. An if/conditional expression whose other
     # arm reads `.module` is a guard; an unguarded read after the wrap still warns.
     assert [f.evidence["line"] for f in found("r18/wrapper_attribute_guarded_arm.py", "LINT036")] == [26]
+
+
+def test_round18_training_step_method_of_the_wrapped_module():
+    # fr117 ReSET2025Paper/ReSET train/pred_*.py x3 (`model.module.step_optimizer(batch=batch, scaler=scaler)` in the
+    # epoch loop) and LucaIanniello/INEST-IRL x2 (`policy.module.update(buffer, i)`): both readers' LINT029, missed at
+    # first read because the backward sits inside the method. A step-named method of `.module` in a loop after the wrap
+    # warns; other methods and calls before the wrap stay quiet.
+    assert [f.evidence["line"] for f in found("r18/module_step_method.py", "LINT029")] == [11]

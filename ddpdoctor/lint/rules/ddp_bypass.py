@@ -59,6 +59,12 @@ _LOOKS_ONLY = {"isinstance", "hasattr", "getattr", "type", "id", "len", "print",
 _SAMPLING = re.compile(r"sample|generat|infer|predict|evaluat|visuali", re.I)
 
 
+# Training-step methods that run their own backward inside (`step_optimizer`, `update`, `train_step`): through
+# `.module` they train without DDP's forward even with no backward in the calling function (fr117).
+_STEPPER = re.compile(r"^(step_optimizer|optimize_parameters|train_step|training_step|update|update_parameters|"
+                      r"update_policy|learn|train_on_batch|optimize)$")
+
+
 def _raw_modules(index) -> list:
     """(raw name, wrapped name, wrap line, scope) for `ddp_model = DDP(model, ...)` that keeps the plain module under
     another name (`ddp_diffusion = DDP(diffusion)`, fr103 zwandering/DDPM), for `mdl = DDP(mdl); mdl = mdl.module`
@@ -194,7 +200,9 @@ def ddp_forward_bypassed(t):
         model itself (`model(batch)`). Methods that do not run the model (`state_dict`, `parameters`, `eval`,
         `generate`, sampling and inference methods such as `ddim_sample`) and calls whose result feeds nothing
         (`model.module.freeze_clip()`) are left alone, as is a DDP model handed to a helper inside the training loop.
-        Since round 18 also `model.module(batch)` (the wrapped module called directly) and
+        Since round 18 also a training-step method of `.module` called in a loop after the wrap with no backward in
+        the caller (`model.module.step_optimizer(batch)`, `policy.module.update(buffer)`: the backward is inside), and
+        `model.module(batch)` (the wrapped module called directly) and
         `accelerator.unwrap_model(model).<method>()` of a model accelerate prepared, followed by
         a backward (accelerate wraps it in DDP under a multi-process launch). Also (after fr103) a loss computed by
         the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
@@ -252,10 +260,32 @@ def ddp_forward_bypassed(t):
             continue
         wrapped_at = min(held)
         backward = [c for c in scope.calls if c.name == "backward" and not c.ctx.no_grad]
-        if not backward:
+        stepper = bool(_STEPPER.match(call.name)) and recv.endswith(".module")
+        if not backward and not stepper:
             continue
         if any(c.text in (base, f"{base}.forward") for c in scope.calls):
             continue  # the DDP forward runs here too
+        if not backward:
+            # `aux = model.module.step_optimizer(batch)`, `info = policy.module.update(buffer)`: a training step of the
+            # wrapped module that runs its own backward inside (fr117 ReSET x3, INEST-IRL x2), in a loop after the wrap
+            loops = [n for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and
+                     n.lineno <= call.line <= (n.end_lineno or n.lineno) and n.lineno > wrapped_at]
+            if not loops or t.facts.dead(scope, index):
+                continue
+            seen.add(id(scope))
+            yield t.finding(
+                "warning", call.node,
+                f"`{call.text}()` runs a training step of the wrapped module directly: DDP's forward is bypassed, "
+                "so the gradients of its backward are not all-reduced across ranks",
+                detail=("DistributedDataParallel prepares its gradient all-reduce in its own forward "
+                        "(reducer.prepare_for_backward); a step method of `.module` that computes the loss and calls "
+                        "backward inside runs with the reducer's hooks idle, and every rank steps on its own "
+                        "gradients."),
+                fix=("# compute the loss through the DDP model's forward (make the step's loss the module's forward)"
+                     f":\nloss = {base}(batch)\nloss.backward()"),
+                evidence={"model": base, "method": call.name, "backward_line": None, "source": _SOURCE},
+            )
+            continue
         last = max(c.line for c in backward)
         loops = [n.lineno for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and
                  n.lineno <= last <= (n.end_lineno or n.lineno)]
