@@ -1881,3 +1881,9 @@ def test_round18_training_step_method_of_the_wrapped_module():
     # first read because the backward sits inside the method. A step-named method of `.module` in a loop after the wrap
     # warns; other methods and calls before the wrap stay quiet.
     assert [f.evidence["line"] for f in found("r18/module_step_method.py", "LINT029")] == [11]
+
+
+def test_round18_isinstance_unwrapped_module_trained():
+    # fr117 Choi-In-hyuk/StateVLA train.py x2 (the reader's sure): `trainer_module = trainer.module if
+    # isinstance(trainer, DDP) else trainer` then `trainer_module(...)` and a backward. The save helper's unwrap: quiet.
+    assert [f.evidence["line"] for f in found("r18/isinstance_unwrapped_trained.py", "LINT029")] == [12]

@@ -69,8 +69,9 @@ def _raw_modules(index) -> list:
     """(raw name, wrapped name, wrap line, scope) for `ddp_model = DDP(model, ...)` that keeps the plain module under
     another name (`ddp_diffusion = DDP(diffusion)`, fr103 zwandering/DDPM), for `mdl = DDP(mdl); mdl = mdl.module`
     (fr103 qy-feng/DASR: the wrapper thrown away), and (round 18) for `model = DDP(model); model_without_ddp =
-    model.module` whose training step calls `model_without_ddp(images)` (fr116 Brain-Cog-Lab/casc train_det.py): a call
-    of the raw name trains without DDP."""
+    model.module` whose training step calls `model_without_ddp(images)` (fr116 Brain-Cog-Lab/casc train_det.py), and
+    for `m = model.module if isinstance(model, DDP) else model` (fr117 Choi-In-hyuk/StateVLA): a call of the raw name
+    trains without DDP."""
     out = []
     for a in index.assigns:
         call = a.call
@@ -100,6 +101,19 @@ def _raw_modules(index) -> list:
         if any(w.call is not None and w.call.qual == DDP and w.targets == [base] and w.node.lineno < a.node.lineno
                and w.scope is a.scope for w in index.assigns):
             out.append((name, base, a.node.lineno, a.scope))
+    for a in index.assigns:  # `m = model.module if isinstance(model, DDP) else model`, then m(x) and a backward
+        name = a.targets[0] if len(a.targets) == 1 else None
+        v = a.value
+        if not name or not isinstance(v, ast.IfExp) or not isinstance(v.test, ast.Call) \
+                or dotted(v.test.func) != "isinstance" or len(v.test.args) != 2:
+            continue
+        base = dotted(v.test.args[0])
+        kind = dotted(v.test.args[1]) or ""
+        if not base or base == name or dotted(v.body) != f"{base}.module" or dotted(v.orelse) != base \
+                or not (kind.endswith("DistributedDataParallel") or kind in ("DDP", "nn.parallel.DDP")):
+            continue
+        # the code itself says `base` may be a DDP instance (StateVLA's train_epoch(trainer): fr117, the reader's)
+        out.append((name, base, a.node.lineno, a.scope))
     return out
 
 
