@@ -1887,3 +1887,9 @@ def test_round18_isinstance_unwrapped_module_trained():
     # fr117 Choi-In-hyuk/StateVLA train.py x2 (the reader's sure): `trainer_module = trainer.module if
     # isinstance(trainer, DDP) else trainer` then `trainer_module(...)` and a backward. The save helper's unwrap: quiet.
     assert [f.evidence["line"] for f in found("r18/isinstance_unwrapped_trained.py", "LINT029")] == [12]
+
+
+def test_round18_loss_method_of_the_module_beside_its_wrapper():
+    # fr117 Doo-mon/vla-scratch (mine): `model = DDP(policy)` then `policy.compute_loss(batch)` and a backward. Where
+    # the DDP model's forward runs in the same function: quiet.
+    assert [f.evidence["line"] for f in found("r18/raw_module_loss_method.py", "LINT029")] == [10]

@@ -65,6 +65,10 @@ _STEPPER = re.compile(r"^(step_optimizer|optimize_parameters|train_step|training
                       r"update_policy|learn|train_on_batch|optimize)$")
 
 
+_LOSS_METHODS = {"compute_loss", "get_loss", "loss", "forward_loss", "calc_loss", "calculate_loss", "compute_losses",
+                 "training_step", "train_step", "forward_train"}
+
+
 def _raw_modules(index) -> list:
     """(raw name, wrapped name, wrap line, scope) for `ddp_model = DDP(model, ...)` that keeps the plain module under
     another name (`ddp_diffusion = DDP(diffusion)`, fr103 zwandering/DDPM), for `mdl = DDP(mdl); mdl = mdl.module`
@@ -122,7 +126,10 @@ def _raw_forward_findings(t, index, seen: set):
     model: one finding per function."""
     for raw, wrapped, line, bound_in in _raw_modules(index):
         for call in index.calls:
-            if call.text != raw or call.line <= line or call.ctx.no_grad or id(call.scope) in seen:
+            # the raw module called, or (round 18) a loss method of it when it is kept beside its DDP wrapper
+            # (`model = DDP(policy)` then `loss, log = policy.compute_loss(batch)`: fr117 Doo-mon/vla-scratch)
+            lossy = raw != wrapped and call.recv == raw and call.name in _LOSS_METHODS
+            if (call.text != raw and not lossy) or call.line <= line or call.ctx.no_grad or id(call.scope) in seen:
                 continue
             scope = call.scope
             if not (scope is bound_in or _visible(raw, bound_in, scope)):
@@ -214,7 +221,9 @@ def ddp_forward_bypassed(t):
         model itself (`model(batch)`). Methods that do not run the model (`state_dict`, `parameters`, `eval`,
         `generate`, sampling and inference methods such as `ddim_sample`) and calls whose result feeds nothing
         (`model.module.freeze_clip()`) are left alone, as is a DDP model handed to a helper inside the training loop.
-        Since round 18 also a training-step method of `.module` called in a loop after the wrap with no backward in
+        Since round 18 also a loss method of the plain module kept beside its wrapper (`model = DDP(policy)` then
+        `policy.compute_loss(batch)` and a backward), a training-step method of `.module` called in a loop after the
+        wrap with no backward in
         the caller (`model.module.step_optimizer(batch)`, `policy.module.update(buffer)`: the backward is inside), and
         `model.module(batch)` (the wrapped module called directly) and
         `accelerator.unwrap_model(model).<method>()` of a model accelerate prepared, followed by
