@@ -453,6 +453,34 @@ CASES = {
             g = torch.Generator().manual_seed(args.seed)
             return random_split(ds, [0.9, 0.1], generator=g)
         """),
+    "LINT035": ("""
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        def worker(rank, cfg):
+            dist.init_process_group("nccl", rank=rank, world_size=4)
+        if __name__ == "__main__":
+            mp.spawn(worker, nprocs=torch.cuda.device_count(), args=(None,))
+        """, """
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        def worker(rank, world_size):
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+        if __name__ == "__main__":
+            n = torch.cuda.device_count()
+            mp.spawn(worker, nprocs=n, args=(n,))
+        """),
+    "LINT036": ("""
+        import torch
+        model = torch.nn.DataParallel(model)
+        model.freeze_feature_encoder()
+        """, """
+        import torch
+        model = torch.nn.DataParallel(model)
+        model.module.freeze_feature_encoder()
+        model.eval()
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

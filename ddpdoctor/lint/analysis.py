@@ -680,6 +680,8 @@ class ModuleIndex:
                     self.env_sets.append(EnvSet(key, value, stmt, scope, ctx))
                 continue
             if isinstance(stmt, ast.AugAssign):
+                if isinstance(target, ast.Name):
+                    self.flags.pop(cond.ZERO_KEY + target.id, None)  # `k = 0` ... `k += 1`: no longer rank 0's
                 continue
             names = dotted(target)
             if names is None and isinstance(target, (ast.Tuple, ast.List)):
@@ -691,6 +693,11 @@ class ModuleIndex:
             self.assigns.append(record)
             if isinstance(target, ast.Name) and value is not None:
                 scope.values[target.id] = value
+            if isinstance(target, ast.Name):  # the constant 0 a rank is compared with (`gpu_id2save = 0`)
+                if isinstance(value, ast.Constant) and value.value == 0 and type(value.value) is int:
+                    self.flags[cond.ZERO_KEY + target.id] = value
+                else:
+                    self.flags.pop(cond.ZERO_KEY + target.id, None)
             if names and isinstance(names, str) and value is not None and not isinstance(stmt, ast.AugAssign):
                 if cond.is_rank_test(value, self.flags):
                     self.flags[names] = value  # kept when another branch assigns a constant (`else: master = True`)

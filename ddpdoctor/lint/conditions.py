@@ -141,6 +141,15 @@ def _is_minus_one(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and expr.value == -1 and not isinstance(expr.value, bool)
 
 
+ZERO_KEY = "\x00zero:"  # flags key of a name whose last assignment is the constant 0 (`gpu_id2save = 0`)
+
+
+def _zero_name(expr: ast.AST, flags: Flags) -> bool:
+    """A name bound to the constant 0 where the test reads it (ssl-wearables: `gpu_id2save = 0` then
+    `rank == gpu_id2save`, fr111 OxWearables/ssl-wearables mtl.py): the test holds on rank 0 as `rank == 0` does."""
+    return bool(flags) and isinstance(expr, ast.Name) and flags.get(ZERO_KEY + expr.id) is not None
+
+
 def body_others(test: ast.AST, flags: Flags = None) -> bool:
     """The body of `if test:` runs on non-zero ranks only (`if local_rank not in [-1, 0] and not evaluate:`)."""
     if isinstance(test, ast.BoolOp):
@@ -170,10 +179,10 @@ def atom_kind(test: ast.AST, flags: Flags = None, depth: int = 0) -> Optional[st
             if isinstance(op, (ast.IsNot, ast.NotEq)):
                 return inner
             return {"rank0": "others", "others": "rank0"}.get(inner or "")
-        if _is_zero(left) and _rank_operand(right):
+        if (_is_zero(left) or _zero_name(left, flags)) and _rank_operand(right):
             left, right = right, left
             op = {ast.Gt: ast.Lt(), ast.Lt: ast.Gt(), ast.GtE: ast.LtE(), ast.LtE: ast.GtE()}.get(type(op), op)
-        if _rank_operand(left) and _is_zero(right):
+        if _rank_operand(left) and (_is_zero(right) or _zero_name(right, flags)):
             if isinstance(op, (ast.Eq, ast.LtE, ast.Is)):
                 return "rank0"
             if isinstance(op, (ast.NotEq, ast.Gt, ast.IsNot)):
@@ -329,6 +338,12 @@ def _dist_atom(test: ast.AST) -> Optional[bool]:
                 return True
             if isinstance(op, (ast.Eq, ast.Is)):
                 return False
+        if name in _DIST_NAMES and isinstance(right, ast.Constant) and isinstance(right.value, bool):
+            # `cfg.runtime.distributed is False` / `== True` (fr111 OxWearables/ssl-wearables)
+            if isinstance(op, (ast.Eq, ast.Is)):
+                return right.value
+            if isinstance(op, (ast.NotEq, ast.IsNot)):
+                return not right.value
         return None
     if isinstance(test, (ast.Name, ast.Attribute, ast.Call)):
         name = (last_name(test) or "").lower()

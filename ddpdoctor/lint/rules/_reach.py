@@ -168,9 +168,37 @@ def one_node_world(index: ModuleIndex) -> Optional[str]:
             why = why or f"init_process_group joins at {head.split('://', 1)[1].split(':')[0]} (line {call.line})"
         elif isinstance(size, ast.Call) and (dotted(size.func) or "").endswith("cuda.device_count"):
             why = why or f"init_process_group's world_size is torch.cuda.device_count() (line {call.line})"
+        elif _local_gpu_count(size, call):
+            why = why or (f"init_process_group's world_size is this node's GPU count "
+                          f"(`{dotted(_value_of(size, call)) or dotted(size)}`, line {call.line})")
         else:
             return None
     return why
+
+
+_GPU_COUNT = re.compile(r"^(n_?gpus?|num_gpus?|ngpus?_per_node|gpus_per_node|n_gpus_per_node)$", re.I)
+
+
+def _value_of(expr, call: Call):
+    """`world_size = args.ngpu` then `init_process_group(world_size=world_size)`: the name's value in the init's
+    scope (its last plain assignment), else the expression itself."""
+    if isinstance(expr, ast.Name):
+        value = call.scope.values.get(expr.id)
+        if value is not None:
+            return value
+    return expr
+
+
+def _local_gpu_count(size, call: Call) -> bool:
+    """The world size is the GPU count of this node: `args.ngpu`, `ngpus_per_node`, `args.num_gpus` (directly or
+    through a name assigned it), with no node count multiplied in: a one-node world by construction (fr112
+    xlhuang132/openset-lt-ssl: `world_size = args.ngpu`, `rank=args.local_rank`, launched by
+    torch.distributed.launch on one node)."""
+    value = _value_of(size, call)
+    if isinstance(value, ast.Call) and (dotted(value.func) or "").endswith("cuda.device_count"):
+        return True
+    name = dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+    return bool(name) and bool(_GPU_COUNT.match(name.rsplit(".", 1)[-1]))
 
 
 def _world_of_one_call(call: Call) -> bool:

@@ -59,10 +59,23 @@ _LOOKS_ONLY = {"isinstance", "hasattr", "getattr", "type", "id", "len", "print",
 _SAMPLING = re.compile(r"sample|generat|infer|predict|evaluat|visuali", re.I)
 
 
+# Training-step methods that run their own backward inside (`step_optimizer`, `update`, `train_step`): through
+# `.module` they train without DDP's forward even with no backward in the calling function (fr117).
+_STEPPER = re.compile(r"^(step_optimizer|optimize_parameters|train_step|training_step|update|update_parameters|"
+                      r"update_policy|learn|train_on_batch|optimize)$")
+
+
+_LOSS_METHODS = {"compute_loss", "get_loss", "loss", "forward_loss", "calc_loss", "calculate_loss", "compute_losses",
+                 "training_step", "train_step", "forward_train"}
+
+
 def _raw_modules(index) -> list:
     """(raw name, wrapped name, wrap line, scope) for `ddp_model = DDP(model, ...)` that keeps the plain module under
-    another name (`ddp_diffusion = DDP(diffusion)`, fr103 zwandering/DDPM), and for `mdl = DDP(mdl); mdl = mdl.module`
-    (fr103 qy-feng/DASR: the wrapper thrown away): a call of the raw name trains without DDP."""
+    another name (`ddp_diffusion = DDP(diffusion)`, fr103 zwandering/DDPM), for `mdl = DDP(mdl); mdl = mdl.module`
+    (fr103 qy-feng/DASR: the wrapper thrown away), and (round 18) for `model = DDP(model); model_without_ddp =
+    model.module` whose training step calls `model_without_ddp(images)` (fr116 Brain-Cog-Lab/casc train_det.py), and
+    for `m = model.module if isinstance(model, DDP) else model` (fr117 Choi-In-hyuk/StateVLA): a call of the raw name
+    trains without DDP."""
     out = []
     for a in index.assigns:
         call = a.call
@@ -81,6 +94,30 @@ def _raw_modules(index) -> list:
         if any(w.call is not None and w.call.qual == DDP and w.targets == [name] and w.node.lineno < a.node.lineno
                and w.scope is a.scope for w in index.assigns):
             out.append((name, name, a.node.lineno, a.scope))
+    for a in index.assigns:  # `model_without_ddp = model.module` after `model = DDP(model)`, then model_without_ddp(x)
+        name = a.targets[0] if len(a.targets) == 1 else None
+        value = dotted(a.value) if a.value is not None else None
+        if not name or not value or not value.endswith(".module"):
+            continue
+        base = value[: -len(".module")]
+        if base == name:
+            continue  # the form above
+        if any(w.call is not None and w.call.qual == DDP and w.targets == [base] and w.node.lineno < a.node.lineno
+               and w.scope is a.scope for w in index.assigns):
+            out.append((name, base, a.node.lineno, a.scope))
+    for a in index.assigns:  # `m = model.module if isinstance(model, DDP) else model`, then m(x) and a backward
+        name = a.targets[0] if len(a.targets) == 1 else None
+        v = a.value
+        if not name or not isinstance(v, ast.IfExp) or not isinstance(v.test, ast.Call) \
+                or dotted(v.test.func) != "isinstance" or len(v.test.args) != 2:
+            continue
+        base = dotted(v.test.args[0])
+        kind = dotted(v.test.args[1]) or ""
+        if not base or base == name or dotted(v.body) != f"{base}.module" or dotted(v.orelse) != base \
+                or not (kind.endswith("DistributedDataParallel") or kind in ("DDP", "nn.parallel.DDP")):
+            continue
+        # the code itself says `base` may be a DDP instance (StateVLA's train_epoch(trainer): fr117, the reader's)
+        out.append((name, base, a.node.lineno, a.scope))
     return out
 
 
@@ -89,7 +126,10 @@ def _raw_forward_findings(t, index, seen: set):
     model: one finding per function."""
     for raw, wrapped, line, bound_in in _raw_modules(index):
         for call in index.calls:
-            if call.text != raw or call.line <= line or call.ctx.no_grad or id(call.scope) in seen:
+            # the raw module called, or (round 18) a loss method of it when it is kept beside its DDP wrapper
+            # (`model = DDP(policy)` then `loss, log = policy.compute_loss(batch)`: fr117 Doo-mon/vla-scratch)
+            lossy = raw != wrapped and call.recv == raw and call.name in _LOSS_METHODS
+            if (call.text != raw and not lossy) or call.line <= line or call.ctx.no_grad or id(call.scope) in seen:
                 continue
             scope = call.scope
             if not (scope is bound_in or _visible(raw, bound_in, scope)):
@@ -119,6 +159,57 @@ def _raw_forward_findings(t, index, seen: set):
             )
 
 
+def _unwrapped_forward_findings(t, index, seen: set):
+    """A loss computed through `accelerator.unwrap_model(model).<method>(...)` of a model accelerate prepared, with a
+    backward after it in the same function and no call of the prepared model there (fr113 zqevans/audio-diffusion
+    train_diffae_accel.py, both readers' sure: `loss = accelerator.unwrap_model(diffusion_model).loss(batch[0])` then
+    `accelerator.backward(loss)`). Under a multi-process launch `accelerator.prepare` wraps the model in
+    DistributedDataParallel (huggingface/accelerate accelerator.py prepare_model) and `unwrap_model` returns the
+    plain module (utils/other.py extract_model_from_parallel): DDP's forward, which prepares the gradient all-reduce,
+    never runs."""
+    if "unwrap_model" not in (index.source or ""):
+        return
+    prepared = {n for a in index.assigns if a.call is not None and a.call.name == "prepare" for n in a.targets if n}
+    if not prepared:
+        return
+    for call in index.calls:
+        func = call.node.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)):
+            continue
+        inner = func.value
+        if not (isinstance(inner.func, ast.Attribute) and inner.func.attr == "unwrap_model" and inner.args):
+            continue
+        base = dotted(inner.args[0])
+        if base not in prepared or call.ctx.no_grad or call.name in _NOT_A_FORWARD or \
+                call.name.startswith(("set_", "register_")) or _SAMPLING.search(call.name):
+            continue
+        scope = call.scope
+        if id(scope) in seen:
+            continue
+        backward = [c for c in scope.calls if c.name == "backward" and not c.ctx.no_grad and c.line > call.line]
+        if not backward:
+            continue
+        if any(c.text in (base, f"{base}.forward") for c in scope.calls):
+            continue  # the prepared (DDP) model's forward runs here too
+        if any(isinstance(n, ast.Expr) and n.value is call.node for n in ast.walk(scope.node)):
+            continue  # a statement of its own (an EMA update): its result feeds no loss
+        if t.facts.dead(scope, index):
+            continue
+        seen.add(id(scope))
+        yield t.finding(
+            "warning", call.node,
+            f"`accelerator.unwrap_model({base}).{call.name}()` runs the module accelerate wrapped in DDP without its "
+            f"wrapper and a backward follows (line {backward[0].line}): under a multi-process launch the gradients "
+            "are not all-reduced across ranks",
+            detail=("accelerator.prepare wraps the model in DistributedDataParallel when several processes run "
+                    "(accelerate accelerator.py prepare_model); unwrap_model returns the plain module, so DDP's "
+                    "forward (reducer.prepare_for_backward) never runs and every rank steps on its own gradients."),
+            fix=("# route the loss through the prepared model: make the loss its forward (or dispatch to it)\n"
+                 f"loss = {base}(batch)\naccelerator.backward(loss)"),
+            evidence={"model": base, "method": call.name, "backward_line": backward[0].line, "source": _SOURCE},
+        )
+
+
 @rule("LINT029", "ddp-forward-bypassed")
 def ddp_forward_bypassed(t):
     """A DDP-wrapped model trained through `model.module.<method>()`, which bypasses DDP's forward.
@@ -130,7 +221,14 @@ def ddp_forward_bypassed(t):
         model itself (`model(batch)`). Methods that do not run the model (`state_dict`, `parameters`, `eval`,
         `generate`, sampling and inference methods such as `ddim_sample`) and calls whose result feeds nothing
         (`model.module.freeze_clip()`) are left alone, as is a DDP model handed to a helper inside the training loop.
-        Also (after fr103) a loss computed by the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
+        Since round 18 also a loss method of the plain module kept beside its wrapper (`model = DDP(policy)` then
+        `policy.compute_loss(batch)` and a backward), a training-step method of `.module` called in a loop after the
+        wrap with no backward in
+        the caller (`model.module.step_optimizer(batch)`, `policy.module.update(buffer)`: the backward is inside), and
+        `model.module(batch)` (the wrapped module called directly) and
+        `accelerator.unwrap_model(model).<method>()` of a model accelerate prepared, followed by
+        a backward (accelerate wraps it in DDP under a multi-process launch). Also (after fr103) a loss computed by
+        the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
         `loss = net(batch)`) or after `model = model.module` undoes the wrap, in a function that never calls the DDP
         model. A preview rule (round 16): a note by default, a warning with `--preview`.
 
@@ -154,9 +252,15 @@ def ddp_forward_bypassed(t):
         return
     seen: set = set()
     yield from _raw_forward_findings(t, index, seen)
+    yield from _unwrapped_forward_findings(t, index, seen)
     candidates = []
     for call in index.calls:
         recv = call.recv or ""
+        if call.name == "module" and recv and not recv.endswith(".module") and not call.ctx.no_grad:
+            # `pred = model.module(images, labels)`: the wrapped module called directly (fr115
+            # StarrySky-SHT/GUIE-13th-place-solution train_retrieval_ddp.py, the reader's miss)
+            candidates.append(call)
+            continue
         if not recv.endswith(".module") or call.name in _NOT_A_FORWARD or call.name.startswith(("set_", "register_")) \
                 or _SAMPLING.search(call.name):
             continue  # `model.module.get_loss(x)` is a forward (fr103 DyllanElliia); `ddim_sample(...)` is not training
@@ -169,7 +273,7 @@ def ddp_forward_bypassed(t):
         return
     for call in candidates:
         recv = call.recv or ""
-        base = recv[: -len(".module")]
+        base = recv[: -len(".module")] if recv.endswith(".module") else recv  # `model.module(x)`: the base is `model`
         scope = call.scope
         if id(scope) in seen:
             continue
@@ -179,10 +283,32 @@ def ddp_forward_bypassed(t):
             continue
         wrapped_at = min(held)
         backward = [c for c in scope.calls if c.name == "backward" and not c.ctx.no_grad]
-        if not backward:
+        stepper = bool(_STEPPER.match(call.name)) and recv.endswith(".module")
+        if not backward and not stepper:
             continue
         if any(c.text in (base, f"{base}.forward") for c in scope.calls):
             continue  # the DDP forward runs here too
+        if not backward:
+            # `aux = model.module.step_optimizer(batch)`, `info = policy.module.update(buffer)`: a training step of the
+            # wrapped module that runs its own backward inside (fr117 ReSET x3, INEST-IRL x2), in a loop after the wrap
+            loops = [n for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and
+                     n.lineno <= call.line <= (n.end_lineno or n.lineno) and n.lineno > wrapped_at]
+            if not loops or t.facts.dead(scope, index):
+                continue
+            seen.add(id(scope))
+            yield t.finding(
+                "warning", call.node,
+                f"`{call.text}()` runs a training step of the wrapped module directly: DDP's forward is bypassed, "
+                "so the gradients of its backward are not all-reduced across ranks",
+                detail=("DistributedDataParallel prepares its gradient all-reduce in its own forward "
+                        "(reducer.prepare_for_backward); a step method of `.module` that computes the loss and calls "
+                        "backward inside runs with the reducer's hooks idle, and every rank steps on its own "
+                        "gradients."),
+                fix=("# compute the loss through the DDP model's forward (make the step's loss the module's forward)"
+                     f":\nloss = {base}(batch)\nloss.backward()"),
+                evidence={"model": base, "method": call.name, "backward_line": None, "source": _SOURCE},
+            )
+            continue
         last = max(c.line for c in backward)
         loops = [n.lineno for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and
                  n.lineno <= last <= (n.end_lineno or n.lineno)]

@@ -121,6 +121,25 @@ def _backward_of(call) -> Optional[str]:
     return None
 
 
+def _gathering_functions(t) -> set:
+    """Names of the run's functions whose body all-gathers across ranks (`gather_features(features, local_rank,
+    world_size)` in a utils module: `dist.all_gather(features_list, features); features_list[local_rank] = features`).
+    A loss over such gathered features keeps only the local slot's gradient on each rank, so DDP's mean over the
+    ranks divides the full-batch gradient by the world size and `loss * world_size` restores it (fr111
+    VITA-Group/DnA train_simclr.py). Worked out once per run."""
+    got = t.facts.cache.get("ddp_scaling.gathers")
+    if got is None:
+        got = set()
+        for ix in t.facts.indexes.values():
+            if "all_gather" not in (ix.source or ""):
+                continue
+            for scope in ix.scopes:
+                if scope.kind == "function" and any("all_gather" in (c.name or "") for c in scope.calls):
+                    got.add(scope.name)
+        t.facts.cache["ddp_scaling.gathers"] = got
+    return got
+
+
 @rule("LINT032", "loss-scaled-by-world-size")
 def loss_scaled_by_world_size(t):
     """A loss multiplied or divided by the world size before its backward, under DDP.
@@ -129,7 +148,8 @@ def loss_scaled_by_world_size(t):
         In a file that wraps a model in DistributedDataParallel, a function that scales a loss by the world size
         (`loss = loss / world_size`, `loss /= dist.get_world_size()`, `loss * world_size`) and then runs its
         backward (`loss.backward()`, `scaler.scale(loss).backward()`), not under no_grad. Quiet where the file
-        gathers features across ranks (`all_gather`, a GatherLayer: a global contrastive loss scales on purpose),
+        gathers features across ranks (`all_gather`, a GatherLayer, or since round 18 a call of a project function
+        of any module of the run that all-gathers: a global contrastive loss scales on purpose),
         where the loss is all-reduced before it is scaled, and for a scaled copy under another name (logging).
         A preview rule (round 16 wave 3): a note by default, a warning with `--preview`.
 
@@ -152,6 +172,9 @@ def loss_scaled_by_world_size(t):
         return
     if any("all_gather" in (c.name or "") or "GatherLayer" in (c.text or "") for c in index.calls):
         return
+    gathers = _gathering_functions(t)
+    if gathers and any(c.name in gathers for c in index.calls):
+        return  # the gather is in a project helper of another module (fr111 VITA-Group/DnA gather_features)
     for scope in index.scopes:
         if scope.kind != "function":
             continue

@@ -331,7 +331,7 @@ def _qual(node: ast.Call, index) -> Optional[str]:
 
 def _placement(call: Call) -> Optional[ast.AST]:
     """The device a call places the model or the data on: `DistributedDataParallel(m, device_ids=[x])` (or
-    `output_device=x`), `m.to(x)`, `m.cuda(x)`."""
+    `output_device=x`), `FullyShardedDataParallel(m, device_id=x)` (round 18), `m.to(x)`, `m.cuda(x)`."""
     qual = call.qual or ""
     if qual.endswith("DistributedDataParallel"):
         ids = call.kw("device_ids")
@@ -340,6 +340,10 @@ def _placement(call: Call) -> Optional[ast.AST]:
         if isinstance(ids, (ast.Name, ast.Attribute)):
             return ids  # a name holding the list: `_global` follows it to `[rank]`
         return call.kw("output_device")
+    if qual.endswith("FullyShardedDataParallel"):
+        # `FSDP(model, device_id=dist.get_rank())`: FSDP moves the module to that device (torch/distributed/fsdp/
+        # fully_sharded_data_parallel.py, device_id: "the CUDA device on which FSDP initialization takes place")
+        return call.kw("device_id")
     if call.name in ("to", "cuda") and isinstance(call.node.func, ast.Attribute) and call.node.args and \
             not call.node.keywords:
         return call.node.args[0]

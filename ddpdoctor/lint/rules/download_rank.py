@@ -23,6 +23,21 @@ _ONCE = ("prepare_data",)
 _FIRST_WORDS = ("first", "zero_first")
 
 
+def _lightning_hook(index: ModuleIndex, scope) -> bool:
+    """`prepare_data` is the Lightning hook the Trainer calls on one process per node (lightning/pytorch/core/hooks.py
+    DataHooks.prepare_data: "called only within a single process"; trainer/connectors/data_connector.py calls it on
+    local rank 0): only in a class whose bases name Lightning (or a class of unknown, unresolved base). A method of
+    the same name on a plain nn.Module runs wherever its caller runs it (fr112 prakashchhipa/MPD: BaseSSL(nn.Module)
+    .prepare_data, called by every spawned rank)."""
+    klass = scope.cls
+    if klass is None:
+        return True  # a module-level prepare_data(): its name is all there is to go on
+    bases = index.class_bases(klass)
+    if any("lightning" in b.lower() or b.endswith(("LightningDataModule", "LightningModule")) for b in bases):
+        return True
+    return not any(b.startswith("torch.") for b in bases)  # a base the file cannot resolve: keep the old reading
+
+
 def _downloads(call: Call) -> bool:
     """`SomeDataset(..., download=True)`: a literal True (torchvision's datasets and the project's look-alikes)."""
     value = call.kw("download")
@@ -80,7 +95,7 @@ def _one_goes_first(t, index: ModuleIndex, call: Call) -> Optional[str]:
     if _per_rank_root(call):
         return "a folder per rank"
     scope = call.scope
-    if scope.name in _ONCE:
+    if scope.name in _ONCE and _lightning_hook(index, scope):
         return f"{scope.name}()"
     if _goes_first_before(index, scope, call.line) or _first_context(scope.node, call.node):
         return "a barrier or a go-first context"
@@ -102,7 +117,8 @@ def download_on_every_rank(t):
         rank's own: round 15 wave 3): not under a rank test, not in a function every caller gates, not in the parent
         before `mp.spawn`, not after a barrier in the same function or its caller (the rank-0-first pattern), not
         in `with ...main_process_first():` / `torch_distributed_zero_first(...)`, not in a LightningDataModule's
-        `prepare_data`. A warning when the call is shown to run on every rank of a training run, else a note.
+        `prepare_data` (since round 18 only Lightning's: a `prepare_data` method of a plain `nn.Module` runs where it
+        is called). A warning when the call is shown to run on every rank of a training run, else a note.
         A preview rule (round 14): a note by default, a warning with `--preview`.
 
     Why it matters

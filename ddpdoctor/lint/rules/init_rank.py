@@ -259,7 +259,8 @@ def init_rank_is_local_rank(t):
         (`mp.spawn(fn, args=(world_size, ...), nprocs=gpus_per_node)`) whose world size multiplies in a node count
         while nothing in the file offsets the spawn index by the node (`node_rank * gpus + i`). The first is a note
         when every init_process_group of the file joins a world that cannot span two nodes (a loopback init_method,
-        or `world_size=torch.cuda.device_count()`: round 15 wave 2). Quiet where, in the statement list that holds the
+        or `world_size=torch.cuda.device_count()`: round 15 wave 2; or this node's GPU count, `args.ngpu`,
+        `ngpus_per_node`, also through a name assigned it: round 18). Quiet where, in the statement list that holds the
         init, the name's nearest assignment is a constant (`except KeyError: rank = 0` then the init: round 17). A
         preview rule (round 9): a note by default, a warning with `--preview`.
 

@@ -56,6 +56,11 @@ def _varies(expr: Optional[ast.AST], scope, index, depth: int = 0) -> str:
     return ""
 
 
+def _world_of_one(call) -> bool:
+    size = call.kw("world_size")
+    return isinstance(size, ast.Constant) and size.value == 1 and type(size.value) is int
+
+
 @rule("LINT033", "master-port-per-process")
 def master_port_per_process(t):
     """MASTER_PORT set to a random or OS-picked free port in the code every process runs before it joins the group.
@@ -65,7 +70,9 @@ def master_port_per_process(t):
         binds a socket to port 0 or draws a random number) in the same function (or module body) that then calls
         `init_process_group`: every process runs that code, so each one draws its own port. Quiet where the port is
         drawn once in the launching parent and handed to the workers (an argument, the inherited environment), or
-        drawn on one rank and broadcast (`comm.bcast(find_free_port(), root=0)`), for `os.environ.setdefault(...)`, and for a constant or a value read from the arguments or the environment.
+        drawn on one rank and broadcast (`comm.bcast(find_free_port(), root=0)`), for `os.environ.setdefault(...)`, for
+        a constant or a value read from the arguments or the environment, and (round 18) before an init of a group of
+        one (`world_size=1`).
         A preview rule (round 17): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -98,6 +105,9 @@ def master_port_per_process(t):
             continue
         line = getattr(e.node, "lineno", 0)
         later = [c for c in inits if c.scope is e.scope and c.node.lineno > line]
+        # a group of one (`init_process_group("gloo", rank=0, world_size=1)`, a dummy group to load a DDP checkpoint:
+        # fr115 LingFengGold/PPG-Distill init_dummy_ddp) has no other rank to meet: its own free port is right
+        later = [c for c in later if not _world_of_one(c)]
         if not later:
             continue
         what = _varies(e.value, e.scope, index)

@@ -8,7 +8,7 @@ from typing import Iterator, List, Optional, Tuple
 from . import rule
 from ..analysis import Scope
 from ..conditions import body_others, body_rank0, not_distributed
-from ..names import expr_nodes
+from ..names import dotted, expr_nodes
 from ._common import C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS
 
 _COLLECTIVES = C10D_COLLECTIVES
@@ -18,9 +18,10 @@ _SOURCE = ("pytorch/pytorch torch/distributed/distributed_c10d.py (all_reduce/ba
            "torch 2.13.0 cf30153c4c131c8164ee7798e5022d810682e2cb")
 
 
-def _exits(stmts: List[ast.stmt], under: bool, loop_level: bool) -> Iterator[Tuple[ast.stmt, bool]]:
+def _exits(stmts: List[ast.stmt], under: bool, loop_level: bool, flags=None) -> Iterator[Tuple[ast.stmt, bool]]:
     """(break/return statement, whether a rank test encloses it) for the exits of one loop body: a `break` of this
-    loop (not of an inner one), or a `return` anywhere in it (not in a nested function)."""
+    loop (not of an inner one), or a `return` anywhere in it (not in a nested function). `flags`: the file's rank
+    flags, so a rank compared with a name bound to 0 (`rank == gpu_id2save`) is a rank test (round 18)."""
     for st in stmts:
         if isinstance(st, ast.Break) and loop_level:
             yield st, under
@@ -28,17 +29,17 @@ def _exits(stmts: List[ast.stmt], under: bool, loop_level: bool) -> Iterator[Tup
             yield st, under
         elif isinstance(st, ast.If):
             test = st.test
-            rank_only = not not_distributed(test) and (body_rank0(test) or body_others(test))
-            yield from _exits(st.body, under or rank_only, loop_level)
-            yield from _exits(st.orelse, under, loop_level)
+            rank_only = not not_distributed(test) and (body_rank0(test, flags) or body_others(test, flags))
+            yield from _exits(st.body, under or rank_only, loop_level, flags)
+            yield from _exits(st.orelse, under, loop_level, flags)
         elif isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
-            yield from _exits(st.body, under, False)
-            yield from _exits(st.orelse, under, False)
+            yield from _exits(st.body, under, False, flags)
+            yield from _exits(st.orelse, under, False, flags)
         elif isinstance(st, (ast.With, ast.AsyncWith)):
-            yield from _exits(st.body, under, loop_level)
+            yield from _exits(st.body, under, loop_level, flags)
         elif isinstance(st, ast.Try):
             for block in (st.body, st.orelse, st.finalbody, *[h.body for h in st.handlers]):
-                yield from _exits(block, under, loop_level)
+                yield from _exits(block, under, loop_level, flags)
 
 
 _NONFINITE = ("isnan", "isinf", "isfinite")
@@ -57,11 +58,16 @@ def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]
                 w in (getattr(c.func, "attr", None) or getattr(c.func, "id", "") or "").lower()
                 for c in ast.walk(a.value) if isinstance(c, ast.Call) for w in _SHARED):
             return None
+    if names and any(any(w in (c.name or "").lower() for w in _SHARED) and
+                     any(dotted(x) in names for x in c.node.args) for c in scope.calls):
+        return None  # reduced in place (`dist.all_reduce(stop, op=MAX)` before `if stop.item(): break`)
     for n in ast.walk(test):
         if isinstance(n, ast.Call):
             name = getattr(n.func, "attr", None) or getattr(n.func, "id", None) or ""
             if name in _NONFINITE:
                 return "a non-finite check of a value this rank computed"
+    if _reads_clock(test, scope):
+        return _CLOCK
     inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(inner, ast.Name):
         name = inner.id
@@ -85,6 +91,25 @@ def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]
 
 
 _RANK_ONLY = "a rank test (some ranks only)"
+_CLOCK = "this rank's own wall clock"
+_CLOCK_CALLS = ("time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "datetime.now",
+                "datetime.datetime.now", "timeit.default_timer")
+
+
+def _clock_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (dotted(node.func) or "") in _CLOCK_CALLS
+
+
+def _reads_clock(test: ast.AST, scope: Scope) -> bool:
+    """The test reads the wall clock: `time.time() - start > limit`, or a name the function assigns from an expression
+    of it (`elapsed = time.time() - t0`). Each rank reads its own clock at its own moment, so near the limit some ranks
+    pass the test one iteration before the others (fr112 spochinda/SR21cm train.py `if time.time() - start_time_training
+    > 3*60*60: break`, fr111 2xic/optimization-playground `while time.time() - start < 8 * 3600:`, the reader's both)."""
+    if any(_clock_call(n) for n in ast.walk(test)):
+        return True
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    return bool(names) and any(set(a.targets) & names and a.value is not None and not _clock_call(a.value)
+                               and any(_clock_call(n) for n in ast.walk(a.value)) for a in scope.assigns)
 
 
 def _skips(stmts: List[ast.stmt], loop: ast.AST, scope: Scope, why: Optional[str] = None
@@ -166,6 +191,10 @@ def _skip_finding(t, skip, why, loop, collective):
                 "process-group timeout, or the next collectives pair up wrongly."),
         fix=(("if rank == 0:\n    ...   # rank-0 work, no continue past the collective\n"
               "torch.distributed.barrier()   # every rank reaches it") if why == _RANK_ONLY else
+             ("stop = torch.tensor([int(time.time() - start >= budget)], device=device)\n"
+              "torch.distributed.all_reduce(stop, op=torch.distributed.ReduceOp.MAX)   # one decision for all\n"
+              "if stop.item():\n"
+              f"    {kind}   # every rank leaves together") if why == _CLOCK else
              ("bad = torch.tensor([float(not math.isfinite(loss_value))], device=device)\n"
               "torch.distributed.all_reduce(bad)   # every rank sees the same decision\n"
               "if bad.item():\n"
@@ -189,8 +218,10 @@ def rank_conditional_loop_exit(t):
         (the usual fix: rank 0 decides, broadcasts the decision, every rank breaks). Since round 16 also a
         `continue` under a rank test before a collective that every rank runs later in the same iteration
         (`if local_rank == 0: ... continue` ahead of the epoch's `dist.barrier()`). Where only DeepSpeed wraps the
-        model, the collective is the engine's `engine.backward(loss)` (round 17). A preview rule (round 8): a note
-        by default, a warning with `--preview`.
+        model, the collective is the engine's `engine.backward(loss)` (round 17). Since round 18 also a loop each
+        rank ends by its own wall clock (`if time.time() - start > limit: break`, `while time.time() - start < limit:`)
+        unless the stop flag is reduced first, and a rank test against a name bound to 0 (`rank == gpu_id2save`). A
+        preview rule (round 8): a note by default, a warning with `--preview`.
 
     Why it matters
         Collectives must be entered by every process of the group (torch/distributed/distributed_c10d.py), and
@@ -225,7 +256,27 @@ def rank_conditional_loop_exit(t):
         for loop in scope.loops:
             if loop.ctx.rank0 or loop.ctx.gated:
                 continue  # the loop itself runs on one rank
-            hits = [st for st, under in _exits(loop.node.body, False, True) if under]
+            if isinstance(loop.node, ast.While) and _reads_clock(loop.node.test, scope) and \
+                    _per_rank_value(loop.node.test, loop.node, scope) == _CLOCK:
+                collective = _collective_in(index, scope, loop.node, wrapped)
+                if collective is not None and not t.facts.dead(scope, index):
+                    yield t.finding(
+                        "warning", loop.node,
+                        f"the loop runs while {_CLOCK} allows: each rank ends it on its own, the others block in "
+                        f"the next iteration's collective (line {collective})",
+                        detail=(f"The loop at line {loop.node.lineno} runs a collective on every iteration (line "
+                                f"{collective}) and its test reads the wall clock of the process that evaluates it. "
+                                "Ranks reach the test at different moments, so near the limit one rank stops an "
+                                "iteration before the others, which wait for it until the process-group timeout."),
+                        fix=("stop = torch.tensor([int(time.time() - start >= budget)], device=device)\n"
+                             "torch.distributed.all_reduce(stop, op=torch.distributed.ReduceOp.MAX)\n"
+                             "if stop.item():\n"
+                             "    break   # every rank leaves together"),
+                        evidence={"loop_line": loop.node.lineno, "collective_line": collective, "per_rank": _CLOCK,
+                                  "source": _SOURCE},
+                    )
+                    continue
+            hits = [st for st, under in _exits(loop.node.body, False, True, index.flags) if under]
             skips = [] if hits else list(_skips(loop.node.body, loop.node, scope))
             if not hits and not skips:
                 continue
@@ -246,8 +297,9 @@ def rank_conditional_loop_exit(t):
                         seen_why.add(why)
                         yield _skip_finding(t, skip, why, loop, after)
                         continue
-                    if skip.lineno >= collective or why in seen_why:
-                        continue
+                    if why in seen_why or (skip.lineno >= collective and not (
+                            why == _CLOCK and isinstance(skip, ast.Break))):
+                        continue  # (a break on the clock leaves every later iteration's collective, wherever it is)
                     seen_why.add(why)
                     yield _skip_finding(t, skip, why, loop, collective)
                 continue

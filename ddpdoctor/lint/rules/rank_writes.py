@@ -117,7 +117,22 @@ def _open_for_writing(call: Call, entry: Optional[dict]) -> Optional[dict]:
         return None
     if _feeds_json_dump(call):
         return None
+    if _touch_only(call):
+        return None
     return entry
+
+
+def _touch_only(call: Call) -> bool:
+    """`with open(done_marker, "w"): pass`: the file is created (or truncated) empty and nothing is written to it, a
+    marker such as '.train.done' (fr112 kackav/dialogue_state_tracking). Every rank creating the same empty file loses
+    nothing: no content to interleave or clobber."""
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.context_expr is call.node:
+                    return all(isinstance(st, ast.Pass) or (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))
+                               for st in node.body)
+    return False
 
 
 def _pathlib_open(call: Call) -> bool:
@@ -614,6 +629,15 @@ def _settings_written(call: Call) -> bool:
     return False
 
 
+def _launched_by_project(t) -> bool:
+    """The project's README or shell scripts launch this file as several processes (`torchrun --nproc_per_node=8
+    train_tts.py`, `accelerate launch`, `deepspeed`): every line outside a gate runs once per process, whether or not
+    the file itself names a process group (fr113 SebastianBodza/LLaSA_training: a Trainer script whose README runs it
+    under torchrun, `tokenizer.save_pretrained(out)` after `trainer.train()` on every rank, both readers)."""
+    ctx = t.context
+    return ctx is not None and ctx.multi_process(t.real_path) is not None
+
+
 def _trains(index: ModuleIndex) -> bool:
     """A training script: a hand-written loop (`.backward()`), or a Trainer/accelerate run."""
     if "backward" in index.by_name:
@@ -751,14 +775,15 @@ def write_on_every_rank(t):
         test of the rank or main-process status (or
         after `if rank != 0: return`, or in a function only called under one, also from another
         module linted in the same run), and not to a per-rank path, an in-memory buffer or a
-        temporary file. A call of a helper of an imported project module that is not linted with the script
+        temporary file, nor an empty marker (`with open(done, "w"): pass`, round 18). A call of a helper of an imported project module that is not linted with the script
         (`create_experiment_dir(...)`, `make_writer(path)`) counts as the write the helper does without a rank
         test of its own (one fact per helper, computed once per run); it is reported at the call.
         Consecutive writes in one block are one finding. Saving the script's
         own arguments (`torch.save(args, "training_args.bin")`, `json.dump(vars(args), f)`) or an empty
         placeholder is a note. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
-        it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings); `trainer.save_model`
+        it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings, or, since round 18, the project's
+        README or shell scripts launch the file that way); `trainer.save_model`
         and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
         (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
         The gates are the project's (facts computed once per run): flags that hold a rank test in a
@@ -795,7 +820,7 @@ def write_on_every_rank(t):
         return
     # distributed: this file, or (a helper module called by the run's distributed script) the run
     helper = _imported_by_others(t, index)  # a module the run's other files import, not an entry script
-    if not (is_distributed(index) or launched_distributed(index) or (
+    if not (is_distributed(index) or launched_distributed(index) or _launched_by_project(t) or (
             helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed)) or
             _sets_up_through_project(t, index)):
         return

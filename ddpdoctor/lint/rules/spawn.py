@@ -5,6 +5,7 @@ import ast
 import contextvars
 import re
 
+from ..analysis import exclusive
 from ..names import dotted
 from . import rule
 from ._reach import _literal_head, callers_of, reach
@@ -513,6 +514,10 @@ def torchrun_reimplementations(t, weak=None) -> list:
                 helper_env += [e for e in other.env_sets if id(e.scope) in ids]
                 helpers.append(other)
             frontier = nxt
+        # an init in a branch the spawn's own branch excludes (`if args.dist == 'ddp': mp.spawn(...)` and, in the
+        # worker, `if args.dist == 'dp': init_process_group("tcp://localhost:2345")`): never the spawned ranks' init
+        # (fr112 prakashchhipa/MPD train_simclr.py, a LINT002 warning judged wrong at first read)
+        inits = [c for c in inits if not exclusive(call.ctx, c.ctx)]
         if not inits and weak is not None and any(c.qual == DDP for c in calls) and not any(
                 (c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
             # The workers build DistributedDataParallel, which needs the default process group (its constructor

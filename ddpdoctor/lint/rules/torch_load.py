@@ -347,13 +347,27 @@ def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
     """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch. Not
     when this load is the FSDP arm (`with FSDP.state_dict_type(...)`) beside a DDP arm that maps: both arms run on
     every rank of a distributed job, so the branch chose a strategy, not a device (bd3lm's main_dist.py)."""
-    if _under_fsdp_state_dict_type(call):
+    if _under_fsdp_state_dict_type(call) or _cuda_available_arm(call):
         return False
     path = call.arg(0, "f")
     same = ast.dump(path) if path is not None else None
     return any(o is not call and o.scope is call.scope and o.kw("map_location") is not None and exclusive(o.ctx, call.ctx)
                and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same and _device_test(o.ctx, call.ctx)
                for o in loads)
+
+
+def _cuda_available_arm(call: Call) -> bool:
+    """The bare load is the arm of `if torch.cuda.is_available():` (the other arm maps to the CPU): that test tells a
+    GPU machine from a CPU one, not one rank's device from another's, so on a GPU job every rank takes this arm and
+    loads onto the GPU the checkpoint was saved from (fr113 Fuji1226/lip2sp_pytorch, both readers: `if
+    torch.cuda.is_available(): checkpoint = torch.load(path)` in every spawned rank)."""
+    for test, side in call.ctx.branch:
+        inner, want = test, 0
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner, want = test.operand, 1
+        if isinstance(inner, ast.Call) and (dotted(inner.func) or "").endswith("cuda.is_available") and side == want:
+            return True
+    return False
 
 
 # The test that separates the two loads names where the process runs (`args.gpu is None`, `args.distributed`,
@@ -509,7 +523,8 @@ def torch_load_without_map_location(t):
         of Python objects (cached features, examples, vocabularies, an LR scheduler's state), of
         files the same script saved from `.cpu()` tensors or from datasets/features, per-rank files (`f"queue{rank}.pth"`:
         each rank reads back what it saved from its own GPU), temporary files and buffers, and loads whose other branch already
-        passes `map_location` are not reported, nor is a CPU-only gloo job (round 16: every file of the run joins
+        passes `map_location` are not reported (unless the branch is `if torch.cuda.is_available():`, which every rank of a GPU
+        job takes: round 18), nor is a CPU-only gloo job (round 16: every file of the run joins
         a gloo group and none names CUDA, NCCL or a GPU, so its checkpoints hold CPU tensors). Consecutive loads in
         one block are one finding.
         Where the file comes from decides the severity: a file the project itself saves from GPU

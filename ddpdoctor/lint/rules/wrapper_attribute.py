@@ -1,0 +1,146 @@
+"""An attribute of the wrapped model read through its DataParallel/DDP wrapper (round 18, a preview rule)."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from functools import lru_cache
+from typing import FrozenSet, List, Tuple
+
+from . import rule
+from ..names import dotted
+from ._common import DDP
+
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data", "wrapper_attributes.json")
+_DP = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel")
+_DDPS = (DDP, "torch.nn.parallel.distributed.DistributedDataParallel")
+
+
+@lru_cache(maxsize=1)
+def _known() -> Tuple[FrozenSet[str], FrozenSet[str], str]:
+    with open(_DATA, encoding="utf-8") as fh:
+        data = json.load(fh)
+    return frozenset(data["DataParallel"]), frozenset(data["DistributedDataParallel"]), data["source"]
+
+
+def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
+    """One walk of a function: attribute reads and writes by the dotted name they hang on, and the line spans of `if`
+    statements whose test asks `isinstance(x, ...)` / `hasattr(x, ...)` by x (code there knows about the wrapper)."""
+    loads: dict = {}
+    stores: dict = {}
+    guards: dict = {}
+    for node in ast.walk(scope_node):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            base = dotted(node.value)
+            if base:
+                (loads if isinstance(node.ctx, ast.Load) else stores).setdefault(base, []).append(node)
+        elif isinstance(node, (ast.If, ast.IfExp)):
+            span = (node.lineno, getattr(node, "end_lineno", node.lineno))
+            if isinstance(node, ast.If):
+                for c in ast.walk(node.test):
+                    if isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args:
+                        guards.setdefault(dotted(c.args[0]), []).append(span)
+            # an if whose other arm reads `x.module` knows x is wrapped in one arm only (`if cfg.distributed:
+            # model.module.f() else: model.f()`, `x.module.f() if world_size > 1 else x.f()`: fr117 ReSET, INEST-IRL)
+            for c in ast.walk(node):
+                if isinstance(c, ast.Attribute) and c.attr == "module" and isinstance(c.value, (ast.Name, ast.Attribute)):
+                    base = dotted(c.value)
+                    if base:
+                        guards.setdefault(base, []).append(span)
+    return loads, stores, guards
+
+
+@rule("LINT036", "wrapper-attribute-access")
+def wrapper_attribute_access(t):
+    """An attribute of the model read through the nn.DataParallel / DistributedDataParallel that wraps it.
+
+    What it checks
+        After `model = nn.DataParallel(model)` or `model = DistributedDataParallel(model, ...)` (a name bound in
+        the function or module, or `self.net = DataParallel(self.net)` read later in the same method), a read `model.<name>` later in the same function whose name is not an attribute of
+        the wrapper itself (the names a live DataParallel/DDP instance of the installed torch answers, kept in
+        ddpdoctor/data/wrapper_attributes.json with how they were read): `model.config`,
+        `model.freeze_feature_encoder()`, `model.encoder`. Quiet when the name is assigned on the wrapper in that
+        function, when the name is rebound after the wrap (`model = model.module`), inside an `if` that asks
+        `isinstance(model, ...)` / `hasattr(model, ...)`, and inside an `if` (or conditional expression) whose other
+        arm reads `model.module` (`if distributed: model.module.f() else: model.f()`: the plain arm runs unwrapped). A preview rule (round 18): a note by default, a warning with
+        `--preview`.
+
+    Why it matters
+        nn.Module.__getattr__ (torch/nn/modules/module.py) finds only the wrapper's own parameters, buffers and
+        submodules; the wrapped model is its submodule `module`. Any other name raises AttributeError
+        ("'DataParallel' object has no attribute 'config'") as soon as the wrap runs: often only with more than one
+        GPU (`if torch.cuda.device_count() > 1: model = DataParallel(model)`), so the single-GPU test run passes.
+
+    Example
+        model = torch.nn.DataParallel(model)
+        model.freeze_feature_encoder()
+
+    Fix
+        Read it from the wrapped model: `model.module.freeze_feature_encoder()`, or keep a handle to the plain model
+        before wrapping (`net = model; model = DataParallel(net); net.freeze_feature_encoder()`).
+    """
+    index = t.index
+    text = index.source or ""
+    if "DataParallel" not in text:
+        return
+    dp_known, ddp_known, source = _known()
+    memo: dict = {}  # scope id -> _scope_facts: one walk per function, however many wraps it holds
+    for a in index.assigns:
+        call = a.call
+        if call is None or len(a.targets) != 1 or not isinstance(a.targets[0], str):
+            continue
+        if "." in a.targets[0] and not (a.targets[0].startswith("self.") and a.targets[0].count(".") == 1):
+            continue  # a plain name, or `self.net = DataParallel(self.net)` read in the same method
+        q = call.qual or ""
+        if q in _DP:
+            known, kind = dp_known, "DataParallel"
+        elif q in _DDPS:
+            known, kind = ddp_known, "DistributedDataParallel"
+        else:
+            continue
+        name = a.targets[0]
+        scope = a.scope
+        wrap_line = a.node.lineno
+        rebinds = sorted(x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line)
+        end = rebinds[0] if rebinds else None
+        # a text gate before the walk: the names read through `name.` after the wrap, all of them the wrapper's own
+        # (`model.train()`, `model.module`, `model.parameters()`): nothing to report, no walk (bench_lint: a walk per
+        # wrapping function was this rule's whole cost)
+        first = wrap_line
+        last_line = end or getattr(scope.node, "end_lineno", None) or len(t.lines)
+        pattern = re.compile(r"(?<![\w.])" + re.escape(name) + r"\.([A-Za-z_]\w*)")
+        seen_attrs = {m.group(1) for text in t.lines[first:last_line] for m in pattern.finditer(text)}
+        if not (seen_attrs - known):
+            continue
+        facts = memo.get(id(scope))
+        if facts is None:
+            facts = memo[id(scope)] = _scope_facts(scope.node)
+        loads, stores, guards = facts
+        set_on_wrapper = {n.attr for n in stores.get(name, ())}
+        spans = guards.get(name, ())
+        bad = []
+        for n in loads.get(name, ()):
+            line = n.lineno
+            if line <= wrap_line or (end is not None and line >= end) or n.attr in known or n.attr in set_on_wrapper:
+                continue
+            if any(lo <= line <= hi for lo, hi in spans):
+                continue
+            bad.append(n)
+        if not bad or t.facts.dead(scope, index):
+            continue
+        bad.sort(key=lambda n: (n.lineno, n.col_offset))
+        n = bad[0]
+        others = sorted({b.attr for b in bad[1:]} - {n.attr})
+        yield t.finding(
+            "warning", n,
+            f"`{name}.{n.attr}` reads through the {kind} wrapper (line {wrap_line}), which has no attribute "
+            f"`{n.attr}`: AttributeError once the wrap runs" + (f" (also {', '.join(others)})" if others else ""),
+            detail=(f"{kind} holds the model as its submodule `module`; nn.Module.__getattr__ finds only the "
+                    f"wrapper's own parameters, buffers and submodules, so `{name}.{n.attr}` raises "
+                    f"AttributeError (\"'{kind}' object has no attribute '{n.attr}'\")."),
+            fix=f"{name}.module.{n.attr}   # the wrapped model's attribute",
+            evidence={"wrapper": kind, "name": name, "attribute": n.attr, "wrap_line": wrap_line,
+                      "lines": sorted({b.lineno for b in bad}), "source": source},
+        )
+    return True
