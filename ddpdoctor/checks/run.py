@@ -1541,7 +1541,9 @@ def straggler(snap):
         Each rank's step split, measured inside the job (data wait, compute outside collectives,
         time blocked in collectives, optimizer, other), over the last steps every rank ran (at least
         20 and 3 s of them; the slow rank must lead in each third of them, by more than 3 sigma of
-        the other ranks' own step-time spread, so a host burst names nobody). Under
+        the other ranks' own step-time spread, so a host burst names nobody; a short job of 8-19
+        steps spanning 3 s is judged only for a rank that leads EVERY step, by at least half the
+        step: a healthy job's ranks take the lead by turns, one leads all n steps in 2^(1-n) of them). Under
         DDP the all-reduce makes every rank's step take the same time, so a slow rank looks like the
         others; but it is the one that waits least in collectives while the others wait for it. It
         names that rank, what it costs the job (the others' extra wait per step), its part of the

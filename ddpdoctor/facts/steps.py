@@ -52,6 +52,18 @@ MIN_WINDOW_S = 3.0    # ...and the window spans at least 3 s of steps: on a busy
                       # can hold a rank back for a few fast steps in a row (first read: 5 false alarms in
                       # 12,000 healthy steps of 6-24 ms with a 20-step window, load 3-6 on 2 cores)
 MAX_WINDOW = 2000
+# A job too short for the window (fewer than WINDOW common steps) is judged by a stricter rule when its steps still
+# span MIN_WINDOW_S (round 18, issue 27: 10 steps of ~1 s, a loader 1 s slower on one rank, went unnamed). Every
+# bar but the window's length is kept (the 3 s span, sustain, margin); the consistency and cost bars are raised so
+# that a healthy job passes the short rule no more often than the full window's rule. With no straggler, which rank
+# waits least in a step is a draw among the ranks: the chance that one rank waits least in EVERY one of n steps is
+# k x (1/k)^n for k ranks, at most 2^(1-n) (k = 2): 0.78% for n = 8. The full window's consistency bar, at its
+# weakest (10 of 20 steps show a lead, 8 of them the same rank), passes 2 x P(Bin(10, 1/2) >= 8) = 10.9% of such
+# draws, 4.1% at 20 shown (>= 15 of 20). The draws of a healthy job are not independent (the host holds a rank for
+# a few steps in a row): that is what the 3 s span and the sustain bar (each third of the steps) stand against, as
+# in the full rule; and the cost must be most of the step (SHORT_COST_FRAC), not a quarter of it.
+SHORT_MIN_STEPS = 8   # the fewest common steps the short rule judges: every one shows a lead, the same ranks' (above)
+SHORT_COST_FRAC = 0.5  # ...and the others' extra wait is at least half the median step (a quarter in the full rule)
 SUSTAIN_PARTS = 3     # persistence: the window cut in 3 consecutive parts, the same ranks wait least in
                       # each, by at least the cost bar (a host burst over part of the window is no straggler;
                       # judgement, chosen after the 80974c0 bench: 1 false alarm in 2,000 healthy steps, a
@@ -151,16 +163,27 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     MIN_CONSISTENT of the steps that show a lead (the ranks' waits differ by the cost bar; at least
     MIN_SHOWN of the window) a slow rank waits less than every other rank (one slow step is noise,
     not a straggler; a step where nobody waited is no evidence either way). `aligner`: the caller's Aligner
-    (the same window, kept up to date between calls)."""
+    (the same window, kept up to date between calls).
+
+    A job with fewer than `window` common steps (a short job) is judged by the short rule when at least
+    SHORT_MIN_STEPS of them span `min_window_s`: every step shows a lead, the slow ranks' in every one, and the cost
+    is at least SHORT_COST_FRAC of the median step; the other bars as above (verdict["rule"]: "short" or "window")."""
     align = aligner.aligned if aligner is not None else aligned
     al = align(by_rank, window)
-    if len(al) < 2 or any(len(v) < window for v in al.values()):
+    if len(al) < 2 or not all(al.values()):
         return None
     # the window's records are all sampled: their step time is the sum of the five parts (step_ms, inlined)
     step0 = statistics.median(sum(s[3:8]) for steps in al.values() for s in steps)
     nums = [s[0] for s in next(iter(al.values()))]
     stride = max(1.0, (nums[-1] - nums[0]) / (len(nums) - 1)) if len(nums) > 1 else 1.0  # sampled steps
-    if step0 > 0 and window * stride * step0 < 1000 * min_window_s:
+    cost_frac, min_shown, min_consistent = MIN_COST_FRAC, MIN_SHOWN, MIN_CONSISTENT
+    short = len(nums) < window
+    if short:  # fewer common steps than the window: the short rule, or no verdict (see SHORT_MIN_STEPS)
+        if len(nums) < SHORT_MIN_STEPS or len(nums) * stride * step0 < 1000 * min_window_s:
+            return None
+        cost_frac, min_shown, min_consistent = SHORT_COST_FRAC, 1.0, 1.0
+        step_med = step0
+    elif step0 > 0 and window * stride * step0 < 1000 * min_window_s:
         window = min(MAX_WINDOW, int(1000 * min_window_s / (step0 * stride)) + 1)
         al = align(by_rank, window)
         if len(al) < 2 or any(len(v) < window for v in al.values()):
@@ -178,7 +201,7 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     if len(order) == 2 and len(slow) != 1:
         return None
     cost = statistics.median(med[r] for r in others) - max(med[r] for r in slow)
-    if cost < max(MIN_COST_MS, MIN_COST_FRAC * step_med):
+    if cost < max(MIN_COST_MS, cost_frac * step_med):
         return None
     n = len(next(iter(al.values())))
     least = shown = 0
@@ -191,7 +214,7 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
         lo_slow = min(al[r][i][_AT["collective"]] for r in slow)
         lo_other = min(al[r][i][_AT["collective"]] for r in others)
         least += lo_slow < lo_other
-    if shown < MIN_SHOWN * n or least < MIN_CONSISTENT * shown:
+    if shown < min_shown * n or least < min_consistent * shown:
         return None
     if not sustained(al, slow, others):
         return None
@@ -215,7 +238,8 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
             "part": long_part, "parts": parts, "collective_ms": {str(r): round(med[r], 3) for r in order},
             "consistent": round(least / shown, 3), "neutral_steps": n - shown, "window": [steps[0], steps[-1]],
             "others_sigma_ms": round(spread, 3), "sustained_parts": SUSTAIN_PARTS,
-            "cpu_ms": {"straggler": round(cpu_mine, 3), "others": round(cpu_theirs, 3)}}
+            "cpu_ms": {"straggler": round(cpu_mine, 3), "others": round(cpu_theirs, 3)},
+            "rule": "short" if short else "window"}
 
 
 def not_judged(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
@@ -225,7 +249,9 @@ def not_judged(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     The test (`straggler`) needs `window` sampled steps common to every rank that together span at least
     `min_window_s`; a job whose ranks recorded fewer (a short job, or steps so fast that the 3 s take more steps than
     were recorded) gets no verdict at all, and silence must not read as "no straggler". Returns {"reason": "ranks"
-    (fewer than 2 ranks recorded steps) | "steps" (fewer than `window` common sampled steps) | "span" (they span
+    (fewer than 2 ranks recorded steps) | "steps" (fewer than `window` common sampled steps) | "short" (fewer, but at
+    least SHORT_MIN_STEPS spanning `min_window_s`: judged by the short rule, for a straggler costing most of every step
+    only) | "span" (they span
     less than `min_window_s`), "ranks", "common_steps", "need_steps", "span_s", "need_s", "step_ms", "steps": the
     steps recorded by the rank with fewest}."""
     ranks = sorted(r for r, steps in by_rank.items() if steps)
@@ -247,6 +273,8 @@ def not_judged(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     out = dict(base, common_steps=len(common), need_steps=need, span_s=span_s,
                step_ms=round(step_ms, 3) if step_ms is not None else None)
     if len(common) < window:
+        if len(common) >= SHORT_MIN_STEPS and span_s is not None and span_s >= min_window_s:
+            return dict(out, reason="short")  # judged by the short rule: only a straggler costing most of every step
         return dict(out, reason="steps")
     if len(common) < need:
         return dict(out, reason="span")
@@ -259,6 +287,10 @@ def not_judged_text(nj: dict) -> str:
         return "fewer than 2 ranks on this node recorded steps: nothing to compare"
     had = (f"this job had {nj['common_steps']} sampled step(s) common to every rank"
            + (f", {nj['span_s']:g} s of steps of {nj['step_ms']:.1f} ms" if nj.get("span_s") is not None else ""))
+    if nj["reason"] == "short":
+        return (f"only a straggler that leads every step by >= {SHORT_COST_FRAC:.0%} of the step could be named: the "
+                f"full test needs {nj['window']} sampled steps common to every rank spanning >= {nj['need_s']:g} s; "
+                f"{had}")
     if nj["reason"] == "steps":
         return (f"the straggler test needs {nj['window']} sampled steps common to every rank spanning >= "
                 f"{nj['need_s']:g} s; {had}")
