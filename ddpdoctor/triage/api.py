@@ -299,6 +299,9 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
     from .records import relayed_findings
 
     relayed = [f for f in relayed_findings(job) if (only is None or f.id in only) and not (ignore and f.id in ignore)]
+    quoted = quoted_in_change(job)
+    if quoted:
+        findings = [_as_quoted(f, quoted) for f in findings]
     if last:
         from .rules.unexplained import EXPLAINED
 
@@ -308,7 +311,7 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
         job.cache["other_findings"] = any(f.severity in (ERROR, "warning") for f in findings + relayed)
         job.cache[EXPLAINED] = any(f.severity == ERROR for f in findings + relayed) or (
             bool(fail_lines) and any(f.severity == "warning" and fail_lines & set(f.subjects) for f in findings))
-        findings += run_rules(job, last)
+        findings += [_as_quoted(f, quoted) if quoted else f for f in run_rules(job, last)]
     if health:
         from .rules.health import REPORTED
 
@@ -328,6 +331,30 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
                               "elapsed_ms": round((time.perf_counter() - start) * 1000, 1)}
     report.extra["text_sections"] = text_summary(job, summary)
     return report
+
+
+def quoted_in_change(job: Job):
+    """The line that marks this text a pull request's or a feature request's (job.py _CHANGE_DOC), when nothing in
+    the log is a run's own output: no line with a rank, NCCL or host prefix, no launcher's exit, no traceback's frames
+    (two or more), no training progress.
+    The failures such a text shows are the ones its change removes or its request is about, quoted; else None."""
+    if job.change_doc is None or job.run_lines or job.frame_lines >= 2 or job.exits or job.progress_lines:
+        return None
+    return job.change_doc
+
+
+def _as_quoted(f: Finding, marker) -> Finding:
+    """A failure finding read from a quote in a change's or a request's text: said as what it is (info), not as a
+    job that failed; the log holds no run to judge (LOG029, the health rule, then says what the log cannot show)."""
+    if f.severity not in (ERROR, "warning") or not f.id.startswith("LOG"):
+        return f
+    return dataclasses.replace(
+        f, severity="info",
+        title=f"quoted, not a job's output: {f.title}",
+        detail=(f"Line {marker.lineno} marks this text as a pull request's or a feature request's description "
+                f"(\"{marker.text.strip()[:80]}\"), and no line in it is a run's own output (no rank, NCCL or host "
+                "prefix, no launcher exit, no traceback, no training progress): the failure below is the one the change removes or "
+                "the request is about, quoted. " + f.detail))
 
 
 def run_rules(job: Job, specs: List[Spec]) -> List[Finding]:

@@ -96,6 +96,46 @@ _PROMPT_LAUNCH = re.compile(
     r"accelerate\s+launch|python[\d.]*\s+\S+\.py|srun|sbatch|mpirun|horovodrun)\b"
     r"|^\s*!(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python[\d.]*\s+-m\s+torch\.distributed\S*|torchrun|deepspeed|"
     r"accelerate\s+launch|python[\d.]*\s+\S+\.py)\b")
+# A message's FORMAT, not a message: an issue or a pull request that shows how a log line reads (NCCL's "NET/IB: Got
+# completion from peer ... status=... opcode=... vendor_err=... localGid ... remoteGid ... hca ...", a C printf format
+# "%s:%d -> %d", "<rank>" placeholders) holds the words of an error with its values left out. A line is a format when
+# three placeholders or more stand where values go (after "=", or as a whole word: "...", a printf conversion
+# (C11 7.21.6.1: "%" flags width length conversion), "<name>") and they outnumber the concrete values ("key=value")
+# twice over (a number of two digits or more is a value too); a real message the writer shortened keeps most of its values ("WorkNCCL(SeqNum=..., OpType=ALLREDUCE,
+# NumelIn=..., NumelOut=..., Timeout(ms)=600000) ran for 600053 milliseconds": 3 placeholders, 2 values, a failure).
+# (round 18 wave 2, issue 24: NVIDIA/nccl#2219, #2220, errors on healthy threads read as NCCL's IB error)
+_PLACEHOLDER = re.compile(r"(?:(?<=[=\s(\[,:])|^)(?:\.\.\.|…|<\.\.\.>|<[A-Za-z_][\w -]{0,24}>|%[-+ #0]?\d*(?:\.\d+)?"
+                          r"(?:hh|h|ll|l|z|j|t|L)?[sdiuxXfgpc])(?=[\s,)\]:;]|$)")
+_CONCRETE = re.compile(r"[\w)\]]=(?!\.\.\.|…|<|%)[^\s,)]|\b\d{2,}\b")
+
+
+def is_format_template(text: str) -> bool:
+    """Is this line a message's format (its values left out as placeholders), not a message a process printed?"""
+    n = len(_PLACEHOLDER.findall(text))
+    return n >= 3 and n > 2 * len(_CONCRETE.findall(text))
+
+
+# What marks a text as a CHANGE (a pull request's description, a commit message) or a REQUEST for a feature, not a
+# report of a job that failed: GitHub's closing keywords before an issue number ("Fixes #123": close, closes, closed,
+# fix, fixes, fixed, resolve, resolves, resolved; GitHub docs "Linking a pull request to an issue"); the words "This
+# PR ..." / "This pull request ..."; the headings of the pull-request and feature-request templates of the projects
+# read here (huggingface/transformers .github/PULL_REQUEST_TEMPLATE.md "# What does this PR do?", pytorch/pytorch
+# .github/ISSUE_TEMPLATE/feature-request.yml "The feature, motivation and pitch", huggingface's feature-request.yml
+# "Feature request", NVIDIA/nccl's RFE template "What is the goal of this request?"); ghstack's and Phabricator's
+# trailers ("Stack from [ghstack]", "Pull Request resolved: https://...", "Differential Revision:", "Test Plan:").
+# Such a text quotes the error its change removes or its request is about; when nothing else in the log is a run's
+# output (no rank, NCCL or host prefix, no launcher exit, no traceback's frames, no training progress), that quote is no job failing
+# (api.triage_paths; round 18 wave 2, issue 24: the errors on healthy logs b123_16, b142_02, b151_04, b151_12, b161_03,
+# b161_06). A failure log pasted in such a text with its run's prefixes stays a failure.
+_RUN_FAILURE_KINDS = frozenset({"torchrun_failed", "spawn_exit", "srun_task", "shell_killed", "shell_signal",
+                                "mpirun_exit", "mpich_exit", "horovod_exit", "launcher_rank_exit", "segfault", "oom_killer",
+                                "watchdog", "watchdog_seq", "nccl_aborted", "teardown_abort"})
+_CHANGE_WORDS = ("ix", "lose", "esolve", "PR", "pull request", "Pull Request", "ghstack", "Revision", "Test Plan",
+                 "Test plan")
+_CHANGE_DOC = re.compile(
+    r"^\W{0,4}(?:[Cc]lose[sd]?|[Ff]ix(?:e[sd])?|[Rr]esolve[sd]?)\s*:?\s+(?:[\w.-]+/[\w.-]+)?#\d+\b|"
+    r"\b[Tt]his (?:PR|pull request)\b(?!\s*#?\d)|What does this PR do\?|^Pull Request resolved: https?://|"
+    r"^Differential Revision:|Stack from \[ghstack\]|^\W{0,4}Test [Pp]lan:")
 _LAUNCH_WORDS = ("python", "torchrun", "deepspeed", "accelerate", "srun", "sbatch", "mpirun", "horovodrun")
 # CPython compiling a shell script: `python tools/dist_train.sh` (instead of bash) stops at the script's first shell
 # line with no traceback header, only the file, the line and a caret (Lib/traceback.py format_exception_only for a
@@ -200,6 +240,10 @@ class Job:
         self.last_seen: Dict[tuple, Line] = {}
         self.head_bytes = 64 << 10                 # set by the reader's caller: reader.HEAD_FULL
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
+        self.change_doc: Optional[Line] = None     # a line that marks the text a pull request's or feature request's
+        self._headed: Dict[int, bool] = {}          # source -> its first Markdown heading (its title) was seen
+        self.frame_lines = 0                        # Python traceback frames ('  File "x.py", line 3, in f')
+        self.run_lines = 0                          # lines with a run's prefix (a rank, NCCL's host:pid:tid, a host)
         self.last_progress: Optional[Line] = None  # the last of them (LOG029 says where the progress stops)
         self.stream_progress: Dict[tuple, Line] = {}   # stream -> its last progress line (went_on_after)
         self.stream_progress_tail: Dict[tuple, List[int]] = {}   # stream -> line numbers of its last 3 progress lines
@@ -280,6 +324,24 @@ class Job:
             # failure line, and no failure class or end from its words (blocks.py)
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
+        if not code and ("..." in t or "%" in t or "<" in t) and is_format_template(t):
+            code = True   # a message's format with its values left out ("status=... opcode=..."), not a message printed
+            evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
+                   and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
+        if line.rank is not None or line.nccl is not None or line.host is not None or "terminate called" in t:
+            self.run_lines += 1
+        elif '", line ' in t and 'File "' in t and not code:
+            self.frame_lines += 1   # a Python traceback's frame: two or more are a process's output (a traceback printed)
+        elif evs and not code and any(ev.kind in _FAILURE_KINDS for ev in evs) and (
+                any(ev.kind in _RUN_FAILURE_KINDS for ev in evs) or self._tb.get(self._stream(line))):
+            self.run_lines += 1   # a launcher's or a watchdog's failure line, or an exception under its traceback's frames
+        elif (self.change_doc is None and line.offset < self.head_bytes and any(w in t for w in _CHANGE_WORDS)
+              and _CHANGE_DOC.search(t)):
+            self.change_doc = line
+        if self.change_doc is None and not self._headed.get(line.src) and t[:1] in " #" and _HEADING.match(t):
+            self._headed[line.src] = True
+            if _HEADING_FIX.match(t):
+                self.change_doc = line   # the text's title names a change ("# resolve KeyError: ...", "# fix bug with ...")
         if any(w in t for w in _LAUNCH_WORDS) and _PROMPT_LAUNCH.match(t):
             self.relaunch[line.src] = line
         if '", line ' in t and _SHELL_FRAME.match(t):
