@@ -406,6 +406,7 @@ TRIGGERS = [
     ("PKG022", dict(packages={"torch_installs": {"conda": ["pytorch-0.4.1", "pytorch-nightly-1.0.0.dev20180921"]}}), "warning", {"pkg:torch"}),  # check18
     ("PKG024", dict(packages={"ld_torch_libs": [{"dir": "/home/u/libtorch/lib", "name": "libtorch_cpu.so"}]}), "warning", {"env:LD_LIBRARY_PATH", "pkg:torch"}),  # check18
     ("PKG023", dict(packages={"torch_build": {"cuda": "9.0", "hip": None}, "conda_magma": [{"name": "magma-cuda80", "version": "2.1.0"}]}), "warning", {"pkg:torch", "pkg:magma-cuda80"}),  # check18
+    ("PKG025", dict(packages={"torch": "2.6.0", "triton": "3.3.0", "torch_pins": {"triton": "3.2.0"}}), "warning", {"pkg:triton", "pkg:torch"}),  # check18b
     ("PKG012", dict(packages={"torch": "2.6.0", "torch_extensions": [{"package": "flash_attn", "file": "flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so", "missing": ["_ZN3c105ErrorC2ENS_14SourceLocationESs"], "missing_count": 1, "undefined_count": 40}]}), "error", {"pkg:flash_attn", "pkg:torch"}),  # check17c
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}}), "warning", {"path:train.py"}),
 ]
@@ -695,6 +696,7 @@ CLEAN = [
     ("PKG022", dict(packages={"torch_installs": {"dists": [{"version": "2.2.0", "location": "/env/site-packages"}], "conda": ["pytorch-2.2.0"]}})),  # check18
     ("PKG024", dict(packages={"ld_torch_libs": [{"dir": "/env/site-packages/torch/lib", "name": "libc10.so"}], "torch_installs": {"dists": [{"version": "2.2.0", "location": "/env/site-packages"}]}})),  # check18
     ("PKG023", dict(packages={"torch_build": {"cuda": "12.1", "hip": None}, "conda_magma": [{"name": "magma-cuda121", "version": "2.6.1"}]})),  # check18
+    ("PKG025", dict(packages={"torch": "2.6.0", "triton": "3.2.0", "torch_pins": {"triton": "3.2.0", "nvidia-nccl-cu12": "2.21.5"}})),  # check18b
     ("NET020", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_SOCKET_IFNAME": "enp37s0f0"},
                     network={"interfaces": [
                         {"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.3.14", "netmask": "255.255.255.0"}]},

@@ -605,3 +605,44 @@ def test_pkg023_warns_on_magma_of_another_cuda_and_is_quiet_on_a_match():
     cpu = make_snapshot(packages={"torch_build": {"cuda": None, "hip": None},
                                   "conda_magma": [{"name": "magma-cuda80", "version": "2.1.0"}]})
     assert findings_of(cpu, "PKG023") == []
+
+
+# ------------------------------------------------ PKG025: a triton other than the one torch pins (check18b)
+# batch 93: coreweave/ml-containers#64 (triton 2.3.0 under a torch pinned to 2.2.0: "cannot import name
+# 'triton_key'"), unslothai/unsloth#2403 (triton 3.3.0 under torch 2.6.0, pinned to 3.2.0).
+def test_triton_pins_parsed_beside_nccl():
+    from ddpdoctor.gather.packages import parse_pins
+
+    linux = 'platform_system == "Linux" and platform_machine == "x86_64"'
+    req = [f"nvidia-nccl-cu12==2.21.5; {linux}", f"triton==3.2.0; {linux}", "sympy==1.13.1; python_version >= '3.9'",
+           f"pytorch-triton==3.0.0+45fff310c8; {linux}", "triton>=2.0; extra == 'dynamo'"]
+    assert parse_pins(req, "x86_64", "Linux") == {"nvidia-nccl-cu12": "2.21.5", "triton": "3.2.0",
+                                                   "pytorch-triton": "3.0.0+45fff310c8"}
+    assert parse_pins(req, "x86_64", "Windows") == {}
+
+
+def _pkg25(pins, **installed):
+    snap = make_snapshot(packages={"torch": "2.6.0", **installed, "torch_pins": pins})
+    return [(f.severity, f.title) for f in findings_of(snap, "PKG025")]
+
+
+def test_triton_other_than_torch_pin_is_reported():
+    got = _pkg25({"triton": "3.2.0"}, triton="3.3.0")
+    assert [s for s, _ in got] == ["warning"] and "3.3.0" in got[0][1] and "triton==3.2.0" in got[0][1]
+    got = _pkg25({"pytorch-triton": "3.0.0+45fff310c8"}, triton="2.3.0")  # a nightly's pin, another dist installed
+    assert [s for s, _ in got] == ["warning"] and "triton 2.3.0" in got[0][1]
+    got = _pkg25({"pytorch-triton": "3.0.0+45fff310c8"}, **{"pytorch-triton": "3.0.0+989adb9a29"})
+    assert [s for s, _ in got] == ["warning"]
+
+
+def test_triton_at_torch_pin_or_unpinned_is_quiet():
+    assert _pkg25({"triton": "3.2.0"}, triton="3.2.0") == []
+    assert _pkg25({"pytorch-triton": "3.0.0+45fff310c8"}, **{"pytorch-triton": "3.0.0+45fff310c8"}) == []
+    assert _pkg25({}, triton="3.3.0") == []                       # torch pins nothing (conda, a source build)
+    assert _pkg25({"triton": "3.2.0"}) == []                      # no triton at all: GPU032's business
+    assert _pkg25({"nvidia-nccl-cu12": "2.21.5"}, triton="3.3.0") == []
+
+
+def test_nccl_pin_check_ignores_triton_pins():
+    snap = make_snapshot(packages={"torch": "2.6.0", "triton": "3.1.0", "torch_pins": {"triton": "3.2.0"}})
+    assert findings_of(snap, "PKG013") == []

@@ -38,7 +38,8 @@ FIELDS = {
     # check12 round 12 (PKG012): what DeepSpeed's pre-built ops were compiled against (deepspeed/git_version_info_installed.py)
     "deepspeed_build": OBJ, "deepspeed_build.torch": STR, "deepspeed_build.cuda": STR, "deepspeed_build.hip": STR,
     "deepspeed_build.installed_ops": LIST, "deepspeed_build.installed_ops[]": STR,
-    # check14 round 14 (PKG013): the NCCL wheel version torch's own metadata pins (Requires-Dist), where it pins one
+    # check14 round 14 (PKG013): the NCCL wheel version torch's own metadata pins (Requires-Dist), where it pins one;
+    # check18b (PKG025): the triton / pytorch-triton version it pins, under the same key
     "torch_pins": OBJ, "torch_pins.*": STR,
     # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
     "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
@@ -618,14 +619,17 @@ def parse_deepspeed_build(text: str) -> dict:
 
 
 def parse_pins(requires, machine: str, system: str) -> dict:
-    """{nvidia-nccl-cuNN: version} from a distribution's Requires-Dist lines ("nvidia-nccl-cu12==2.19.3;
-    platform_system == "Linux" and platform_machine == "x86_64""), keeping only exact pins whose platform markers
-    hold on this machine (a marker naming another platform_system or platform_machine is left out). Pure."""
+    """{nvidia-nccl-cuNN | triton | pytorch-triton[-rocm|-xpu]: version} from a distribution's Requires-Dist lines
+    ("nvidia-nccl-cu12==2.19.3; platform_system == "Linux" and platform_machine == "x86_64"", torch 2.6.0's
+    "triton==3.2.0; platform_system == ...", a nightly's "pytorch-triton==3.0.0+45fff310c8"), keeping only exact
+    pins whose platform markers hold on this machine (a marker naming another platform_system or platform_machine is
+    left out). Pure."""
     import re
 
     out = {}
     for line in requires or ():
-        m = re.match(r"\s*(nvidia-nccl-cu\d+)\s*==\s*([\w.]+)\s*(?:;(.*))?$", str(line))
+        m = re.match(r"\s*(nvidia-nccl-cu\d+|triton|pytorch-triton(?:-rocm|-xpu)?)\s*==\s*([\w.+]+)\s*(?:;(.*))?$",
+                     str(line))
         if not m:
             continue
         marker = m.group(3) or ""
@@ -637,9 +641,9 @@ def parse_pins(requires, machine: str, system: str) -> dict:
 
 
 def torch_pins() -> dict:
-    """The NCCL wheel torch's installed metadata pins (pip reads the same Requires-Dist: "torch 2.2.0 requires
-    nvidia-nccl-cu12==2.19.3 ..., but you have nvidia-nccl-cu12 2.18.1"). {} when torch pins none (conda, a
-    source build, a CPU wheel) or the metadata cannot be read."""
+    """The NCCL wheel and the Triton torch's installed metadata pins (pip reads the same Requires-Dist: "torch 2.2.0
+    requires nvidia-nccl-cu12==2.19.3 ..., but you have nvidia-nccl-cu12 2.18.1"; "torch 2.6.0 depends on
+    triton==3.2.0"). {} when torch pins none (conda, a source build, a CPU wheel) or the metadata cannot be read."""
     import platform
     from importlib import metadata
 

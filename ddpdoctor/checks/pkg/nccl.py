@@ -332,7 +332,7 @@ def nccl_wheel_below_torch_pin(snap):
     versions = pk.get("versions") or {}
     for name, pin in sorted(pins.items()):
         have = versions.get(name)
-        if not have or not _version(pin) or not _version(have) or _version(have) >= _version(pin):
+        if not name.startswith("nvidia-nccl-") or not have or not _version(pin) or not _version(have) or _version(have) >= _version(pin):
             continue
         yield warning(f"{name} {have} is installed, older than the {pin} torch {versions.get('torch')} pins",
                       detail=("torch's CUDA wheel loads libnccl.so.2 from this wheel; one older than the pin lacks "

@@ -1,8 +1,10 @@
-"""PKG010: torch and NCCL releases with a known defect (ddpdoctor/data/known_defects.json)."""
+"""PKG010: torch and NCCL releases with a known defect (ddpdoctor/data/known_defects.json); PKG025: a triton other than
+the one torch pins."""
 from __future__ import annotations
 
 from typing import Optional
 
+from ddpdoctor.facts import gpu_versions
 from ddpdoctor.model import warning
 from ddpdoctor.model.registry import check
 
@@ -125,3 +127,74 @@ def known_defective_release(snap):
                       subjects=["pkg:accelerate"],
                       evidence={"accelerate": accel, "gpu_ids": gpu_ids, "defect": entry["id"],
                                 "source": f"{src['repo']}/{src['path']}@{src['commit'][:12]}"})
+
+
+# the distributions that install the `triton` module (torch's stable Linux wheels pin triton, its nightly and ROCm/XPU
+# wheels pytorch-triton*: their Requires-Dist, e.g. torch 2.6.0's "triton==3.2.0; platform_system == "Linux" and
+# platform_machine == "x86_64"" on PyPI)
+TRITON_DISTS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
+
+
+def _same_release(have: str, pin: str) -> bool:
+    """The installed version is the pinned one: the same release, and the same local part when both carry one."""
+    rel = gpu_versions.release
+    if not rel(have) or not rel(pin) or rel(have) != rel(pin):
+        return False
+    local = lambda v: v.split("+", 1)[1] if "+" in v else None  # noqa: E731
+    return not (local(have) and local(pin) and local(have) != local(pin))
+
+
+@check("PKG025", "triton-vs-torch-pin", family="packages", needs=("packages",))
+def triton_vs_torch_pin(snap):
+    """The installed Triton is not the one the installed torch pins.
+
+    What it checks
+        The exact triton (or pytorch-triton, for nightly, ROCm and XPU wheels) pin in torch's own metadata
+        (Requires-Dist, kept only where its platform markers hold here: torch 2.6.0 pins "triton==3.2.0;
+        platform_system == "Linux" and platform_machine == "x86_64"") against the version of that distribution
+        installed; and, when the pinned distribution is absent or beside another one, the other distribution that
+        provides the `triton` module (both install the same directory).
+
+    Why it matters
+        inductor (torch.compile's default backend) and the libraries whose kernels are Triton's (Unsloth, Liger,
+        bitsandbytes' Triton paths) import Triton's internals at the version torch was built against: another triton
+        fails at the first compiled call or at the library's import - "ImportError: cannot import name
+        'triton_key' from 'triton.compiler.compiler'" (triton 2.3 under a torch built for 2.2, or a torch nightly
+        with triton 2.3: pytorch/pytorch#127271, coreweave/ml-containers#64), or unsloth's import under triton 3.3.0
+        with a torch pinned to 3.2.0 (unslothai/unsloth#2403). pip warns once at install time ("torch 2.6.0 requires
+        triton==3.2.0, but you have triton 3.3.0") and installs it anyway.
+
+    Example
+        torch 2.2.1 (pins triton==2.2.0) with triton 2.3.0 pulled in by another package.
+
+    Fix
+        pip install triton==<the pinned version>   # or a torch release built for the installed triton; then pip check
+    """
+    pk = snap["packages"]
+    pins = pk.get("torch_pins") or {}
+    versions = pk.get("versions") or {}
+    torch = versions.get("torch")
+    for name, pin in sorted((n, str(p)) for n, p in pins.items() if n in TRITON_DISTS):
+        have = versions.get(name)
+        others = [f"{d} {versions[d]}" for d in TRITON_DISTS if d != name and versions.get(d)]
+        if have and _same_release(str(have), pin) and not others:
+            continue
+        if have and not _same_release(str(have), pin):
+            title = f"{name} {have} is installed; torch {torch} pins {name}=={pin}"
+        elif have:
+            title = f"{', '.join(others)} installed beside the {name} {have} torch {torch} pins"
+        elif others:
+            title = f"torch {torch} pins {name}=={pin}, but the triton module comes from {', '.join(others)}"
+        else:
+            continue  # the pinned Triton is not installed and nothing else provides it: GPU032's missing-triton case
+        yield warning(title,
+                      detail=("torch.compile's inductor and Triton-kernel libraries use Triton internals at the "
+                              "version torch was built against; another one fails at the first compiled call or at "
+                              "the library's import (\"cannot import name 'triton_key' from "
+                              "'triton.compiler.compiler'\": pytorch/pytorch#127271). Read from torch's own "
+                              "Requires-Dist (the pin pip checks) and the installed distributions; several "
+                              "distributions providing `triton` overwrite one directory."),
+                      fix=(f"pip install {name}=={pin}" + (f"; pip uninstall {' '.join(o.split()[0] for o in others)}"
+                                                          if others else "") + "   # then pip check"),
+                      subjects=[f"pkg:{name}", "pkg:torch"] + [f"pkg:{o.split()[0]}" for o in others],
+                      evidence={"pinned": {name: pin}, "installed": have, "others": others, "torch": torch})
