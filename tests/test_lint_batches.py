@@ -1893,3 +1893,11 @@ def test_round18_loss_method_of_the_module_beside_its_wrapper():
     # fr117 Doo-mon/vla-scratch (mine): `model = DDP(policy)` then `policy.compute_loss(batch)` and a backward. Where
     # the DDP model's forward runs in the same function: quiet.
     assert [f.evidence["line"] for f in found("r18/raw_module_loss_method.py", "LINT029")] == [10]
+
+
+# ---------------------------------------------------------------- round 18 wave 2 (lint18b): fr117's LINT017 class
+def test_round18b_loader_prepared_by_ray_train_is_quiet():
+    # fr117 Morgan-Griffiths/wordle train_dynamics_ddp.py:193 (a LINT017 warning judged wrong at first read):
+    # `DataLoader(shuffle=True)` then `train.torch.prepare_data_loader(loader)`: Ray Train gives it a DistributedSampler.
+    # The same loader prepared with add_dist_sampler=False still shuffles the whole set on every worker: it warns.
+    assert [f.evidence["line"] for f in found("r18/ray_prepare_data_loader.py", "LINT017")] == [24]

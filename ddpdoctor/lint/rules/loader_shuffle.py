@@ -281,8 +281,8 @@ def shuffle_without_distributed_sampler(t):
             continue  # the single-process branch of `if distributed: DDP(...) else: ...`
         if _per_rank_dataset(call) or _evaluation_loader(call) or _handed_to_evaluation_only(call):
             continue
-        if _prepared_by_accelerate(index, call):
-            continue  # accelerate's prepare shards it (a DeepSpeed engine built for a reference model: fr110 SPA-VL)
+        if _prepared_by_accelerate(index, call) or _prepared_by_ray(index, call):
+            continue  # accelerate's prepare shards it (fr110 SPA-VL); so does Ray Train's (fr117 wordle)
         yield t.finding(
             "warning", call.node,
             f"DataLoader(shuffle=True) with no DistributedSampler in {kind}: every rank reads the whole dataset, "
@@ -313,3 +313,29 @@ def _prepared_by_accelerate(index, call) -> bool:
                 return True
     return False
 
+
+
+# ray-project/ray python/ray/train/torch/train_loop_utils.py prepare_data_loader (commit
+# 59ec1d2ebe3096b71f7ea7a0943e2b2dcc47d33d): "This method adds a `DistributedSampler` to the `DataLoader` if the number
+# of training workers is greater than 1. If shuffling is enabled on the original `DataLoader`, then `shuffle=True` will
+# also be passed into the `DistributedSampler` constructor." Its parameter add_dist_sampler (default True) turns it off.
+_RAY_PREPARE = "ray.train.torch.prepare_data_loader"
+
+
+def _prepared_by_ray(index, call) -> bool:
+    """The loader (or the name it is bound to, in the same function) is handed to Ray Train's
+    `prepare_data_loader`, which swaps its shuffle for a DistributedSampler(shuffle=True) when the run has more than one
+    worker: fr117 Morgan-Griffiths/wordle train_dynamics_ddp.py (`train_loader = DataLoader(..., shuffle=True)` then
+    `train_loader = train.torch.prepare_data_loader(train_loader)`). `add_dist_sampler=False` keeps the whole-set
+    shuffle on every worker: not a shard."""
+    names = {n for a in index.assigns if a.call is call for n in a.targets if n}
+    for c in index.by_qual.get(_RAY_PREPARE, ()):
+        off = c.kw("add_dist_sampler")
+        if off is None and len(c.node.args) > 1:
+            off = c.node.args[1]
+        if isinstance(off, ast.Constant) and off.value is False:
+            continue
+        first = c.arg(0, "data_loader")
+        if first is not None and (first is call.node or (dotted(first) in names and c.scope is call.scope)):
+            return True
+    return False
