@@ -13,6 +13,19 @@ LD_CUDA_LIB = r"^lib(cudnn(?:_[a-z_]+)?|cublas|cublasLt|cusparse|nvJitLink|cudar
 MAX_LD_DIRS, MAX_LD_LIBS = 12, 24
 
 
+def ld_path_listings(src: Sources) -> list:
+    """[(dir, its file names sorted)] for the first MAX_LD_DIRS absolute directories LD_LIBRARY_PATH names, each once,
+    in order; a directory that cannot be listed is left out (ld_cuda_libs and ld_torch_libs look through these)."""
+    out = []
+    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d and os.path.isabs(d)]
+    for d in list(dict.fromkeys(dirs))[:MAX_LD_DIRS]:
+        try:
+            out.append((d, sorted(os.listdir(src.path(d)))))
+        except OSError:
+            continue
+    return out
+
+
 def ld_cuda_libs(src: Sources) -> list:
     """The CUDA libraries (cuDNN and its sub-libraries, cuBLAS/cuBLASLt, cuSPARSE, nvJitLink, cudart) found by their
     soname (libcudnn_cnn_train.so.8) in the directories LD_LIBRARY_PATH names, each with the version its real file
@@ -22,12 +35,7 @@ def ld_cuda_libs(src: Sources) -> list:
     import re
 
     out = []
-    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d and os.path.isabs(d)]
-    for d in list(dict.fromkeys(dirs))[:MAX_LD_DIRS]:
-        try:
-            names = sorted(os.listdir(src.path(d)))
-        except OSError:
-            continue
+    for d, names in ld_path_listings(src):
         for name in names:
             if not re.match(LD_CUDA_LIB, name):
                 continue
@@ -45,12 +53,7 @@ def ld_torch_libs(src: Sources) -> list:
     directories LD_LIBRARY_PATH names: a C++ libtorch distribution's lib/, another torch's torch/lib. [{dir, name}], at
     most MAX_LD_LIBS; names only, nothing opened. check18 (PKG024)."""
     out = []
-    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d and os.path.isabs(d)]
-    for d in list(dict.fromkeys(dirs))[:MAX_LD_DIRS]:
-        try:
-            names = sorted(os.listdir(src.path(d)))
-        except OSError:
-            continue
+    for d, names in ld_path_listings(src):
         for name in names:
             if _is_torch_lib(name):
                 out.append({"dir": d, "name": name})
