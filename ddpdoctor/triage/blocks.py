@@ -76,18 +76,24 @@ class SourceBlocks:
             if m:
                 fence = self._fence.get(src)
                 mark = m.group(1)
-                if fence is None:
+                if fence is None and mark[0] == "`" and "`" in text[m.end(1):]:
+                    # not a fence: "The info string of a backtick fence may not contain backtick characters"
+                    # (CommonMark 0.31.2, 4.5): "```AssertionError: The `grad_fn` is needed ...```" is an inline code
+                    # span holding a message on one line (round 19, issue 24: b165_06 read as no failure)
+                    pass
+                elif fence is None:
                     lang = m.group(2).lower()
                     self._fence[src] = (mark[0], len(mark), lang in SOURCE_LANGUAGES, False, lang in DATA_LANGUAGES)
                     self._script.pop(src, None)
                     self._hunk.pop(src, None)
                     return True
-                if mark[0] == fence[0] and len(mark) >= fence[1] and not text.strip().strip(mark[0]):
+                elif mark[0] == fence[0] and len(mark) >= fence[1] and not text.strip().strip(mark[0]):
                     del self._fence[src]
                     self._script.pop(src, None)
                     self._hunk.pop(src, None)
                     return True
-                return fence[2] and not fence[3]   # a shorter or other fence inside the block is its content
+                else:
+                    return fence[2] and not fence[3]   # a shorter or other fence inside the block is its content
         hunk = self._hunk.get(src)
         if hunk is not None:
             c = text[:1]

@@ -136,6 +136,13 @@ _CHANGE_DOC = re.compile(
     r"^\W{0,4}(?:[Cc]lose[sd]?|[Ff]ix(?:e[sd])?|[Rr]esolve[sd]?)\s*:?\s+(?:[\w.-]+/[\w.-]+)?#\d+\b|"
     r"\b[Tt]his (?:PR|pull request)\b(?!\s*#?\d)|What does this PR do\?|^Pull Request resolved: https?://|"
     r"^Differential Revision:|Stack from \[ghstack\]|^\W{0,4}Test [Pp]lan:")
+# A change's own test run that FAILED, as its test-plan list reports it: a command in a code span, then its outcome
+# ("- `pytest -q` *(fails: ModuleNotFoundError: No module named 'transformers')*", "- ❌ `python train.py` failed: ...",
+# "`make test` errors with ..."): a run the author made and saw fail, whatever the change is; a failure, not a quote
+# (round 19, issue 24: b165_04, read as "quoted" after round 18's df1ca98)
+_TEST_RUN_FAILED = re.compile(
+    r"`[^`]*\b(?:pytest|python\d?(?:\.\d+)?|make|tox|nox|torchrun|bash|sh|deepspeed|accelerate|npm|cargo|ctest|bazel|"
+    r"go test|mpirun|srun)\b[^`]*`\W{0,6}(?:fails?|failed|FAILED|errors?|errored|crash(?:es|ed)?)\b")
 _LAUNCH_WORDS = ("python", "torchrun", "deepspeed", "accelerate", "srun", "sbatch", "mpirun", "horovodrun")
 # CPython compiling a shell script: `python tools/dist_train.sh` (instead of bash) stops at the script's first shell
 # line with no traceback header, only the file, the line and a caret (Lib/traceback.py format_exception_only for a
@@ -335,6 +342,8 @@ class Job:
         elif evs and not code and any(ev.kind in _FAILURE_KINDS for ev in evs) and (
                 any(ev.kind in _RUN_FAILURE_KINDS for ev in evs) or self._tb.get(self._stream(line))):
             self.run_lines += 1   # a launcher's or a watchdog's failure line, or an exception under its traceback's frames
+        elif "`" in t and ("ail" in t or "rror" in t) and _TEST_RUN_FAILED.search(t):
+            self.run_lines += 1   # a change's own test run reported failing ("- `pytest -q` *(fails: ...)*")
         elif (self.change_doc is None and line.offset < self.head_bytes and any(w in t for w in _CHANGE_WORDS)
               and _CHANGE_DOC.search(t)):
             self.change_doc = line
@@ -1354,9 +1363,14 @@ _SHELL_TEXT = re.compile(r"^\s*(?:[+>]\s*)*(?:(?:echo|printf)\s+(?:-[a-zA-Z]+\s+
 # argument is a string literal; what the code printed, when it ran, is its own line ("[12:00:01] ERROR: CUDA not
 # available"), and a traceback's exception line follows its `raise` (round 17 wave 2, issue 24: b118_05, an error on a
 # healthy log, and b118_13)
-_SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]+(?:Error|Exception|Exit|Interrupt)\s*\(|"
+# The bare base classes count ("raise Exception(", "raise Error("), and so does the string argument of a raise or a call
+# continued on its own line ("        raise Exception(" then '            "Must run ... on CUDA-capable devices."'): an
+# indented line that is one string literal and at most a closing ',', ')' or '+' (Python's string-literal grammar) is a
+# continued statement, not a process's output (round 19, issue 24: b165_18, a script's raise read as a failure)
+_SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]*(?:Error|Exception|Exit|Interrupt)\s*\(|"
                           r"(?:print|log|warnings\.warn|[\w.]*\.(?:error|warning|warn|critical|exception|fatal|info|debug))"
-                          r"\s*\(\s*[rbfRBF]?[\"'])")
+                          r"\s*\(\s*[rbfRBF]?[\"'])|"
+                          r"^[ \t]+[rbfuRBFU]{0,2}(?:\"[^\"]*\"|'[^']*')\s*[,)+]*\s*\\?$")
 # a Markdown code span (CommonMark 0.31.2, 6.1 "Code spans": a backtick string, the code, the same backtick string) that
 # holds a bare name ("`AttributeError`", "`torch.distributed.DistBackendError`"): prose naming a class or function, not
 # a message a process printed; a span that holds a message ("`RuntimeError: CUDA out of memory`") is left as it is
@@ -1389,14 +1403,36 @@ _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]ho
                             r"\(\s*(?:e\.g\.|eg\.|i\.e\.|for example|for instance|such as)[,:]?\s+[^()]{0,60}\)|"
                             r"\b[Ee]rror[ -][Hh]andl(?:ing|ers?)\b|\b[A-Za-z]\w*Error'?s\b|"
                             r"\b(?:causes|caused|causing|cause|leads to|led to|results in|resulted in)\s+"
-                            r"(?:[a-z]+\s+){0,2}(?:OOM|NCCL|CUDA)?\s*(?:[Ee]rrors|[Ee]xceptions|failures|crashes|hangs)\b")
+                            r"(?:[a-z]+\s+){0,2}(?:OOM|NCCL|CUDA)?\s*(?:[Ee]rrors|[Ee]xceptions|failures|crashes|hangs)\b|"
+                            # NEGATED: an error named as NOT raised, thrown or propagated ("remote exception is not
+                            # rethrown", "the RuntimeError was never raised", "does not raise an exception", "didn't
+                            # throw any error", "without any error"): a sentence about a failure that did not happen
+                            # (round 19, issue 24: b163_11, an error on a healthy log)
+                            r"\b(?:[A-Z]\w*(?:Error|Exception)|[Ee]rrors?|[Ee]xceptions?)\s+(?:is|are|was|were|gets?|got|"
+                            r"has|have|had)\s+(?:been\s+)?(?:not|never|n[o']t)\s+(?:been\s+|being\s+)?(?:re-?)?"
+                            r"(?:thrown|raised|rethrown|re-thrown|propagated|reported|caught|surfaced)\b|"
+                            # and what SHOULD happen ("exception should be rethrown", an issue's "Expected behavior")
+                            r"\b(?:[A-Z]\w*(?:Error|Exception)|[Ee]rrors?|[Ee]xceptions?)\s+(?:should|must|would|will|could|"
+                            r"may|might|needs? to|ought to)\s+(?:not\s+)?be\s+(?:re-?)?(?:thrown|raised|rethrown|re-thrown|"
+                            r"propagated|reported|caught|surfaced)\b|"
+                            r"\b(?:(?:does|do|did|is|are|was|were|will|would|should|could|can)\s*(?:not|n't)|never|no longer|"
+                            r"[Ww]ithout)\s+(?:re-?)?(?:rais(?:e|es|ed|ing)|throw(?:s|n|ing)?|rethrow(?:s|n)?|re-thrown|"
+                            r"propagat(?:e|es|ed)|report(?:s|ed)?|getting|get|giving|give|hitting|hit|seeing|see|any|an?|"
+                            r"emit(?:s|ted)?|produc(?:e|es|ed)|show(?:s|ed|ing)?)?\s*(?:any\s+|an?\s+|the\s+)?"
+                            r"(?:[A-Z]\w*(?:Error|Exception)|[Ee]rrors?|[Ee]xceptions?)\b")
 # a Markdown ATX heading (CommonMark 0.31.2, 4.2: one to six '#' then a space; an issue's title, an issue template's
 # "### Error messages and logs") is the document's structure: its failure words name what the section or thread is about
 # ("# Error while launching Deepspeed", "# DistNetworkError when using ...", "# how to process Ray OOM"); only a heading
 # that quotes a message (a failure word followed by ': ' and its text: "# RuntimeError: 'weight' must be 2-D") is
 # evidence of a failure (round 18, issue 24: b125_01, b125_15, b125_20)
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+\S")
-_HEADING_QUOTE = re.compile(r"(?:[A-Za-z]*Error|[Ee]xception|[Ee]rror|ERROR|FAILED|[Ff]ailed|Killed)\w*:\s+\S")
+# torch's internal assert quotes the failed condition, the file and the line, with no ": " after its failure word: the
+# TORCH_INTERNAL_ASSERT format "{cond} INTERNAL ASSERT FAILED at \"{file}\":{line}, please report a bug to PyTorch."
+# (pytorch/pytorch c10/util/Exception.h @cf30153 (v2.13.0): #cond " INTERNAL ASSERT FAILED at " C10_STRINGIZE(__FILE__)
+# ":" C10_STRINGIZE(__LINE__)); a title quoting it quotes a message (round 19, issue 24: b163_03 read as "stops after
+# the set-up")
+_HEADING_QUOTE = re.compile(r"(?:[A-Za-z]*Error|[Ee]xception|[Ee]rror|ERROR|FAILED|[Ff]ailed|Killed)\w*:\s+\S|"
+                            r"INTERNAL ASSERT FAILED at \"?[^\s\"]+\"?:\d+")
 # a heading that names a change ("# resolve KeyError: 'PDSH_SSH_ARGS_APPEND'", "# Fix RuntimeError: ... on 2 nodes",
 # "## [Bugfix] Avoid ...": a commit's, a pull request's or a changelog's title) quotes the message it removes, not one a
 # process printed (round 18, issue 24: b142_02, an error on a healthy log; b123_16 the same class in prose)
@@ -1511,7 +1547,7 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False   # prose naming an error with a determiner ("I get an error when ..."), no message quoted
     if _SHELL_TEXT.match(text):
         return False   # a script's own text: an echo command or an #SBATCH directive
-    if ("raise" in text or "(" in text) and _SOURCE_TEXT.match(text):
+    if ("raise" in text or "(" in text or text[:1] in " \t") and _SOURCE_TEXT.match(text):
         return False   # Python source: a raise statement or a print/log call with a literal
     if "|" in text and _status_header(text):
         return False   # a results table's header row: "Failed" names a column ("| Tests | Passed | Skipped | Failed |")

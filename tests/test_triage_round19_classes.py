@@ -1,0 +1,113 @@
+"""Round-19 classes of issue 24 (triage, 2026-12-07), each with a trigger and a quiet twin. Pure in-process.
+
+- NEGATED prose: an error named as not raised / not re-thrown / never thrown / "without any error", or as what should
+  be raised ("exception should be rethrown"), is a sentence about a failure that did not happen; a message that holds
+  such words after its exception type ("AssertionError: RuntimeError not raised") stays a failure.
+- torch's TORCH_INTERNAL_ASSERT format ('{cond} INTERNAL ASSERT FAILED at "{file}":{line}', c10/util/Exception.h) in a
+  title quotes a message, though it has no ": " after its failure word; a title that only names an error does not.
+- A one-line ```...``` span (not a fence: a backtick fence's info string holds no backtick, CommonMark 4.5) holding a
+  message is a message; a real ```text fence still opens a block.
+- A raise's string argument continued on its own line, and `raise Exception(` with the bare base class, are code.
+- A pull request's own test run reported failing ("- `pytest -q` *(fails: ...)*") is a failure, not a quote; a PR
+  that only quotes the error it fixes stays quoted.
+- torch's blocking-wait timeout ("Work WorkNCCL(SeqNum=..., ...) timed out in blocking wait", ProcessGroupNCCL.cpp)
+  is a collective timeout (LOG001), its rank named; the same line's format with placeholders is none.
+"""
+from __future__ import annotations
+
+from triage_factory import failed as _failed, found as _found
+
+
+# b163_11's shape (pytorch/pytorch#29924): a test that does NOT see the remote exception
+_NOT_RETHROWN = ("# Remote python exception is not rethrown when create remote reference to itself\n\n"
+                 "## Bug\n\nIt is found that remote python exception is not re-thrown when create remote reference "
+                 "to itself\n\nadd a new unit test; the remote exception is not rethrown\n\n"
+                 "## Expected behavior\n\nexception should be rethrown\n\n"
+                 "The call does not raise an exception and returns None. It runs without any error.\n")
+
+
+def test_prose_saying_an_exception_is_not_raised_is_no_failure(tmp_path):
+    assert not _failed(_found(tmp_path, _NOT_RETHROWN))
+
+
+def test_a_message_saying_an_exception_was_not_raised_stays_a_failure(tmp_path):
+    # unittest's assertRaises failing: the exception type opens the line, the negated words are its message
+    found = _failed(_found(tmp_path, "test_remote_exception (test_rpc.RpcTest) ... FAIL\n"
+                                     "AssertionError: RuntimeError not raised\n"))
+    assert found
+
+
+_ASSERT_TITLE = ('# remote failure INTERNAL ASSERT FAILED at "../torch/csrc/distributed/rpc/rref_context.cpp":389\n\n'
+                 "### Describe the bug\n\nWhen running the following code, it crashes.\n")
+
+
+def test_a_title_quoting_torchs_internal_assert_is_a_failure(tmp_path):
+    assert _failed(_found(tmp_path, _ASSERT_TITLE))
+
+
+def test_a_title_naming_an_assert_without_its_format_is_none(tmp_path):
+    text = "# internal assert failed when using rpc remote with a timeout\n\nA question about the design.\n"
+    assert not _failed(_found(tmp_path, text))
+
+
+_ONE_LINE_SPAN = ("# pretrain does not work on GPU\n\nWhen training on 4 devices, I get an FSDP-related error\n"
+                  "```AssertionError: The `grad_fn` is needed to access the `AccumulateGrad` and register the "
+                  "post-backward hook```\n")
+
+
+def test_a_message_in_a_one_line_triple_backtick_span_is_a_failure(tmp_path):
+    assert _failed(_found(tmp_path, _ONE_LINE_SPAN))
+
+
+def test_a_fence_opened_by_three_backticks_and_a_language_is_still_a_block(tmp_path):
+    # a python block's raise is code; the block closes, and nothing after it failed
+    text = ("# how to check for CUDA\n\n```python\nif not torch.cuda.is_available():\n"
+            "    raise RuntimeError(\"Must run on CUDA devices\")\n```\n\nThat works.\n")
+    assert not _failed(_found(tmp_path, text))
+
+
+_RAISE_STRING = ("# torch.compile failed with pytorchddp\n\n```\nclass Net(nn.Module):\n    pass\n\n"
+                 "def main():\n    if not torch.cuda.is_available():\n        raise Exception(\n"
+                 "            \"Must run the example on CUDA-capable devices: NCCL error otherwise.\"\n        )\n"
+                 "    torch.manual_seed(1)\n```\n")
+
+
+def test_a_raise_and_its_continued_string_are_code(tmp_path):
+    assert not _failed(_found(tmp_path, _RAISE_STRING))
+
+
+def test_an_exception_printed_with_a_quoted_message_stays_a_failure(tmp_path):
+    found = _failed(_found(tmp_path, "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                                     "    main()\nException: \"Must run the example on CUDA-capable devices\"\n"))
+    assert found
+
+
+_PR_TEST_FAILED = ("# Fix trainer argument in multi node ddp example\n\n## Summary\n- fix undefined variable when "
+                   "instantiating `Trainer` in multi-node DDP script\n\n## Testing\n"
+                   "- `pytest -q` *(fails: ModuleNotFoundError: No module named 'transformers')*\n")
+_PR_QUOTE = ("# Fix trainer argument in multi node ddp example\n\nThis PR fixes the "
+             "ModuleNotFoundError: No module named 'transformers' users hit.\n\n## Testing\n- `pytest -q` passes\n")
+
+
+def test_a_pull_requests_own_failing_test_run_is_a_failure(tmp_path):
+    assert _failed(_found(tmp_path, _PR_TEST_FAILED))
+
+
+def test_a_pull_request_quoting_the_error_with_a_passing_test_run_stays_quoted(tmp_path):
+    assert not _failed(_found(tmp_path, _PR_QUOTE))
+
+
+_BLOCKING = ("[rank4]:[E601 07:25:57.393526823 ProcessGroupNCCL.cpp:756] [Rank 4] Work WorkNCCL(SeqNum=201809, "
+             "OpType=BROADCAST, NumelIn=32, NumelOut=32, Timeout(ms)=10800000) timed out in blocking wait.\n")
+
+
+def test_torchs_blocking_wait_timeout_is_a_collective_timeout(tmp_path):
+    found = _found(tmp_path, _BLOCKING)
+    assert found and found[0].id == "LOG001" and "rank:4" in found[0].subjects
+
+
+def test_the_blocking_wait_format_with_placeholders_is_none(tmp_path):
+    text = ("# blocking wait message\n\nThis PR changes the message to\n"
+            "[Rank <rank>] Work WorkNCCL(SeqNum=..., OpType=..., NumelIn=..., NumelOut=..., Timeout(ms)=...) timed out "
+            "in blocking wait.\n")
+    assert not _failed(_found(tmp_path, text))
