@@ -111,3 +111,61 @@ def test_the_blocking_wait_format_with_placeholders_is_none(tmp_path):
             "[Rank <rank>] Work WorkNCCL(SeqNum=..., OpType=..., NumelIn=..., NumelOut=..., Timeout(ms)=...) timed out "
             "in blocking wait.\n")
     assert not _failed(_found(tmp_path, text))
+
+
+# torch_npu's error header (NPUException.cpp formatErrorCode): "(PID:p, Device:d, RankID:r)"; RankID is the job's RANK
+_NPU = "training...\n[ERROR] 2024-05-21-11:57:54 (PID:927000, Device:3, RankID:{r}) ERR02200 DIST call hccl api failed.\n"
+
+
+def test_torch_npus_error_header_names_its_rank(tmp_path):
+    found = _failed(_found(tmp_path, _NPU.format(r=3)))
+    assert found and "rank:3" in found[0].subjects
+
+
+def test_torch_npus_header_without_a_rank_names_none(tmp_path):
+    found = _failed(_found(tmp_path, _NPU.format(r=-1)))
+    assert found and not any(s.startswith("rank:") for s in found[0].subjects)
+
+
+# a config dumped unfenced at the end of an excerpt (Hydra/mmengine YAML, a DeepSpeed JSON)
+_CONFIG = ("Config:\nmodel:\n  name: llama\n  log_level: ERROR\ntrainer:\n  raise_exception: Exception\n"
+           "{\n  \"error_mode\": \"FATAL\",\n  \"on_failure\": \"Killed\"\n}\n")
+
+
+def test_an_unfenced_config_naming_failure_words_is_no_failure(tmp_path):
+    assert not _failed(_found(tmp_path, _CONFIG))
+
+
+def test_a_status_field_or_a_message_shaped_like_a_setting_stays_a_failure(tmp_path):
+    assert _failed(_found(tmp_path, "Pod train-0\n  Status: Failed\n"))
+    assert _failed(_found(tmp_path, "x\nKeyError: 'PDSH_SSH_ARGS_APPEND'\n", name="k.log"))
+
+
+# a spawned child unpickling its arguments (Lib/multiprocessing/spawn.py _main) runs out of host memory
+_SPAWN_MEMORY = ("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
+                 "  File \"/usr/lib/python3.10/multiprocessing/spawn.py\", line 116, in spawn_main\n"
+                 "    exitcode = _main(fd, parent_sentinel)\n"
+                 "  File \"/usr/lib/python3.10/multiprocessing/spawn.py\", line 126, in _main\n"
+                 "    self = reduction.pickle.load(from_parent)\nMemoryError\n")
+
+
+def test_a_memoryerror_is_host_memory(tmp_path):
+    found = _found(tmp_path, _SPAWN_MEMORY)
+    assert found and found[0].id == "LOG002"
+
+
+def test_cudas_out_of_memory_error_is_no_host_memory(tmp_path):
+    found = _found(tmp_path, "x\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert found and found[0].id == "LOG005"
+
+
+# XLA's distributed runtime client giving up on the coordinator (tensorflow/compiler/xla/pjrt/distributed/client.cc)
+def test_jaxs_connect_timeout_is_an_unreachable_coordinator(tmp_path):
+    found = _found(tmp_path, "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Connect() timed out after 5m "
+                             "with 33 attempts. Most recent failure was: UNAVAILABLE: failed to connect to all addresses\n")
+    assert found and found[0].id == "LOG008"
+
+
+def test_jaxs_connected_line_is_no_failure(tmp_path):
+    text = "I0812 10:00:00.000000 1234 client.cc:170] Connected to distributed JAX controller\nstep 1 loss 2.3\n"
+    assert not _failed(_found(tmp_path, text))

@@ -1371,6 +1371,29 @@ _SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]*(?:Error|Exceptio
                           r"(?:print|log|warnings\.warn|[\w.]*\.(?:error|warning|warn|critical|exception|fatal|info|debug))"
                           r"\s*\(\s*[rbfRBF]?[\"'])|"
                           r"^[ \t]+[rbfuRBFU]{0,2}(?:\"[^\"]*\"|'[^']*')\s*[,)+]*\s*\\?$")
+# A configuration's setting printed or pasted without a fence: a YAML block mapping's entry (YAML 1.2.2, 8.2.2
+# "key: value", indented under its parent, or a block sequence's "- key: value") or a JSON object member (RFC 8259,
+# 4: '"key": value' then ',' between members), or an INI/TOML/.env assignment ("key = value"), whose key is an
+# identifier and whose value is one scalar ("ERROR", "Killed", "Exception", "FATAL"): a framework's config dump
+# (Hydra's, mmengine's, the Trainer's TrainingArguments, a DeepSpeed JSON) names failure words as settings (a log
+# level, an exception class to raise, an on-failure policy), never as a failure. Only indented or quoted keys (a line
+# at column 0 "KeyError: 'X'" is a message), never a key that is itself a failure word ("RuntimeError", "Error") or a
+# status field a report fills in after a run ("status", "state", "phase", "result", "reason", "conclusion", "exit
+# code": "  Status: Failed" is kubectl's account of a pod that failed) (round 19, issue 24: unfenced configs read as
+# failure lines)
+_CONFIG_LINE = re.compile(r"^(?:\s+(?:-\s+)?(?P<k1>[A-Za-z_][\w.\-]*)\s*[:=]|\s*(?:-\s+)?\"(?P<k2>[A-Za-z_][\w.\- ]*)\"\s*:)"
+                          r"\s*(?:\"[^\"\s]*\"|'[^'\s]*'|[^\s\"',{}\[\]#]+)\s*,?\s*(?:#.*)?$")
+_STATUS_KEYS = frozenset(("status", "state", "phase", "result", "reason", "conclusion", "exitcode", "exit_code",
+                          "exit code", "returncode", "return_code", "outcome", "signal", "error", "errors", "message",
+                          "msg", "last state", "laststate", "termination", "failure"))
+
+
+def _config_setting(text: str) -> bool:
+    m = _CONFIG_LINE.match(text)
+    key = m.group("k1") or m.group("k2") or ""
+    return key.lower() not in _STATUS_KEYS and not _FAILED_WORDS.search(key) and "OOM" not in key
+
+
 # a Markdown code span (CommonMark 0.31.2, 6.1 "Code spans": a backtick string, the code, the same backtick string) that
 # holds a bare name ("`AttributeError`", "`torch.distributed.DistBackendError`"): prose naming a class or function, not
 # a message a process printed; a span that holds a message ("`RuntimeError: CUDA out of memory`") is left as it is
@@ -1549,6 +1572,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False   # a script's own text: an echo command or an #SBATCH directive
     if ("raise" in text or "(" in text or text[:1] in " \t") and _SOURCE_TEXT.match(text):
         return False   # Python source: a raise statement or a print/log call with a literal
+    if (":" in text or "=" in text) and _CONFIG_LINE.match(text) and _config_setting(text):
+        return False   # a config's setting printed or pasted unfenced ("  log_level: ERROR", '"on_failure": "Killed",')
     if "|" in text and _status_header(text):
         return False   # a results table's header row: "Failed" names a column ("| Tests | Passed | Skipped | Failed |")
     if "0" in text and _ZERO_COUNT.search(text) and not _FAILED_WORDS.search(_ZERO_COUNT.sub(" ", text)):

@@ -159,6 +159,11 @@ def parse(src: int, lineno: int, offset: int, raw: bytes) -> Line:
     return _parse_text(src, lineno, offset, clean(raw))
 
 
+# torch_npu's error header (Ascend/pytorch torch_npu/csrc/core/npu/NPUException.cpp @d396f13, formatErrorCode):
+# "\n[ERROR] " + time + " (PID:" + getpid() + ", Device:" + device + ", RankID:" + OptionsManager::GetRankId() + ") ERR"
+# + module and code ("[ERROR] 2024-05-21-11:57:54 (PID:927000, Device:3, RankID:3) ERR02200 DIST call hccl api failed.");
+# RankID is the job's RANK, -1 when the launcher set none (a vLLM worker's: then the line names no rank)
+_NPU_ERR = re.compile(r"\[ERROR\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d+)? \(PID:(\d+), Device:(-?\d+), RankID:(-?\d+)\) ")
 _QUOTE = re.compile(r">(?: ?>)* (?=\S|\s)")   # a Markdown quote of a pasted log ("> [rank0]: ...")
 
 
@@ -250,6 +255,12 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
             line.text = s[m.end():]
             continue
         break
+    if line.rank is None and "RankID:" in line.text[:240]:
+        m = _NPU_ERR.search(line.text, 0, 240)
+        if m and int(m.group(3)) >= 0:
+            line.rank = int(m.group(3))   # torch_npu's error header names the process's RANK (-1: not set)
+            if line.pid is None:
+                line.pid = int(m.group(1))
     if line.rank is None and line.local_rank is None and ", rank=" in line.text[:120]:
         m = _OLMO.match(line.text)
         if m:
