@@ -169,3 +169,95 @@ def test_jaxs_connect_timeout_is_an_unreachable_coordinator(tmp_path):
 def test_jaxs_connected_line_is_no_failure(tmp_path):
     text = "I0812 10:00:00.000000 1234 client.cc:170] Connected to distributed JAX controller\nstep 1 loss 2.3\n"
     assert not _failed(_found(tmp_path, text))
+
+
+# --- classes found by the first reads of batches 166-168 (fixed after them; read again in 169-171) ---
+
+def test_a_bare_raise_and_a_raise_in_a_code_span_are_code(tmp_path):
+    text = ("# wandb.init keeps spawned processes alive\n\n```\ndef main(rank):\n    wandb.init()\n    raise ValueError\n```\n\n"
+            "When I remove `raise ValueError` the program does not stop either.\n")
+    assert not _failed(_found(tmp_path, text))
+
+
+def test_a_raised_value_error_printed_stays_a_failure(tmp_path):
+    text = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in main\n    raise ValueError\n"
+            "ValueError\n")
+    assert _failed(_found(tmp_path, text))
+
+
+def test_exception_handling_and_an_attributive_failed_are_prose(tmp_path):
+    text = ("# make W&B init best-effort\n\n`_init_wandb` calls `wandb.init()` only on the main process, with no\n"
+            "exception handling and no rendezvous afterwards.\n- Add a barrier after rank-0 init so a slow or failed\n"
+            "  init cannot desync collectives.\n")
+    assert not _failed(_found(tmp_path, text))
+
+
+def test_a_failure_sentence_stays_a_failure(tmp_path):
+    assert _failed(_found(tmp_path, "x\nRuntimeError: the init failed on rank 0\n"))
+
+
+_HYPOTHETICAL = ("# A better way to handle DDP raised error\n\nIf torch.distributed is not available, users may meet errors "
+                 "like:\n```\nAttributeError: module 'torch.distributed' has no attribute 'is_initialized'\n```\n"
+                 "The error message is not informative enough.\n")
+
+
+def test_an_example_error_a_hypothetical_sentence_announces_is_no_failure(tmp_path):
+    assert not _failed(_found(tmp_path, _HYPOTHETICAL))
+
+
+def test_an_error_the_writer_got_stays_a_failure(tmp_path):
+    text = _HYPOTHETICAL.replace("users may meet errors like:", "I got this error:")
+    assert _failed(_found(tmp_path, text))
+
+
+def test_torchs_device_mismatch_is_a_known_error(tmp_path):
+    found = _found(tmp_path, "x\nRuntimeError: Expected all tensors to be on the same device, but found at least two "
+                             "devices, cuda:0 and cuda:1! (when checking argument for argument index in method "
+                             "wrapper_CUDA__index_select)\n")
+    assert found and found[0].id == "LOG027" and "device_map" in found[0].fix
+
+
+def test_prose_about_devices_is_no_known_error(tmp_path):
+    text = "# multi GPU\n\nAre all tensors expected to be on the same device when I use DataParallel?\n"
+    assert not _failed(_found(tmp_path, text))
+
+
+def test_bitsandbytes_cuda_check_is_a_gpu_fault(tmp_path):
+    found = _found(tmp_path, "x\nError invalid configuration argument at line 119 in file /src/csrc/ops.cu\n")
+    assert found and found[0].id == "LOG020"
+
+
+def test_an_error_at_a_python_file_line_is_no_cuda_check(tmp_path):
+    found = _found(tmp_path, "x\nError handling at line 5 in file train.py is fine\nstep 1 loss 2.0\nstep 2 loss 1.9\n")
+    assert not any(f.id == "LOG020" for f in found)
+
+
+_ISSUE_WITH_PR_LINK = ("# LoRA finetuning a larger model on multi-GPUs\n\nI get this error:\nRuntimeError: CUDA error: "
+                       "an illegal memory access was encountered\n\nreply\nThis PR, merged yesterday, addresses it "
+                       "https://github.com/o/r/pull/131\n")
+
+
+def test_an_issue_reply_linking_another_pr_keeps_the_failure(tmp_path):
+    assert _failed(_found(tmp_path, _ISSUE_WITH_PR_LINK))
+
+
+def test_a_pr_describing_itself_still_quotes(tmp_path):
+    text = _ISSUE_WITH_PR_LINK.replace(" https://github.com/o/r/pull/131", "").replace("This PR, merged yesterday, "
+                                                                                      "addresses it", "This PR fixes it")
+    assert not _failed(_found(tmp_path, text))
+
+
+_IPY = ("When trying to run it this error occurs:\n\n<ipython-input-8-a05> in train(**kwargs)\n     76 \n"
+        "     77     # Launch.\n---> 78     launch_training(c=c, desc=desc, outdir=opts.outdir)\n\n"
+        "<ipython-input-7-7e4> in launch_training(c, desc, outdir, rank)\n     44     x = 1\n"
+        "---> 45     training_loop.training_loop(rank=rank, **c)\n")
+
+
+def test_ipython_traceback_frames_cut_above_are_a_failure(tmp_path):
+    found = _failed(_found(tmp_path, _IPY))
+    assert found and found[0].id == "LOG028"
+
+
+def test_an_arrow_in_prose_is_no_traceback(tmp_path):
+    text = "# notes\n\nnodes:\n--> 2 nodes with 8 GPUs each\nstep 1 loss 2.0\nstep 2 loss 1.9\n"
+    assert not _failed(_found(tmp_path, text))

@@ -143,6 +143,17 @@ _CHANGE_DOC = re.compile(
 _TEST_RUN_FAILED = re.compile(
     r"`[^`]*\b(?:pytest|python\d?(?:\.\d+)?|make|tox|nox|torchrun|bash|sh|deepspeed|accelerate|npm|cargo|ctest|bazel|"
     r"go test|mpirun|srun)\b[^`]*`\W{0,6}(?:fails?|failed|FAILED|errors?|errored|crash(?:es|ed)?)\b")
+# "This PR" that links a pull request ("This PR, merged yesterday, addresses it https://github.com/o/r/pull/131") names
+# ANOTHER change, as a reply in an issue does; the text is not that change (round 19, issue 24: b166_08, an issue whose
+# RuntimeError line was read as quoted)
+_PR_LINK = re.compile(r"https?://\S+/pull/\d+")
+# A HYPOTHETICAL example announced by the prose before it ("users may meet errors like:", "you might see an error such
+# as:", "this could raise something like"): the block that follows shows what a failure would look like, not one a
+# process printed (round 19, issue 24: b168_02, an error on a healthy design issue). A modal verb, a verb of meeting,
+# then "like" / "such as" / "e.g." / "for example" ending the line.
+_EXAMPLE_INTRO = re.compile(r"\b(?:may|might|could|would|will|can)\s+(?:\w+\s+){0,2}(?:meet|see|get|hit|encounter|run into|"
+                            r"receive|face|observe|raise|throw|print|show)\s+(?:[\w`'-]+\s+){0,4}(?:like|such as|e\.g\.|"
+                            r"for example|for instance)\s*[:,]?\s*$", re.I)
 _LAUNCH_WORDS = ("python", "torchrun", "deepspeed", "accelerate", "srun", "sbatch", "mpirun", "horovodrun")
 # CPython compiling a shell script: `python tools/dist_train.sh` (instead of bash) stops at the script's first shell
 # line with no traceback header, only the file, the line and a caret (Lib/traceback.py format_exception_only for a
@@ -234,6 +245,7 @@ class Job:
         # streams whose first failure line is one only its words mark ("Importing plotly failed."): training progress
         # after it in the same stream shows the process survived it, and the next failure line takes its place
         self._fail_by_words: set = set()
+        self._example: Dict[int, int] = {}          # source -> lines into the example a hypothetical intro announced
         self._warn_header: dict = {}   # key -> (src, lineno) of a Python warning's "file:N: XWarning: msg" line
         self.survived: Dict[tuple, Line] = {}
         # streams whose first failure line is a catalogue entry marked "survivable" (signatures.survivable), and those
@@ -331,6 +343,29 @@ class Job:
             # failure line, and no failure class or end from its words (blocks.py)
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
+        ex = self._example.get(line.src)
+        if ex is not None:
+            # the example a hypothetical intro announced: the fenced block after it (blank lines before it allowed),
+            # or its one next line when no fence follows
+            fence = t.lstrip()[:3] in ("```", "~~~")
+            if ex == 0 and not t.strip():
+                pass
+            elif ex == 0 and not fence:
+                del self._example[line.src]
+                code = True
+            elif ex == 0:
+                self._example[line.src] = 1
+                code = True
+            else:
+                code = True
+                self._example[line.src] = ex + 1
+                if fence or ex > 40:
+                    del self._example[line.src]
+            if code:
+                evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
+                       and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
+        elif not code and ("like" in t or "such as" in t or "e.g." in t or "example" in t) and _EXAMPLE_INTRO.search(t):
+            self._example[line.src] = 0
         if not code and ("..." in t or "%" in t or "<" in t) and is_format_template(t):
             code = True   # a message's format with its values left out ("status=... opcode=..."), not a message printed
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
@@ -345,7 +380,7 @@ class Job:
         elif "`" in t and ("ail" in t or "rror" in t) and _TEST_RUN_FAILED.search(t):
             self.run_lines += 1   # a change's own test run reported failing ("- `pytest -q` *(fails: ...)*")
         elif (self.change_doc is None and line.offset < self.head_bytes and any(w in t for w in _CHANGE_WORDS)
-              and _CHANGE_DOC.search(t)):
+              and _CHANGE_DOC.search(t) and not ("/pull/" in t and _PR_LINK.search(t))):
             self.change_doc = line
         if self.change_doc is None and not self._headed.get(line.src) and t[:1] in " #" and _HEADING.match(t):
             self._headed[line.src] = True
@@ -508,6 +543,11 @@ class Job:
         if frame is None and key not in self._tb_header and _RICH_FRAME.match(line.text):
             # rich's frame header in a box whose top the paste cut ("│ /x/state_dict.py:834 in _load_optim │", rich
             # traceback.py _render_stack; wrapped at the box's width, "│ /x/state_dict.py:83 │" then "│ 4 in ... │")
+            first, n = self.headless_frames.get(key, (line, 0))
+            self.headless_frames[key] = (first, n + 1)
+        if frame is None and line.text[:1] == "-" and key not in self._tb_header and _IPY_ARROW.match(line.text):
+            # IPython's verbose traceback marks each frame's current line with an arrow before its number ("---> 78
+            # launch_training(...)"), its header cut by the paste
             first, n = self.headless_frames.get(key, (line, 0))
             self.headless_frames[key] = (first, n + 1)
         if frame is None and line.text.startswith("│ ❱ ") and key not in self._tb_header:
@@ -1148,6 +1188,10 @@ _CPP_FRAME = re.compile(r"frame #\d{1,4}: (?:<unknown function>|\S.*? \+ 0x[0-9a
 # rich's frame header (rich/traceback.py, Traceback._render_stack: "{filename}:{lineno} in {name}" for a file on disk,
 # "in {name}:{lineno}" otherwise) on a line of its box, possibly wrapped after the line number's first digits
 _RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in [\w<>.]+)?|in [\w<>.]+:\d+)\s*│\s*$")
+# IPython's verbose traceback (ipython/ipython IPython/core/ultratb.py _format_traceback_lines, commit not pinned here:
+# the current line of a frame is numbered after debugger.make_arrow(pad), "-" * (pad - 3) + "-> " in the older code,
+# pad = 7 - len(lineno)): "---> 78     launch_training(c=c, ...)"; only in a traceback (round 19, issue 24: b168_17)
+_IPY_ARROW = re.compile(r"^-{1,6}> ?\d{1,6}(?: |$)")
 _RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
 _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
 _SPAWN_OWNER = spawn_lines.RAISED        # matched at the line's start (.match)
@@ -1358,6 +1402,9 @@ _GIT_PROBE = re.compile(r"^\s*fatal: not a git repository\b|^\s*Stopping at file
 # --err=<path>` names its stderr file; if the echo ran, its own output line says so (round 17, issue 24: b113_06,
 # b114_24, b115_25, errors on healthy logs)
 _SHELL_TEXT = re.compile(r"^\s*(?:[+>]\s*)*(?:(?:echo|printf)\s+(?:-[a-zA-Z]+\s+)*[\"'$]|#SBATCH\s)")
+# A raise statement without a call ("    raise ValueError", "raise RuntimeError from e": Python's raise_stmt, "raise"
+# [expression ["from" expression]]) is source too (round 19, issue 24: b167_23, a repro's "raise ValueError" read as a
+# failure); and "exception handling"/"exception handler", like "error handling", names a feature (b167_29).
 # Python source shown in the log (a pasted script, a PR diff of one: "+                raise ValueError(", "    log(\"ERROR: CUDA
 # not available\")") is code, not an event: a `raise` statement of an exception class, or a print/log call whose first
 # argument is a string literal; what the code printed, when it ran, is its own line ("[12:00:01] ERROR: CUDA not
@@ -1367,7 +1414,7 @@ _SHELL_TEXT = re.compile(r"^\s*(?:[+>]\s*)*(?:(?:echo|printf)\s+(?:-[a-zA-Z]+\s+
 # continued on its own line ("        raise Exception(" then '            "Must run ... on CUDA-capable devices."'): an
 # indented line that is one string literal and at most a closing ',', ')' or '+' (Python's string-literal grammar) is a
 # continued statement, not a process's output (round 19, issue 24: b165_18, a script's raise read as a failure)
-_SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]*(?:Error|Exception|Exit|Interrupt)\s*\(|"
+_SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]*(?:Error|Exception|Exit|Interrupt)\s*(?:\(|$|from\s)|"
                           r"(?:print|log|warnings\.warn|[\w.]*\.(?:error|warning|warn|critical|exception|fatal|info|debug))"
                           r"\s*\(\s*[rbfRBF]?[\"'])|"
                           r"^[ \t]+[rbfuRBFU]{0,2}(?:\"[^\"]*\"|'[^']*')\s*[,)+]*\s*\\?$")
@@ -1399,7 +1446,7 @@ def _config_setting(text: str) -> bool:
 # a message a process printed; a span that holds a message ("`RuntimeError: CUDA out of memory`") is left as it is
 # (round 17 wave 3, issue 24: b120_22 "... raises `AttributeError` when the `nn.Linear` module is called" read as a
 # failure line)
-_NAME_SPAN = re.compile(r"(`+)\s*[A-Za-z_][\w.]*(?:\(\))?\s*\1")
+_NAME_SPAN = re.compile(r"(`+)\s*(?:raise\s+)?[A-Za-z_][\w.]*(?:\(\))?\s*\1")   # or a raise statement ("`raise ValueError`")
 # prose that names a failure with a determiner ("I get an error when I start the training", "if 1 worker raises an
 # Exception in the application code, this Exception is not raised in the driver", "The Error is given below:", "raises
 # an AttributeError when"): a sentence about an error, not a message a process printed; the message itself, when the
@@ -1424,9 +1471,13 @@ _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]ho
                             r"\b(?:will|would|could|might|may|can|should)\s+(?:not\s+|also\s+|still\s+|probably\s+|"
                             r"likely\s+|eventually\s+)?(?:OOM|fail|crash|hang|time out)\b|"
                             r"\(\s*(?:e\.g\.|eg\.|i\.e\.|for example|for instance|such as)[,:]?\s+[^()]{0,60}\)|"
-                            r"\b[Ee]rror[ -][Hh]andl(?:ing|ers?)\b|\b[A-Za-z]\w*Error'?s\b|"
+                            r"\b(?:[Ee]rror|[Ee]xception)[ -][Hh]andl(?:ing|ers?)\b|\b[A-Za-z]\w*Error'?s\b|"
                             r"\b(?:causes|caused|causing|cause|leads to|led to|results in|resulted in)\s+"
                             r"(?:[a-z]+\s+){0,2}(?:OOM|NCCL|CUDA)?\s*(?:[Ee]rrors|[Ee]xceptions|failures|crashes|hangs)\b|"
+                            # an attributive failure word after a determiner ("so a slow or failed init cannot desync",
+                            # "the failed rank", "any crashed node"): a writer describing a thing (round 19, b167_29)
+                            r"\b(?:[Aa]n?|[Tt]he|[Aa]ny|[Ee]ach|[Ee]very|[Tt]his|[Tt]hat|[Tt]hese|[Tt]hose|[Ss]ome|[Ss]uch)\s+"
+                            r"(?:[a-z\-]+\s+(?:or|and)\s+|[a-z\-]+\s+)?(?:failed|failing|crashed|hung|timed-out)\b|"
                             # NEGATED: an error named as NOT raised, thrown or propagated ("remote exception is not
                             # rethrown", "the RuntimeError was never raised", "does not raise an exception", "didn't
                             # throw any error", "without any error"): a sentence about a failure that did not happen
