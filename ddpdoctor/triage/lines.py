@@ -255,7 +255,7 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
             line.text = s[m.end():]
             continue
         break
-    if line.rank is None and "RankID:" in line.text[:240]:
+    if line.rank is None and line.text.find("RankID:", 0, 240) >= 0:
         m = _NPU_ERR.search(line.text, 0, 240)
         if m and int(m.group(3)) >= 0:
             line.rank = int(m.group(3))   # torch_npu's error header names the process's RANK (-1: not set)
