@@ -261,3 +261,33 @@ def test_ipython_traceback_frames_cut_above_are_a_failure(tmp_path):
 def test_an_arrow_in_prose_is_no_traceback(tmp_path):
     text = "# notes\n\nnodes:\n--> 2 nodes with 8 GPUs each\nstep 1 loss 2.0\nstep 2 loss 1.9\n"
     assert not _failed(_found(tmp_path, text))
+
+
+# --- classes found by the first reads of batches 169-171 (fixed after them; read again in 172-174) ---
+
+def test_pythons_connection_reset_in_a_data_loop_is_no_lost_nccl_peer(tmp_path):
+    text = ('[rank1]:   File "/opt/ml/code/train.py", line 235, in main\n[rank1]:     for step, batch in pbar:\n'
+            "[rank1]: ConnectionResetError: [Errno 104] Connection reset by peer\n")
+    found = _failed(_found(tmp_path, text))
+    assert found and found[0].id != "LOG022" and "rank:1" in found[0].subjects
+
+
+def test_c10d_connection_reset_stays_a_lost_peer(tmp_path):
+    text = ("[rank1]: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there was a "
+            "network error, NCCL version 2.20.5\n[rank1]: ncclRemoteError: A call failed possibly due to a network "
+            "error or a remote process exiting prematurely.\n[rank1]: Last error:\n"
+            "[rank1]: socketProgress: Connection reset by peer\n")
+    found = _found(tmp_path, text)
+    assert found and found[0].id == "LOG022"
+
+
+def test_keyerror_rank_with_its_closing_quote_cut_is_a_missing_launcher(tmp_path):
+    text = ('  File "/content/g/distributed_utils.py", line 73, in dist_init_pytorch\n    rank = int(os.environ[\'RANK\'])\n'
+            '  File "/usr/lib/python3.7/os.py", line 681, in __getitem__\n    raise KeyError(key) from None\nKeyError: \'RANK\n')
+    found = _found(tmp_path, text)
+    assert found and found[0].id == "LOG023" and "os.environ['RANK']" in found[0].title
+
+
+def test_another_variables_keyerror_is_no_missing_launcher(tmp_path):
+    found = _found(tmp_path, "x\nKeyError: 'RANKS_PER_NODE'\n")
+    assert found and found[0].id != "LOG023"

@@ -370,6 +370,10 @@ def _line_candidates(text: str, nccl: bool) -> List[int]:
     return sorted(found)
 
 
+_PY_OSERROR = re.compile(r"\b(?:ConnectionResetError|BrokenPipeError|ConnectionAbortedError|ConnectionRefusedError): "
+                         r"\[Errno \d+\]")
+
+
 def events(line: Line) -> List[Event]:
     """Every event this line carries (usually none, at most a few)."""
     text = line.text
@@ -410,6 +414,13 @@ def events(line: Line) -> List[Event]:
         # /dev/shm/nccl-Xa1b"); other programs speak of /dev/shm too (Ray's "The object store is using /tmp instead of
         # /dev/shm because /dev/shm has only 67108864 bytes available", a WARNING): not NCCL's transport failing
         out = [ev for ev in out if ev.kind != "nccl_shm"]
+    if "Errno" in text and any(ev.kind == "nccl_aborted" for ev in out) and _PY_OSERROR.search(text):
+        # Python's own socket or pipe error ("ConnectionResetError: [Errno 104] Connection reset by peer", OSError's
+        # "[Errno %S] %S" form, CPython Objects/exceptions.c OSError_str @v3.11.7): the process's own connection (a
+        # DataLoader worker's pipe, a data stream, an HTTP client) broke; c10d, Gloo and NCCL raise theirs as
+        # RuntimeError/DistNetworkError with their own text, never as these classes (round 19, issue 24: b169_13, a
+        # data loop's reset read as NCCL's lost peer)
+        out = [ev for ev in out if ev.kind != "nccl_aborted"]
     if line.nccl == "WARN":
         out.append(Event("nccl_warn", line, {}))
     found = _messages.match_all(text)

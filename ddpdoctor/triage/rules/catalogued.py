@@ -514,7 +514,7 @@ def launch_misconfigured(job: Job):
     text = ev.line.text
     m = re.search(r"environment variable (\w+) expected, but not set", text)
     a = re.search(r"unrecognized arguments: (.*)", text)
-    k = re.search(r"KeyError:\s*'(\w+)'", text) if str(ev.data.get("entry", "")).startswith("python.os.") else None
+    k = re.search(r"KeyError:\s*'(\w+)(?:'|\s*$)", text) if str(ev.data.get("entry", "")).startswith("python.os.") else None
     if m:
         title = f"started without a launcher: the environment variable {m.group(1)} is not set (init_method='env://')"
     elif k and k.group(1).startswith("SLURM_"):
