@@ -133,10 +133,12 @@ def _extension_files(site: str, deadline: float):
         tops = []
     walks = []
     for top in tops:
-        if top.startswith((".", "_")) or top.endswith((".dist-info", ".egg-info", ".pth", ".libs", ".egg-link")) \
+        root = os.path.join(site, top)
+        module = top.endswith(".so") and not top.startswith(".")  # a top-level module (_cffi_backend...so) too
+        if (top.startswith((".", "_")) and not module) \
+                or top.endswith((".dist-info", ".egg-info", ".pth", ".libs", ".egg-link")) \
                 or top.split(".")[0] in SKIP_PACKAGES:
             continue
-        root = os.path.join(site, top)
         if top.endswith(".so") and os.path.isfile(root):
             walks.append([(top.split(".")[0], root)])
         elif os.path.isdir(root):
@@ -312,6 +314,78 @@ def libstdcxx(src: Sources, site: Optional[str] = None) -> dict:
                     "cxxabi": _max_version(defs, "CXXABI_")})
         break
     return out
+
+
+MAX_CXX_NEEDS = 8
+
+
+def _cxx_needs_of(path: str) -> Optional[dict]:
+    """{"glibcxx", "cxxabi"}: the newest GLIBCXX_/CXXABI_ versions an ELF object needs from libstdc++.so.6
+    (.gnu.version_r), or None when it needs none (a C extension) or cannot be read."""
+    from ddpdoctor.gather.elf import read_object
+
+    obj = read_object(path)
+    if obj is None:
+        return None
+    try:
+        wanted = obj.version_needs().get("libstdc++.so.6") or []
+    except Exception:  # noqa: BLE001 - a truncated or odd object
+        wanted = []
+    finally:
+        obj.close()
+    if not wanted:
+        return None
+    return {"glibcxx": _max_version(wanted, "GLIBCXX_"), "cxxabi": _max_version(wanted, "CXXABI_")}
+
+
+def extension_cxx_needs(src: Sources, site: Optional[str] = None, torch_version: Optional[str] = None) -> Optional[list]:
+    """The compiled extension modules of torch's site-packages (and the checkouts it points into) and of torch's JIT
+    build directory (torch.utils.cpp_extension: TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions; gather.host
+    torch_extension_root) with the newest GLIBCXX_/CXXABI_ versions each needs from libstdc++.so.6, read from its
+    .gnu.version_r (no import). A module built by a newer GCC than the libstdc++.so.6 the process loads fails to
+    import: "libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by .../gymtorch.so)". The MAX_CXX_NEEDS
+    neediest, newest GLIBCXX first; [] when none needs libstdc++; None when site-packages is not known. Bounded as
+    torch_extensions (MAX_EXT_FILES files, EXT_DEADLINE_S seconds)."""
+    import sys
+    import time
+
+    from ddpdoctor.gather.host import torch_extension_root
+
+    if site is None:
+        try:
+            from importlib import metadata
+
+            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
+        except Exception:  # noqa: BLE001 - unreadable metadata
+            return None
+    deadline = time.monotonic() + EXT_DEADLINE_S
+    walks = [_extension_files(site, deadline)]
+    root, _depth = torch_extension_root(src.environ, sys.platform, torch_version)
+    if root and os.path.isdir(src.path(root)):
+        walks.append(_walk_so("torch_extensions", src.path(root), deadline))
+    out = []
+    seen = 0
+    for walk in walks:
+        for package, path in walk:
+            seen += 1
+            if seen > 2 * MAX_EXT_FILES or time.monotonic() > deadline:
+                break
+            needs = _cxx_needs_of(path)
+            if not needs:
+                continue
+            rel = os.path.relpath(path, site)
+            if package == "torch_extensions":  # <root>/[py310_cu121/]<name>/<name>.so: the extension's name
+                package = os.path.basename(os.path.dirname(path))
+                shown = path if src.root == "/" else "/" + os.path.relpath(path, src.root)
+            else:
+                shown = path if rel.startswith(os.pardir) else rel
+            out.append(dict(needs, package=package, file=shown))
+    key = lambda e: (_rel(e.get("glibcxx")), _rel(e.get("cxxabi")))  # noqa: E731
+    return sorted(out, key=key, reverse=True)[:MAX_CXX_NEEDS]
+
+
+def _rel(v) -> tuple:
+    return tuple(int(x) for x in str(v or "").split(".") if x.isdigit())
 
 
 MAX_PRELOADED = 8

@@ -8,8 +8,8 @@ from typing import Optional
 from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 # The native-library facts (shared objects found on ld.so's paths, read from their ELF headers) live in
 # gather/native.py; imported here under their old names, which the gatherer and callers use.
-from ddpdoctor.gather.native import (ld_cuda_libs, ld_torch_libs, libstdcxx, nccl_preloaded,  # noqa: F401 - re-exported
-                                     torch_extensions)
+from ddpdoctor.gather.native import (extension_cxx_needs, ld_cuda_libs, ld_torch_libs, libstdcxx,  # noqa: F401
+                                     nccl_preloaded, torch_extensions)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
@@ -69,6 +69,10 @@ FIELDS = {
     # check17c (PKG016): the libstdc++.so.6 ld.so finds for torch's libraries and the GLIBCXX/CXXABI versions they need
     "libstdcxx": OBJ, "libstdcxx.path": STR, "libstdcxx.from": STR, "libstdcxx.glibcxx": STR, "libstdcxx.cxxabi": STR,
     "libstdcxx.needs_glibcxx": STR, "libstdcxx.needs_cxxabi": STR, "libstdcxx.needed_by": STR,
+    # check19 (PKG026): compiled extension modules (site-packages, torch's JIT build directory) and the newest
+    # GLIBCXX_/CXXABI_ versions each needs from libstdc++.so.6 (.gnu.version_r)
+    "extension_cxx_needs": LIST, "extension_cxx_needs[]": OBJ, "extension_cxx_needs[].package": STR,
+    "extension_cxx_needs[].file": STR, "extension_cxx_needs[].glibcxx": STR, "extension_cxx_needs[].cxxabi": STR,
     # check18 (PKG018): the compiled extension modules NVIDIA's apex installed (apex_C, amp_C, fused_layer_norm_cuda...)
     "apex_build": OBJ, "apex_build.extensions": LIST, "apex_build.extensions[]": STR, "apex_build.from": STR,
     "apex_build.has_amp": BOOL,
@@ -91,6 +95,7 @@ FIELDS = {
 @gatherer("packages", when=("check", "preflight"), fields=FIELDS,
           nullable=('versions.*', 'torch_build.*', 'libstdcxx.needs_glibcxx', 'libstdcxx.needs_cxxabi',
                     'libstdcxx.glibcxx', 'libstdcxx.cxxabi', 'libstdcxx.needed_by',
+                    'extension_cxx_needs[].glibcxx', 'extension_cxx_needs[].cxxabi',
                     'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
                     'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python',
                     'ld_cuda_libs[].version'))
@@ -143,6 +148,9 @@ def gather_packages(src: Sources) -> dict:
         cxx = libstdcxx(src)
         if cxx:
             out["libstdcxx"] = cxx
+        needs = extension_cxx_needs(src, torch_version=versions.get("torch"))
+        if needs is not None:
+            out["extension_cxx_needs"] = needs
     if versions.get("xformers"):
         xf = xformers_build()
         if xf:

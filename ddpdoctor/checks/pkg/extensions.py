@@ -494,3 +494,77 @@ def mmcv_without_ops(snap):
                        + "   # the build for this torch/CUDA (download.openmmlab.com/mmcv/dist/...), or MMCV_WITH_OPS=1 from source"),
                   subjects=["pkg:mmcv"], evidence={"mmcv": mmcv, "distributions": names, "mmcv_build": built,
                                                    "users": users})
+
+
+@check("PKG026", "extension-needs-newer-libstdcxx", family="packages", needs=("packages",), reads=("lint",))
+def extension_needs_newer_libstdcxx(snap):
+    """A compiled extension needs a GLIBCXX_/CXXABI_ version the libstdc++.so.6 the process loads does not define.
+
+    What it checks
+        The newest GLIBCXX_/CXXABI_ versions each compiled extension module needs from libstdc++.so.6 (its ELF
+        .gnu.version_r: the modules of torch's site-packages, of the checkouts it points into, and of torch's JIT
+        build directory, ~/.cache/torch_extensions or TORCH_EXTENSIONS_DIR) against the versions the libstdc++.so.6
+        found for torch defines (.gnu.version_d; packages.libstdcxx): one it lacks is an error. When something
+        compiles an extension at run time (torch.utils.cpp_extension load() in the script, DeepSpeed's JIT ops), the
+        host compiler's own libstdc++ (the newest versions its GCC release defines: gcc's
+        libstdc++-v3/doc/xml/manual/abi.xml, ddpdoctor/data/gcc_libstdcxx.json) newer than that copy is a warning.
+
+    Why it matters
+        A process loads one libstdc++.so.6: the first that ld.so finds (LD_LIBRARY_PATH, the RUNPATH of torch's
+        libraries, a conda environment's lib/, then the system's). A module built by a newer GCC than that copy
+        fails at import: "libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by .../gymtorch.so)"
+        (FFTAI/Wiki-GRx-Gym#6: a JIT extension built by Ubuntu 24.04's GCC 13 under a conda environment's older
+        libstdcxx-ng; pytorch/pytorch#115138: a module needing GLIBCXX_3.4.20 under CentOS 7's /lib64 copy).
+
+    Example
+        gymtorch.so needs GLIBCXX_3.4.32; $CONDA_PREFIX/lib/libstdc++.so.6 defines up to GLIBCXX_3.4.29.
+
+    Fix
+        conda install -c conda-forge "libstdcxx-ng>=<the GCC that built it>" (a newer copy defines every older
+        version), or put the newer copy first: export LD_LIBRARY_PATH=<dir of a libstdc++.so.6 with that version>;
+        or rebuild the extension with the GCC of the environment.
+    """
+    from ddpdoctor.facts import libstdcxx
+
+    pk = snap.get("packages") or {}
+    cxx = pk.get("libstdcxx") if isinstance(pk.get("libstdcxx"), dict) else {}
+    if not cxx.get("path") or not (cxx.get("glibcxx") or cxx.get("cxxabi")):
+        return
+    have = {"glibcxx": cxx.get("glibcxx"), "cxxabi": cxx.get("cxxabi")}
+    for ext in pk.get("extension_cxx_needs") or []:
+        if not isinstance(ext, dict):
+            continue
+        short = libstdcxx.short_of(ext, have)
+        if not short:
+            continue
+        tag, need, got = short[0]
+        yield error(f"{ext.get('file')} ({ext.get('package')}) needs {tag}_{need}; the libstdc++.so.6 this process "
+                    f"loads ({cxx['path']}) defines up to {tag}_{got}",
+                    detail=("A process loads one libstdc++.so.6, the first ld.so finds (" + str(cxx.get("from"))
+                            + f" here); the module was built by a newer GCC, so its import fails: \"{cxx['path']}: "
+                            f"version `{tag}_{need}' not found (required by {ext.get('file')})\"."),
+                    fix=(f"conda install -c conda-forge libstdcxx-ng   # a copy that defines {tag}_{need}; or export "
+                         "LD_LIBRARY_PATH=<directory of a newer libstdc++.so.6>; or rebuild the extension with the "
+                         "environment's GCC"),
+                    subjects=[f"pkg:{ext.get('package')}", "lib:libstdc++", f"path:{ext.get('file')}"],
+                    evidence={"extension": ext, "libstdcxx": cxx})
+        return
+    cc = pk.get("host_compiler") if isinstance(pk.get("host_compiler"), dict) else {}
+    row = libstdcxx.of_gcc(cc.get("version")) if cc.get("kind") == "gcc" else None
+    builders = _jit_builders(snap, pk) if row else []
+    short = libstdcxx.short_of(row, have) if builders else []
+    if not short:
+        return
+    tag, need, got = short[0]
+    yield warning(f"{builders[0]} compiles with GCC {cc.get('version')}, whose libstdc++ defines {tag}_{need}; the "
+                  f"libstdc++.so.6 this process loads ({cxx['path']}) defines up to {tag}_{got}",
+                  detail=("torch.utils.cpp_extension (and DeepSpeed's op builder) compile with $CXX, else c++, and link "
+                          "the host compiler's libstdc++: the module it builds may need symbols of GCC "
+                          f"{row['gcc']}'s libstdc++ (GLIBCXX_{row['glibcxx']}, gcc's abi.xml), but the process has "
+                          f"already loaded an older copy ({cxx.get('from')}), so the import of the new module fails: "
+                          f"\"version `{tag}_{need}' not found\" (FFTAI/Wiki-GRx-Gym#6)."),
+                  fix=(f"conda install -c conda-forge \"libstdcxx-ng>={row['gcc'].split('.')[0]}\"   # the environment's "
+                       "libstdc++ as new as the compiler; or build with the environment's compiler: conda install "
+                       "-c conda-forge gxx_linux-64 and export CXX=x86_64-conda-linux-gnu-g++"),
+                  subjects=["pkg:host-compiler", "lib:libstdc++"],
+                  evidence={"host_compiler": cc, "gcc_libstdcxx": row, "libstdcxx": cxx, "builders": builders})

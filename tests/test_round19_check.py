@@ -1,0 +1,87 @@
+"""check19 (issue 26, round 19): the classes batches 93-94 lacked, each with a trigger and a quiet fixture.
+Pure: ELF fixtures are read as bytes, snapshots are built by the factory; no process is started."""
+from __future__ import annotations
+
+import os
+import shutil
+
+from factory import findings_of, make_snapshot
+
+CXX = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf", "cxx")
+NEEDS_3_4_30 = os.path.join(CXX, "site", "torch", "lib", "libtorch_python.so")  # needs GLIBCXX_3.4.30 (README)
+C_ONLY = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf", "cxx", "old", "libstdc++.so.6")
+
+CONDA_COPY = {"path": "/opt/conda/lib/libstdc++.so.6", "from": "RUNPATH", "glibcxx": "3.4.29", "cxxabi": "1.3.13",
+              "needs_glibcxx": "3.4.22", "needs_cxxabi": "1.3.11", "needed_by": "libtorch_cpu.so"}
+
+
+def test_extension_cxx_needs_reads_site_packages_and_the_jit_build_directory(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.packages import extension_cxx_needs
+
+    site = tmp_path / "site"
+    (site / "youtokentome").mkdir(parents=True)
+    shutil.copy(NEEDS_3_4_30, site / "_youtokentome_cython.cpython-38-x86_64-linux-gnu.so")
+    shutil.copy(C_ONLY, site / "youtokentome" / "plain.so")  # needs no libstdc++ versions: not listed
+    jit = tmp_path / "home/u/.cache/torch_extensions/py38_cu121/gymtorch"
+    jit.mkdir(parents=True)
+    shutil.copy(NEEDS_3_4_30, jit / "gymtorch.so")
+    out = extension_cxx_needs(Sources(root=str(tmp_path), environ={"HOME": "/home/u"}), str(site))
+    by_package = {e["package"]: e for e in out}
+    assert set(by_package) == {"_youtokentome_cython", "gymtorch"}
+    assert by_package["gymtorch"]["glibcxx"] == "3.4.30"
+    assert by_package["gymtorch"]["file"] == "/home/u/.cache/torch_extensions/py38_cu121/gymtorch/gymtorch.so"
+    assert by_package["_youtokentome_cython"]["file"] == "_youtokentome_cython.cpython-38-x86_64-linux-gnu.so"
+    # TORCH_EXTENSIONS_DIR replaces the cache directory (torch/utils/cpp_extension.py _get_build_directory)
+    out = extension_cxx_needs(Sources(root=str(tmp_path), environ={"HOME": "/home/u", "TORCH_EXTENSIONS_DIR": "/x"}),
+                              str(site))
+    assert [e["package"] for e in out] == ["_youtokentome_cython"]
+
+
+def _pkg(**extra):
+    return make_snapshot(packages=dict({"torch": "2.4.1", "libstdcxx": dict(CONDA_COPY)}, **extra))
+
+
+def test_pkg026_an_extension_needing_a_newer_glibcxx_than_the_loaded_copy():
+    """FFTAI/Wiki-GRx-Gym#6's class: gymtorch.so built by GCC 13 needs GLIBCXX_3.4.32, the conda copy has 3.4.29."""
+    snap = _pkg(extension_cxx_needs=[{"package": "gymtorch", "glibcxx": "3.4.32", "cxxabi": "1.3.14",
+                                      "file": "/root/.cache/torch_extensions/py38_cu121/gymtorch/gymtorch.so"}])
+    [f] = findings_of(snap, "PKG026")
+    assert f.severity == "error" and "GLIBCXX_3.4.32" in f.title and "pkg:gymtorch" in f.subjects
+
+
+def test_pkg026_quiet_when_the_loaded_copy_defines_what_extensions_need():
+    ok = [{"package": "apex", "file": "apex_C.so", "glibcxx": "3.4.29", "cxxabi": "1.3.13"}]
+    assert findings_of(_pkg(extension_cxx_needs=ok), "PKG026") == []
+    assert findings_of(_pkg(extension_cxx_needs=[]), "PKG026") == []
+    # the loaded copy's versions not read: no verdict
+    unknown = dict(CONDA_COPY, glibcxx=None, cxxabi=None)
+    snap = make_snapshot(packages={"torch": "2.4.1", "libstdcxx": unknown, "extension_cxx_needs": [
+        {"package": "x", "file": "x.so", "glibcxx": "3.4.32", "cxxabi": None}]})
+    assert findings_of(snap, "PKG026") == []
+
+
+def test_pkg026_jit_build_by_a_newer_host_gcc_than_the_loaded_copy():
+    gcc13 = {"cmd": "c++", "kind": "gcc", "version": "13.3.0", "from": "PATH"}
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"extension_builds": [
+        {"path": "train.py", "line": 9, "what": "torch.utils.cpp_extension.load('gymtorch')"}]}}
+    snap = make_snapshot(packages={"torch": "2.4.1", "libstdcxx": dict(CONDA_COPY), "host_compiler": gcc13}, lint=lint)
+    [f] = findings_of(snap, "PKG026")
+    assert f.severity == "warning" and "GLIBCXX_3.4.32" in f.title and f.evidence["gcc_libstdcxx"]["gcc"] == "13.2.0"
+    gcc11 = dict(gcc13, version="11.4.0")  # GLIBCXX_3.4.29: the copy defines it
+    assert findings_of(make_snapshot(packages={"torch": "2.4.1", "libstdcxx": dict(CONDA_COPY), "host_compiler": gcc11},
+                                     lint=lint), "PKG026") == []
+    # nothing compiles at run time: the newer compiler alone says nothing
+    assert findings_of(make_snapshot(packages={"torch": "2.4.1", "libstdcxx": dict(CONDA_COPY), "host_compiler": gcc13}),
+                       "PKG026") == []
+
+
+def test_gcc_libstdcxx_table_has_a_source_per_row_and_answers_releases_between_rows():
+    from ddpdoctor.facts import libstdcxx
+
+    for e in libstdcxx.entries():
+        assert e["source"]["repo"] == "gcc-mirror/gcc" and e["source"]["path"].endswith("abi.xml")
+        assert libstdcxx.rel(e["glibcxx"]) >= (3, 4, 19)
+    assert libstdcxx.of_gcc("12.3.0")["glibcxx"] == "3.4.30"  # not listed: the preceding release's labels
+    assert libstdcxx.of_gcc("9.3.0")["glibcxx"] == "3.4.28"
+    assert libstdcxx.of_gcc("4.4.7") is None and libstdcxx.of_gcc("x") is None
