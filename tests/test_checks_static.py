@@ -407,6 +407,7 @@ TRIGGERS = [
     ("PKG024", dict(packages={"ld_torch_libs": [{"dir": "/home/u/libtorch/lib", "name": "libtorch_cpu.so"}]}), "warning", {"env:LD_LIBRARY_PATH", "pkg:torch"}),  # check18
     ("PKG023", dict(packages={"torch_build": {"cuda": "9.0", "hip": None}, "conda_magma": [{"name": "magma-cuda80", "version": "2.1.0"}]}), "warning", {"pkg:torch", "pkg:magma-cuda80"}),  # check18
     ("PKG025", dict(packages={"torch": "2.6.0", "triton": "3.3.0", "torch_pins": {"triton": "3.2.0"}}), "warning", {"pkg:triton", "pkg:torch"}),  # check18b
+    ("PKG026", dict(packages={"torch": "2.4.1", "libstdcxx": {"path": "/opt/conda/lib/libstdc++.so.6", "from": "RUNPATH", "glibcxx": "3.4.29", "cxxabi": "1.3.13"}, "extension_cxx_needs": [{"package": "gymtorch", "file": "/root/.cache/torch_extensions/py38_cu121/gymtorch/gymtorch.so", "glibcxx": "3.4.32", "cxxabi": "1.3.14"}]}), "error", {"pkg:gymtorch", "lib:libstdc++"}),  # check19
     ("PKG012", dict(packages={"torch": "2.6.0", "torch_extensions": [{"package": "flash_attn", "file": "flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so", "missing": ["_ZN3c105ErrorC2ENS_14SourceLocationESs"], "missing_count": 1, "undefined_count": 40}]}), "error", {"pkg:flash_attn", "pkg:torch"}),  # check17c
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}}), "warning", {"path:train.py"}),
 ]
@@ -705,6 +706,7 @@ CLEAN = [
         {"name": "eno1", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.3.14", "netmask": "255.255.240.0"}]},
         {"name": "enp37s0f0", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.5.14", "netmask": "255.255.240.0"}]}]})),  # one node
     ("PKG012", dict(packages={"torch": "2.6.0", "torch_extensions": []})),  # check17c
+    ("PKG026", dict(packages={"torch": "2.4.1", "libstdcxx": {"path": "/opt/conda/lib/libstdc++.so.6", "from": "RUNPATH", "glibcxx": "3.4.29", "cxxabi": "1.3.13"}, "extension_cxx_needs": [{"package": "apex", "file": "amp_C.so", "glibcxx": "3.4.29", "cxxabi": "1.3.13"}]})),  # check19
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local-rank", "--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}})),
 ]
 

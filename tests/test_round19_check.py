@@ -85,3 +85,43 @@ def test_gcc_libstdcxx_table_has_a_source_per_row_and_answers_releases_between_r
     assert libstdcxx.of_gcc("12.3.0")["glibcxx"] == "3.4.30"  # not listed: the preceding release's labels
     assert libstdcxx.of_gcc("9.3.0")["glibcxx"] == "3.4.28"
     assert libstdcxx.of_gcc("4.4.7") is None and libstdcxx.of_gcc("x") is None
+
+
+def _lint(rows):
+    return {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"spawn_worlds": rows}}
+
+
+def _spawn(size, how="literal"):
+    return {"kind": "spawn", "size": size, "how": how, "path": "train.py", "line": 9, "what": "mp.spawn(run, nprocs=2)"}
+
+
+def _init(size):
+    return {"kind": "init", "size": size, "how": "literal", "path": "train.py", "line": 6,
+            "what": "dist.init_process_group('gloo', world_size=1)"}
+
+
+def test_spawn_worlds_read_from_the_script(tmp_path):
+    from ddpdoctor.lint.scriptfacts import script_facts
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n"
+                      "def run(rank, size):\n    dist.init_process_group('gloo', rank=rank, world_size=1)\n\n"
+                      "if __name__ == '__main__':\n    n = torch.cuda.device_count()\n    mp.spawn(run, args=(2,), nprocs=n)\n")
+    rows = script_facts([str(script)])["spawn_worlds"]
+    assert {(r["kind"], r["size"], r["how"]) for r in rows} == {("spawn", None, "device_count via n"), ("init", 1, "literal")}
+
+
+def test_env004_spawned_processes_against_a_literal_world_size():
+    """pytorch/pytorch#62381's class: mp.spawn(nprocs=2) with init_process_group(world_size=1)."""
+    [f] = findings_of(make_snapshot(lint=_lint([_spawn(2), _init(1)])), "ENV004")
+    assert f.severity == "error" and "world_size=1" in f.title and "line:6" in f.subjects
+    # nprocs=torch.cuda.device_count(): the GPUs this process sees (the factory's host has none unless given)
+    gpus = {"count": 4, "devices": [{"index": i, "name": "A100", "uuid": f"GPU-{i}"} for i in range(4)]}
+    [f] = findings_of(make_snapshot(gpus=gpus, lint=_lint([_spawn(None, "device_count"), _init(2)])), "ENV004")
+    assert f.evidence["started"] == 4
+
+
+def test_env004_quiet_when_the_spawned_count_matches_or_is_unknown():
+    assert findings_of(make_snapshot(lint=_lint([_spawn(2), _init(2)])), "ENV004") == []
+    assert findings_of(make_snapshot(lint=_lint([_spawn(None, "device_count"), _init(2)])), "ENV004") == []  # no GPU facts
+    assert findings_of(make_snapshot(lint=_lint([_init(1)])), "ENV004") == []  # started by a launcher, not spawn

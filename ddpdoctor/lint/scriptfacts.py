@@ -30,6 +30,13 @@
   Also Lightning's `Trainer(devices=N)` / `Trainer(gpus=N)` literals: a count N asks for ordinals 0..N-1, a list or
   "0,2" string for those (Lightning's device_parser; "You requested gpu: [0, ..., 6] But your machine only has:
   [0, 1]"), unless a literal non-GPU accelerator is given.
+- `spawn_worlds` (check19): the processes the script starts itself and the world size it tells the process group -
+  `torch.multiprocessing.spawn(fn, args, nprocs)` / `start_processes` with nprocs a literal int, a name bound once to
+  one, or `torch.cuda.device_count()` (directly or through such a name), and `init_process_group(world_size=...)` with
+  a literal int (or a name bound once to one). A group of N spawned processes told world_size=M != N never forms:
+  with M < N the ranks from M on are outside it and block in init_process_group (pytorch/pytorch#62381: mp.spawn
+  nprocs=2, world_size=1, rank 1 never returns); with M > N the store waits for ranks that never start until the
+  timeout (torch/distributed/distributed_c10d.py init_process_group; torch/multiprocessing/spawn.py spawn).
 - `strict_parse_args`: `parser.parse_args()` calls that read sys.argv (ENV019: a script that takes no local-rank argument
   still receives the one the old torch.distributed.launch passes, and argparse exits on it).
 - `node_args`: Lightning's `Trainer(num_nodes=N)` with a literal int, as lint.configfacts reads it from a config file
@@ -207,6 +214,56 @@ def _cuda_init_before(index: ModuleIndex, env_set) -> Optional[dict]:
     if best is None:
         return None
     return {"line": best.line, "call": (best.qual or best.text or "cuda") + "()"}
+
+
+SPAWN_QUALS = ("torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+               "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes")
+INIT_PG_QUALS = ("torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group")
+DEVICE_COUNT_QUALS = ("torch.cuda.device_count",)
+
+
+def _bound_once(tree: ast.AST) -> dict:
+    """{name: value node} for the plain names the file assigns exactly once (any scope)."""
+    seen: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    seen.setdefault(t.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            seen.setdefault(node.target.id, []).append(node.value if isinstance(node, ast.AnnAssign) else None)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and v[0] is not None}
+
+
+def _size_of(index: ModuleIndex, node: Optional[ast.AST], scope, once: dict, depth: int = 0):
+    """(int or None, how): a literal int; "device_count" for torch.cuda.device_count(); through a name bound once."""
+    if node is None or depth > 2:
+        return None, None
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value, "literal"
+    if isinstance(node, ast.Call) and index.qual(node.func, scope) in DEVICE_COUNT_QUALS:
+        return None, "device_count"
+    if isinstance(node, ast.Name) and node.id in once:
+        value, how = _size_of(index, once[node.id], scope, once, depth + 1)
+        return value, (f"{how} via {node.id}" if how else None)
+    return None, None
+
+
+def spawn_worlds(index: ModuleIndex, tree: ast.AST, path: str) -> list:
+    """`spawn_worlds` entries (see the module doc): {"kind": "spawn"|"init", "size": int|None, "how", "path", "line"}."""
+    once = _bound_once(tree)
+    out = []
+    for call in index.calls_named(*SPAWN_QUALS):
+        size, how = _size_of(index, call.arg(2, "nprocs"), call.scope, once)
+        if how:
+            out.append({"kind": "spawn", "size": size, "how": how, "path": path, "line": call.line,
+                        "what": ast.unparse(call.node)[:120]})
+    for call in index.calls_named(*INIT_PG_QUALS):
+        size, how = _size_of(index, call.kw("world_size"), call.scope, once)
+        if how and size is not None:
+            out.append({"kind": "init", "size": size, "how": how, "path": path, "line": call.line,
+                        "what": ast.unparse(call.node)[:120]})
+    return out
 
 
 _WORLD_FLAG = re.compile(r"^-+(world[_-]?size|n_?procs?|nproc[_-]per[_-]node|num[_-]?process(es)?)$", re.I)
@@ -695,6 +752,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     launcher_reads: list = []
     rank_devices: list = []
     worlds: list = []
+    spawns: list = []
     reads_world = False
     indices: list = []
     compiles: list = []
@@ -716,6 +774,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
         parse_known = parse_known or known
         reads_local_rank = reads_local_rank or reads_lr
         index = index if index is not None else ModuleIndex(script.tree, script.path, script.text)
+        spawns.extend(spawn_worlds(index, script.tree, script.path))
         found, world, reads = _tree_facts(script.tree, script.path)
         indices.extend(found)
         worlds.extend(world)
@@ -745,4 +804,4 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
             "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes,
             "strict_parse_args": strict, "setting_sets": settings_set, "debug_calls": debug_calls,
-            "launcher_env_reads": launcher_reads, "global_rank_devices": rank_devices, **asks}
+            "launcher_env_reads": launcher_reads, "global_rank_devices": rank_devices, "spawn_worlds": spawns, **asks}

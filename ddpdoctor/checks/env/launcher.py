@@ -264,7 +264,7 @@ def _port_in_ephemeral_range(snap, env, raw, port):
     )
 
 
-@check("ENV004", "rank-arithmetic", family="launcher", needs=("env",), catalogue=("A4",))
+@check("ENV004", "rank-arithmetic", family="launcher", needs=("env",), reads=("lint", "gpus"), catalogue=("A4",))
 def rank_arithmetic(snap):
     """LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK and RANK do not add up.
 
@@ -285,6 +285,13 @@ def rank_arithmetic(snap):
         with MASTER_ADDR unset or this host means this node waits for a node 0 on itself that never
         starts: the job hangs at "initializing ddp" (CompVis/taming-transformers#12).
 
+        Also, with `check --script` (lint.scriptfacts spawn_worlds): a script that starts its own processes
+        (`torch.multiprocessing.spawn(fn, nprocs=N)`, N a literal or `torch.cuda.device_count()`: the GPUs this
+        process sees) and tells init_process_group a literal world_size=M != N. torch numbers the spawned processes
+        0..N-1 (torch/multiprocessing/spawn.py) and the process group waits for exactly M of them: with M < N the
+        ranks from M on never return from init_process_group (pytorch/pytorch#62381: nprocs=2, world_size=1), with
+        M > N every rank waits for ranks that never start until the rendezvous times out.
+
     Example
         On the second node: RANK=$LOCAL_RANK (0..3) instead of 4..7.
 
@@ -296,6 +303,7 @@ def rank_arithmetic(snap):
     stray = _stray_node_rank(snap, env)
     if stray:
         yield stray
+    yield from _spawn_world_mismatch(snap, env)
     rank, world = env_int(env, "RANK"), env_int(env, "WORLD_SIZE")
     lrank, lworld = env_int(env, "LOCAL_RANK"), env_int(env, "LOCAL_WORLD_SIZE")
     node = env_int(env, "GROUP_RANK")
@@ -653,3 +661,40 @@ def local_rank_argument_spelling(snap):
                    'default=int(os.environ.get("LOCAL_RANK", 0)))   # and launch with torchrun'),
               subjects=[f"path:{top.get('path')}", "pkg:torch"],
               evidence={"flags": sorted(flags), "torch": version, "passed": passed, "parse_known_args": known})
+
+
+def _spawn_world_mismatch(snap, env):
+    """ENV004 for a script's mp.spawn(nprocs=N) against its init_process_group(world_size=M), M != N."""
+    from ddpdoctor.facts.cuda_map import resolve
+
+    rows = script_asks(snap, "spawn_worlds")
+    inits = [r for r in rows if r.get("kind") == "init" and isinstance(r.get("size"), int)]
+    spawns = [r for r in rows if r.get("kind") == "spawn"]
+    if not inits or not spawns:
+        return
+    spawn = spawns[0]
+    started, source = spawn.get("size"), f"{spawn.get('path')}:{spawn.get('line')} {spawn.get('what')}"
+    if not isinstance(started, int):
+        gpus = snap.get("gpus")
+        if not str(spawn.get("how") or "").startswith("device_count") or not isinstance(gpus, dict) \
+                or gpus.get("error") or gpus.get("unavailable"):
+            return
+        started = len(resolve(env, gpus).visible)
+        source += f" (torch.cuda.device_count() = {started} GPU(s) this process sees)"
+        if started == 0:
+            return
+    init = next((r for r in inits if r["size"] != started), None)
+    if init is None:
+        return
+    told = init["size"]
+    where = f"{init.get('path')}:{init.get('line')}"
+    consequence = (f"ranks {told}..{started - 1} are outside a group of {told} and never return from "
+                   "init_process_group (pytorch/pytorch#62381)" if told < started else
+                   f"every rank waits for {told - started} rank(s) that never start, until the rendezvous times out")
+    yield error(f"The script starts {started} process(es) but tells init_process_group world_size={told} ({where})",
+                detail=(f"torch.multiprocessing.spawn numbers its processes 0..{started - 1} ({source}); the process "
+                        f"group waits for exactly world_size={told} ranks: {consequence}."),
+                fix=(f"pass the number of processes spawned: init_process_group(..., world_size={started}) - better the "
+                     "same variable given to mp.spawn(nprocs=world_size) and to the worker as an argument"),
+                subjects=["WORLD_SIZE", f"path:{init.get('path')}", f"line:{init.get('line')}"],
+                evidence={"spawn": spawn, "init": init, "started": started})
