@@ -125,3 +125,39 @@ def test_env004_quiet_when_the_spawned_count_matches_or_is_unknown():
     assert findings_of(make_snapshot(lint=_lint([_spawn(2), _init(2)])), "ENV004") == []
     assert findings_of(make_snapshot(lint=_lint([_spawn(None, "device_count"), _init(2)])), "ENV004") == []  # no GPU facts
     assert findings_of(make_snapshot(lint=_lint([_init(1)])), "ENV004") == []  # started by a launcher, not spawn
+
+
+def _rdzv(passes=(), sets=(), spawn=False):
+    facts = {"env_rendezvous": [{"path": "train.py", "line": 9, "passes": list(passes), "script_sets": list(sets)}]}
+    if spawn:
+        facts["spawn_worlds"] = [_spawn(2)]
+    return {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": facts}
+
+
+def test_env_rendezvous_read_from_the_script(tmp_path):
+    from ddpdoctor.lint.scriptfacts import script_facts
+
+    script = tmp_path / "train.py"
+    script.write_text("import os\nimport torch.distributed as dist\nos.environ['MASTER_PORT'] = '29500'\n"
+                      "dist.init_process_group(backend='nccl', init_method='env://', world_size=2)\n"
+                      "dist.init_process_group('gloo', init_method='tcp://10.0.0.1:23456', rank=0, world_size=2)\n"
+                      "dist.init_process_group('nccl')\n")
+    rows = script_facts([str(script)])["env_rendezvous"]
+    assert [(r["line"], r["passes"], r["script_sets"]) for r in rows] == [(4, ["world_size"], ["MASTER_PORT"]),
+                                                                          (6, [], ["MASTER_PORT"])]
+
+
+def test_env001_env_rendezvous_in_a_script_started_without_a_launcher():
+    """NVIDIA/apex#99's class: init_process_group(init_method='env://', world_size=2) run as `python train.py`."""
+    [f] = findings_of(make_snapshot(lint=_rdzv(passes=["world_size"])), "ENV001")
+    assert f.severity == "warning" and "launcher" in f.title
+    assert {"MASTER_ADDR", "MASTER_PORT", "RANK"} <= set(f.subjects) and "WORLD_SIZE" not in f.subjects
+
+
+def test_env001_quiet_when_the_env_rendezvous_has_what_it_reads():
+    torchrun = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+                "TORCHELASTIC_RUN_ID": "x", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}
+    assert findings_of(make_snapshot(env=torchrun, lint=_rdzv()), "ENV001") == []
+    everything = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"]
+    assert findings_of(make_snapshot(lint=_rdzv(sets=everything)), "ENV001") == []  # the script sets them itself
+    assert findings_of(make_snapshot(lint=_rdzv(spawn=True)), "ENV001") == []  # mp.spawn: its workers, its env

@@ -37,6 +37,11 @@
   with M < N the ranks from M on are outside it and block in init_process_group (pytorch/pytorch#62381: mp.spawn
   nprocs=2, world_size=1, rank 1 never returns); with M > N the store waits for ranks that never start until the
   timeout (torch/distributed/distributed_c10d.py init_process_group; torch/multiprocessing/spawn.py spawn).
+- `env_rendezvous` (check19): init_process_group calls that rendezvous through the environment - no init_method and no
+  store, or init_method "env://" - with the keywords they pass (`rank`, `world_size`) and the rendezvous variables the
+  script sets itself. torch's env:// handler reads RANK and WORLD_SIZE unless given, and always MASTER_ADDR and
+  MASTER_PORT ("environment variable MASTER_ADDR expected, but not set": torch/distributed/rendezvous.py
+  _env_rendezvous_handler @cf30153c), which only a launcher sets (NVIDIA/apex#99).
 - `strict_parse_args`: `parser.parse_args()` calls that read sys.argv (ENV019: a script that takes no local-rank argument
   still receives the one the old torch.distributed.launch passes, and argparse exits on it).
 - `node_args`: Lightning's `Trainer(num_nodes=N)` with a literal int, as lint.configfacts reads it from a config file
@@ -263,6 +268,25 @@ def spawn_worlds(index: ModuleIndex, tree: ast.AST, path: str) -> list:
         if how and size is not None:
             out.append({"kind": "init", "size": size, "how": how, "path": path, "line": call.line,
                         "what": ast.unparse(call.node)[:120]})
+    return out
+
+
+RENDEZVOUS_ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+
+
+def env_rendezvous(index: ModuleIndex, path: str) -> list:
+    """`env_rendezvous` entries (see the module doc): {"path", "line", "passes": [...], "script_sets": [...]}."""
+    sets = sorted({e.name for e in index.env_sets} & set(RENDEZVOUS_ENV))
+    out = []
+    for call in index.calls_named(*INIT_PG_QUALS):
+        if call.kw("store") is not None or any(isinstance(a, ast.Starred) for a in call.node.args) \
+                or any(k.arg is None for k in call.node.keywords):
+            continue
+        method = call.arg(1, "init_method")
+        if method is not None and not (isinstance(method, ast.Constant) and method.value in ("env://", None)):
+            continue
+        passes = sorted(k for k in ("rank", "world_size") if call.kw(k) is not None)
+        out.append({"path": path, "line": call.line, "passes": passes, "script_sets": sets})
     return out
 
 
@@ -753,6 +777,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     rank_devices: list = []
     worlds: list = []
     spawns: list = []
+    env_rdzv: list = []
     reads_world = False
     indices: list = []
     compiles: list = []
@@ -775,6 +800,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
         reads_local_rank = reads_local_rank or reads_lr
         index = index if index is not None else ModuleIndex(script.tree, script.path, script.text)
         spawns.extend(spawn_worlds(index, script.tree, script.path))
+        env_rdzv.extend(env_rendezvous(index, script.path))
         found, world, reads = _tree_facts(script.tree, script.path)
         indices.extend(found)
         worlds.extend(world)
@@ -804,4 +830,5 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
             "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes,
             "strict_parse_args": strict, "setting_sets": settings_set, "debug_calls": debug_calls,
-            "launcher_env_reads": launcher_reads, "global_rank_devices": rank_devices, "spawn_worlds": spawns, **asks}
+            "launcher_env_reads": launcher_reads, "global_rank_devices": rank_devices, "spawn_worlds": spawns,
+            "env_rendezvous": env_rdzv, **asks}

@@ -59,6 +59,7 @@ def _needs_a_launcher(snap, env):
         return
     reads = [r for r in script_asks(snap, "launcher_env_reads") if r.get("name") and not env.get(r["name"])]
     if not reads:
+        yield from _env_rendezvous_without_launcher(snap, env)
         return
     names = sorted({r["name"] for r in reads})
     first = reads[0]
@@ -77,6 +78,34 @@ def _needs_a_launcher(snap, env):
                   evidence={"reads": reads[:12], "launcher": "none"})
 
 
+def _env_rendezvous_without_launcher(snap, env):
+    """ENV001 for a script whose init_process_group rendezvous is env:// (the default) where no launcher runs and the
+    script does not set the variables itself nor start its own processes (mp.spawn: its workers' env is the script's)."""
+    if script_asks(snap, "spawn_worlds") and any(r.get("kind") == "spawn" for r in script_asks(snap, "spawn_worlds")):
+        return
+    for call in script_asks(snap, "env_rendezvous"):
+        passed = {str(p).upper() for p in call.get("passes") or ()}
+        own = set(call.get("script_sets") or ())
+        need = [v for v in RENDEZVOUS_VARS if v not in passed and v not in own and not env.get(v)]
+        if not need:
+            continue
+        where = f"{call.get('path')}:{call.get('line')}"
+        yield warning(f"{where} calls init_process_group with the env:// rendezvous, which reads {', '.join(need)}: "
+                      "only a launcher sets them, and none runs here",
+                      detail=("torch's env:// handler (the default init_method) reads RANK and WORLD_SIZE unless they "
+                              "are passed, and always MASTER_ADDR and MASTER_PORT (torch/distributed/rendezvous.py "
+                              "_env_rendezvous_handler); started as `python train.py` it stops with \"ValueError: Error "
+                              f"initializing torch.distributed using env:// rendezvous: environment variable {need[0]} "
+                              "expected, but not set\" (NVIDIA/apex#99). torchrun sets them in each worker. Checked in "
+                              "the shell that will start a launcher, this is expected."),
+                      fix=("torchrun --nproc-per-node <GPUs> " + str(call.get("path") or "train.py")
+                           + "   # sets " + ", ".join(need) + "; or pass init_method='tcp://<host>:<port>' with rank= "
+                           "and world_size="),
+                      subjects=need + [f"line:{call.get('line')}", f"path:{call.get('path')}"],
+                      evidence={"init_process_group": call, "missing": need, "launcher": "none"})
+        return
+
+
 @check("ENV001", "rendezvous-env-incomplete", family="launcher", needs=("env", "launcher"), reads=("lint", "launch"),
        catalogue=("A2",))
 def rendezvous_env_incomplete(snap):
@@ -90,7 +119,11 @@ def rendezvous_env_incomplete(snap):
         command: the script's unguarded reads of a variable only a launcher sets
         (`int(os.environ["LOCAL_RANK"])`; torch's elastic agent sets RANK, LOCAL_RANK, WORLD_SIZE,
         LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT in each worker) stop it with
-        "KeyError: 'LOCAL_RANK'" when it is started as `python train.py`.
+        "KeyError: 'LOCAL_RANK'" when it is started as `python train.py`; and, the same way, an
+        init_process_group with the env:// rendezvous (no init_method and no store, or "env://"), which
+        reads RANK and WORLD_SIZE unless passed and MASTER_ADDR and MASTER_PORT always
+        (torch/distributed/rendezvous.py _env_rendezvous_handler), in a script that neither sets them
+        nor starts its own processes with mp.spawn.
 
     Why it matters
         "ValueError: Error initializing torch.distributed using env:// rendezvous: environment
