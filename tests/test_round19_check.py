@@ -161,3 +161,63 @@ def test_env001_quiet_when_the_env_rendezvous_has_what_it_reads():
     everything = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"]
     assert findings_of(make_snapshot(lint=_rdzv(sets=everything)), "ENV001") == []  # the script sets them itself
     assert findings_of(make_snapshot(lint=_rdzv(spawn=True)), "ENV001") == []  # mp.spawn: its workers, its env
+
+
+def _gpus(n):
+    return {"count": n, "devices": [{"index": i, "name": "RTX 4090", "uuid": f"GPU-{i}"} for i in range(n)]}
+
+
+def _launch(argv):
+    from ddpdoctor.facts.launch import parse_command, parse_program
+
+    cmd = dict(parse_command(argv) or parse_program(argv), depth=0)
+    return {"commands": [cmd], "depth_read": 0}
+
+
+def test_program_gpu_options_read_from_a_command_line():
+    from ddpdoctor.facts.launch import parse_command, parse_program, script_gpu_options
+
+    assert parse_program(["python", "train.py", "-data", "d", "-gpuid", "1"])["script_gpus"] == {"-gpuid": "1"}
+    assert parse_program(["python", "-m", "torch.utils.collect_env"]) is None
+    assert parse_program(["bash", "run.sh"]) is None
+    cmd = parse_command(["torchrun", "--nproc-per-node", "2", "train.py", "--gpu_ids", "0,1,2", "--bf16", "True"])
+    assert cmd["script_gpus"] == {"--gpu_ids": "0,1,2"} and cmd["script_options"] == {"bf16": "True"}
+    assert script_gpu_options(["--device", "cpu", "--gpus", "auto", "--output_dir", "gpu1"]) == {}
+    assert script_gpu_options(["--device_ids", "0", "3", "--lr", "1"]) == {"--device_ids": "0 3"}
+
+
+def test_gpu019_a_gpu_ordinal_option_beyond_the_visible_gpus():
+    """OpenNMT/OpenNMT-py#609's class: -gpuid 1 where CUDA_VISIBLE_DEVICES leaves one GPU."""
+    snap = make_snapshot(env={"CUDA_VISIBLE_DEVICES": "1"}, gpus=_gpus(2),
+                         launch=_launch(["python", "train.py", "-gpuid", "1"]))
+    [f] = findings_of(snap, "GPU019")
+    assert f.severity == "warning" and "-gpuid 1" in f.title and "arg:gpuid" in f.subjects
+    # a count: --num_gpus 4 asks for ordinals 0..3 on a 2-GPU machine
+    [f] = findings_of(make_snapshot(gpus=_gpus(2), launch=_launch(["python", "main.py", "--num_gpus", "4"])), "GPU019")
+    assert f.evidence["asked"][0]["ordinal"] == 3
+
+
+def test_gpu019_quiet_when_the_options_name_visible_gpus():
+    ok = make_snapshot(env={"CUDA_VISIBLE_DEVICES": "1"}, gpus=_gpus(2),
+                       launch=_launch(["python", "train.py", "-gpuid", "0"]))
+    assert findings_of(ok, "GPU019") == []
+    both = make_snapshot(gpus=_gpus(2), launch=_launch(["torchrun", "--nproc-per-node", "2", "train.py",
+                                                        "--gpu_ids", "0,1", "--device", "cpu"]))
+    assert findings_of(both, "GPU019") == []
+
+
+def test_check_given_a_training_command_records_it_as_the_nearest_launch(tmp_path, monkeypatch):
+    from ddpdoctor.pipeline.check import add_given_command
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    (tmp_path / "train.py").write_text("import torch\n")
+    monkeypatch.chdir(tmp_path)
+    snap = Snapshot.from_dict(make_snapshot().to_dict())
+    snap.sections["launch"] = {"commands": [{"launcher": "srun", "options": {"ntasks": "2"}, "depth": 2}], "depth_read": 2}
+    add_given_command(snap, ["python", "train.py", "-gpuid", "1"])
+    first = snap.sections["launch"]["commands"][0]
+    assert first["launcher"] == "python" and first["depth"] == 0 and first["script_gpus"] == {"-gpuid": "1"}
+    assert first["program_path"] == str(tmp_path / "train.py")
+    assert snap.sections["launch"]["commands"][1]["launcher"] == "srun"
+    add_given_command(snap, ["bash", "run.sh"])  # not a command it can read: nothing recorded
+    assert len(snap.sections["launch"]["commands"]) == 2

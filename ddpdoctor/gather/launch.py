@@ -106,6 +106,8 @@ FIELDS = {
     "commands": LIST, "commands[]": OBJ, "commands[].launcher": STR, "commands[].options": OBJ,
     "commands[].options.*": STR, "commands[].program": STR, "commands[].program_path": STR, "commands[].script_options": OBJ,
     "commands[].script_options.*": STR, "commands[].depth": INT, "depth_read": INT,
+    # check19: the training program's GPU options (facts.launch.script_gpu_options)
+    "commands[].script_gpus": OBJ, "commands[].script_gpus.*": STR,
 }
 
 

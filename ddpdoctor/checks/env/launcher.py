@@ -55,7 +55,7 @@ RENDEZVOUS_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
 def _needs_a_launcher(snap, env):
     """ENV001's finding for a script that reads a launcher's variable without a default where no launcher runs: no
     launcher variable (launcher.kind "none") and no launcher command above check (the launch section)."""
-    if snap["launcher"].get("kind") != "none" or commands(snap):
+    if snap["launcher"].get("kind") != "none" or any(c.get("launcher") != "python" for c in commands(snap)):
         return
     reads = [r for r in script_asks(snap, "launcher_env_reads") if r.get("name") and not env.get(r["name"])]
     if not reads:
