@@ -221,3 +221,50 @@ def test_check_given_a_training_command_records_it_as_the_nearest_launch(tmp_pat
     assert snap.sections["launch"]["commands"][1]["launcher"] == "srun"
     add_given_command(snap, ["bash", "run.sh"])  # not a command it can read: nothing recorded
     assert len(snap.sections["launch"]["commands"]) == 2
+
+
+FATBIN = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf", "cuda", "mish_cuda.so")
+
+
+def test_cuda_archs_read_from_the_nv_fatbin_section(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.elf import read_object
+    from ddpdoctor.gather.native import scan_extension_modules
+
+    assert read_object(FATBIN).cuda_archs() == {"sass": [52], "ptx": [52]}
+    assert read_object(NEEDS_3_4_30).cuda_archs() is None  # no CUDA code
+    site = tmp_path / "site"
+    (site / "mish_cuda").mkdir(parents=True)
+    shutil.copy(FATBIN, site / "mish_cuda" / "_C.so")
+    (site / "torch" / "lib").mkdir(parents=True)
+    shutil.copy(os.path.join(CXX, "site", "torch", "lib", "libc10.so"), site / "torch" / "lib" / "libc10.so")
+    shutil.copy(FATBIN, site / "torch" / "lib" / "libtorch_cuda.so")  # a source build's libtorch_cuda.so
+    scan = scan_extension_modules(Sources(root=str(tmp_path), environ={}), str(site))
+    assert [(m["package"], m["file"], m["sass"]) for m in scan["cuda"]] == [
+        ("torch", "torch/lib/libtorch_cuda.so", [52]), ("mish_cuda", "mish_cuda/_C.so", [52])]
+
+
+def _titan_x_and(module, cc=(5, 2), name="GTX TITAN X"):
+    gpus = {"count": 1, "devices": [{"index": 0, "name": name, "uuid": "GPU-0", "cuda_capability": list(cc)}]}
+    return make_snapshot(gpus=gpus, packages={"torch": "1.7.0", "torch_build": {"cuda": "10.2", "hip": None},
+                                              "cuda_archs": [module]})
+
+
+def test_gpu032_an_extension_without_code_for_the_gpu():
+    """thomasbrandon/mish-cuda#10's class: the extension built for sm_70/75 only, run on a TITAN X (sm_52)."""
+    [f] = findings_of(_titan_x_and({"package": "mish_cuda", "file": "mish_cuda/_C.so", "sass": [70, 75], "ptx": []}),
+                      "GPU032")
+    assert f.severity == "warning" and "sm_52" in f.title and "pkg:mish_cuda" in f.subjects
+    assert 'TORCH_CUDA_ARCH_LIST="5.2"' in f.fix
+    # torch's own libtorch_cuda.so (a source build for the P4/P40's sm_61) on a V100: an error
+    [f] = findings_of(_titan_x_and({"package": "torch", "file": "torch/lib/libtorch_cuda.so", "sass": [61], "ptx": []},
+                                   cc=(7, 0), name="Tesla V100"), "GPU032")
+    assert f.severity == "error" and "sm_70" in f.title
+
+
+def test_gpu032_quiet_when_a_cubin_or_ptx_runs_on_the_gpu():
+    # a cubin of the same major and an older minor runs (sm_50 code on sm_52); PTX runs on anything at or above it
+    assert findings_of(_titan_x_and({"package": "m", "file": "m.so", "sass": [50], "ptx": []}), "GPU032") == []
+    assert findings_of(_titan_x_and({"package": "m", "file": "m.so", "sass": [70], "ptx": [35]}), "GPU032") == []
+    assert findings_of(_titan_x_and({"package": "torch", "file": "t.so", "sass": [52, 60, 70], "ptx": [70]}),
+                       "GPU032") == []

@@ -316,36 +316,41 @@ def libstdcxx(src: Sources, site: Optional[str] = None) -> dict:
     return out
 
 
-MAX_CXX_NEEDS = 8
+MAX_CXX_NEEDS, MAX_CUDA_MODULES, TORCH_ARCH_DEADLINE_S = 8, 16, 1.0
 
 
-def _cxx_needs_of(path: str) -> Optional[dict]:
-    """{"glibcxx", "cxxabi"}: the newest GLIBCXX_/CXXABI_ versions an ELF object needs from libstdc++.so.6
-    (.gnu.version_r), or None when it needs none (a C extension) or cannot be read."""
+def _module_facts(path: str, deadline: float) -> tuple:
+    """(libstdc++ needs, CUDA architectures) of one compiled module: {"glibcxx", "cxxabi"} - the newest GLIBCXX_/CXXABI_
+    versions it needs from libstdc++.so.6 (.gnu.version_r), None when it needs none (a C extension); {"sass", "ptx"}
+    of its .nv_fatbin (ElfObject.cuda_archs), None when it carries no CUDA code. (None, None) when unreadable."""
     from ddpdoctor.gather.elf import read_object
 
     obj = read_object(path)
     if obj is None:
-        return None
+        return None, None
     try:
         wanted = obj.version_needs().get("libstdc++.so.6") or []
     except Exception:  # noqa: BLE001 - a truncated or odd object
         wanted = []
+    try:
+        archs = obj.cuda_archs(deadline)
+    except Exception:  # noqa: BLE001
+        archs = None
     finally:
         obj.close()
-    if not wanted:
-        return None
-    return {"glibcxx": _max_version(wanted, "GLIBCXX_"), "cxxabi": _max_version(wanted, "CXXABI_")}
+    needs = {"glibcxx": _max_version(wanted, "GLIBCXX_"), "cxxabi": _max_version(wanted, "CXXABI_")} if wanted else None
+    return needs, archs
 
 
-def extension_cxx_needs(src: Sources, site: Optional[str] = None, torch_version: Optional[str] = None) -> Optional[list]:
-    """The compiled extension modules of torch's site-packages (and the checkouts it points into) and of torch's JIT
-    build directory (torch.utils.cpp_extension: TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions; gather.host
-    torch_extension_root) with the newest GLIBCXX_/CXXABI_ versions each needs from libstdc++.so.6, read from its
-    .gnu.version_r (no import). A module built by a newer GCC than the libstdc++.so.6 the process loads fails to
-    import: "libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by .../gymtorch.so)". The MAX_CXX_NEEDS
-    neediest, newest GLIBCXX first; [] when none needs libstdc++; None when site-packages is not known. Bounded as
-    torch_extensions (MAX_EXT_FILES files, EXT_DEADLINE_S seconds)."""
+# torch's own libraries that carry its CUDA kernels: libtorch_cuda.so (1.5+; libtorch_cuda_cu/_cpp in 1.8-1.10),
+# libcaffe2_gpu.so / libATen_cuda.so before
+TORCH_CUDA_LIBS = ("libtorch_cuda.so", "libtorch_cuda_cu.so", "libcaffe2_gpu.so", "libATen_cuda.so")
+
+
+def scan_extension_modules(src: Sources, site: Optional[str] = None, torch_version: Optional[str] = None) -> dict:
+    """One bounded walk of the compiled modules (see extension_cxx_needs) and torch's CUDA libraries:
+    {"cxx": extension_cxx_needs' list, "cuda": [{package, file, sass, ptx}] for each module with CUDA code (torch's
+    own first), MAX_CUDA_MODULES at most}; {} when site-packages is not known."""
     import sys
     import time
 
@@ -357,8 +362,18 @@ def extension_cxx_needs(src: Sources, site: Optional[str] = None, torch_version:
 
             site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
         except Exception:  # noqa: BLE001 - unreadable metadata
-            return None
+            return {}
     deadline = time.monotonic() + EXT_DEADLINE_S
+    cuda: list = []
+    lib = _torch_lib_dir(site)
+    for name in TORCH_CUDA_LIBS if lib else ():
+        path = os.path.join(lib, name)
+        if os.path.exists(path):
+            _needs, archs = _module_facts(path, deadline + TORCH_ARCH_DEADLINE_S)
+            if archs is not None:
+                rel = os.path.relpath(path, site)
+                cuda.append(dict(archs, package="torch", file=path if rel.startswith(os.pardir) else rel))
+                break
     walks = [_extension_files(site, deadline)]
     root, _depth = torch_extension_root(src.environ, sys.platform, torch_version)
     if root and os.path.isdir(src.path(root)):
@@ -370,8 +385,8 @@ def extension_cxx_needs(src: Sources, site: Optional[str] = None, torch_version:
             seen += 1
             if seen > 2 * MAX_EXT_FILES or time.monotonic() > deadline:
                 break
-            needs = _cxx_needs_of(path)
-            if not needs:
+            needs, archs = _module_facts(path, deadline)
+            if not needs and archs is None:
                 continue
             rel = os.path.relpath(path, site)
             if package == "torch_extensions":  # <root>/[py310_cu121/]<name>/<name>.so: the extension's name
@@ -379,9 +394,24 @@ def extension_cxx_needs(src: Sources, site: Optional[str] = None, torch_version:
                 shown = path if src.root == "/" else "/" + os.path.relpath(path, src.root)
             else:
                 shown = path if rel.startswith(os.pardir) else rel
-            out.append(dict(needs, package=package, file=shown))
+            if needs:
+                out.append(dict(needs, package=package, file=shown))
+            if archs is not None and len(cuda) < MAX_CUDA_MODULES:
+                cuda.append(dict(archs, package=package, file=shown))
     key = lambda e: (_rel(e.get("glibcxx")), _rel(e.get("cxxabi")))  # noqa: E731
-    return sorted(out, key=key, reverse=True)[:MAX_CXX_NEEDS]
+    return {"cxx": sorted(out, key=key, reverse=True)[:MAX_CXX_NEEDS], "cuda": cuda}
+
+
+def extension_cxx_needs(src: Sources, site: Optional[str] = None, torch_version: Optional[str] = None) -> Optional[list]:
+    """The compiled extension modules of torch's site-packages (and the checkouts it points into) and of torch's JIT
+    build directory (torch.utils.cpp_extension: TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions; gather.host
+    torch_extension_root) with the newest GLIBCXX_/CXXABI_ versions each needs from libstdc++.so.6, read from its
+    .gnu.version_r (no import). A module built by a newer GCC than the libstdc++.so.6 the process loads fails to
+    import: "libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by .../gymtorch.so)". The MAX_CXX_NEEDS
+    neediest, newest GLIBCXX first; [] when none needs libstdc++; None when site-packages is not known. Bounded as
+    torch_extensions (MAX_EXT_FILES files, EXT_DEADLINE_S seconds)."""
+    scan = scan_extension_modules(src, site, torch_version)
+    return scan["cxx"] if scan else None
 
 
 def _rel(v) -> tuple:

@@ -9,7 +9,7 @@ from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 # The native-library facts (shared objects found on ld.so's paths, read from their ELF headers) live in
 # gather/native.py; imported here under their old names, which the gatherer and callers use.
 from ddpdoctor.gather.native import (extension_cxx_needs, ld_cuda_libs, ld_torch_libs, libstdcxx,  # noqa: F401
-                                     nccl_preloaded, torch_extensions)
+                                     nccl_preloaded, scan_extension_modules, torch_extensions)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
@@ -73,6 +73,10 @@ FIELDS = {
     # GLIBCXX_/CXXABI_ versions each needs from libstdc++.so.6 (.gnu.version_r)
     "extension_cxx_needs": LIST, "extension_cxx_needs[]": OBJ, "extension_cxx_needs[].package": STR,
     "extension_cxx_needs[].file": STR, "extension_cxx_needs[].glibcxx": STR, "extension_cxx_needs[].cxxabi": STR,
+    # check19 (PKG027): the GPU architectures of the CUDA code torch's libtorch_cuda.so and compiled extensions carry
+    # (.nv_fatbin: cubins "sass" for sm_XY, "ptx" the driver compiles for sm_XY and newer)
+    "cuda_archs": LIST, "cuda_archs[]": OBJ, "cuda_archs[].package": STR, "cuda_archs[].file": STR,
+    "cuda_archs[].sass": LIST, "cuda_archs[].sass[]": INT, "cuda_archs[].ptx": LIST, "cuda_archs[].ptx[]": INT,
     # check18 (PKG018): the compiled extension modules NVIDIA's apex installed (apex_C, amp_C, fused_layer_norm_cuda...)
     "apex_build": OBJ, "apex_build.extensions": LIST, "apex_build.extensions[]": STR, "apex_build.from": STR,
     "apex_build.has_amp": BOOL,
@@ -148,9 +152,9 @@ def gather_packages(src: Sources) -> dict:
         cxx = libstdcxx(src)
         if cxx:
             out["libstdcxx"] = cxx
-        needs = extension_cxx_needs(src, torch_version=versions.get("torch"))
-        if needs is not None:
-            out["extension_cxx_needs"] = needs
+        scan = scan_extension_modules(src, torch_version=versions.get("torch"))
+        if scan:
+            out["extension_cxx_needs"], out["cuda_archs"] = scan["cxx"], scan["cuda"]
     if versions.get("xformers"):
         xf = xformers_build()
         if xf:
