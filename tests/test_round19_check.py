@@ -268,3 +268,17 @@ def test_gpu032_quiet_when_a_cubin_or_ptx_runs_on_the_gpu():
     assert findings_of(_titan_x_and({"package": "m", "file": "m.so", "sass": [70], "ptx": [35]}), "GPU032") == []
     assert findings_of(_titan_x_and({"package": "torch", "file": "t.so", "sass": [52, 60, 70], "ptx": [70]}),
                        "GPU032") == []
+
+
+def test_pkg021_llvm_libomp_beside_intel_libiomp5():
+    """LLVM's libomp and Intel's libiomp5 are one runtime: torch's libomp with the environment's libiomp5 aborts."""
+    runtimes = [{"path": "/env/lib/python3.10/site-packages/torch/.dylibs/libomp.dylib", "kind": "llvm", "owner": "torch"},
+                {"path": "/env/lib/libiomp5.dylib", "kind": "intel", "owner": "env"}]
+    [f] = findings_of(make_snapshot(packages={"torch": "2.0.1", "openmp_runtimes": runtimes}), "PKG021")
+    assert f.severity == "warning" and "libiomp5 and libomp" in f.title
+
+
+def test_pkg021_quiet_with_one_runtime_or_gnu_beside_it():
+    one = [{"path": "/env/site-packages/torch/lib/libgomp-a34b3233.so.1", "kind": "gnu", "owner": "torch"},
+           {"path": "/env/lib/libomp.so", "kind": "llvm", "owner": "env"}]  # libgomp is another runtime, not a copy
+    assert findings_of(make_snapshot(packages={"torch": "2.0.1", "openmp_runtimes": one}), "PKG021") == []

@@ -305,7 +305,9 @@ def duplicate_intel_openmp(snap):
         torch/.dylibs), in the Python environment (sys.prefix/lib; Library/bin of a conda environment
         on Windows) and vendored by other wheels (*.libs). Two copies of Intel's runtime (libiomp5.so,
         libiomp5.dylib, libiomp5md.dll) in different directories, one of them torch's: the pip wheel's
-        copy beside a conda environment's intel-openmp, which MKL builds of numpy and scipy load.
+        copy beside a conda environment's intel-openmp, which MKL builds of numpy and scipy load. LLVM's
+        libomp counts as a copy of the same runtime (it is Intel's runtime, upstreamed into LLVM, and
+        registers itself the same way): torch's libomp beside an environment's libiomp5, or the reverse.
 
     Why it matters
         Intel's runtime refuses to start a second copy of itself in one process: "OMP: Error #15:
@@ -326,7 +328,11 @@ def duplicate_intel_openmp(snap):
     from ddpdoctor.facts.env import env_of  # noqa: PLC0415
 
     runtimes = (snap["packages"].get("openmp_runtimes") or [])
-    intel = [r for r in runtimes if isinstance(r, dict) and r.get("kind") == "intel"]
+    # LLVM's libomp is the same runtime as Intel's (llvm-project openmp/runtime: one kmp_runtime.cpp, whose
+    # __kmp_register_library_startup registers __KMP_REGISTERED_LIB_<pid> for either): a libomp beside a libiomp5
+    # is a second copy as well ("OMP: Error #15: Initializing libomp.dylib, but found libiomp5.dylib already
+    # initialized"; the DuplicateLibrary hint of openmp/runtime/src/i18n/en_US.txt @0267abce)
+    intel = [r for r in runtimes if isinstance(r, dict) and r.get("kind") in ("intel", "llvm")]
     dirs = {}
     for r in intel:
         dirs.setdefault(str(r.get("path") or "").replace("\\", "/").rsplit("/", 1)[0], r)
@@ -337,7 +343,10 @@ def duplicate_intel_openmp(snap):
     allowed = str(env.get("KMP_DUPLICATE_LIB_OK") or "").strip().upper() in ("TRUE", "1", "YES")
     paths = [r["path"] for r in dirs.values()][:4]
     level = info if allowed else warning
-    yield level(f"two copies of Intel's OpenMP runtime, torch's and another ({', '.join(paths)})",
+    kinds = {r.get("kind") for r in dirs.values()}
+    what = "Intel's OpenMP runtime" if kinds == {"intel"} else (
+        "LLVM's OpenMP runtime" if kinds == {"llvm"} else "the Intel/LLVM OpenMP runtime (libiomp5 and libomp)")
+    yield level(f"two copies of {what}, torch's and another ({', '.join(paths)})",
                 detail=("A process that loads both (torch, then numpy or scipy built with MKL) aborts with \"OMP: Error "
                         "#15: Initializing libiomp5..., but found libiomp5... already initialized\"."
                         + (" KMP_DUPLICATE_LIB_OK is set, so it runs on; the runtime calls that unsafe and says it may "
