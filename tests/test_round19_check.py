@@ -282,3 +282,45 @@ def test_pkg021_quiet_with_one_runtime_or_gnu_beside_it():
     one = [{"path": "/env/site-packages/torch/lib/libgomp-a34b3233.so.1", "kind": "gnu", "owner": "torch"},
            {"path": "/env/lib/libomp.so", "kind": "llvm", "owner": "env"}]  # libgomp is another runtime, not a copy
     assert findings_of(make_snapshot(packages={"torch": "2.0.1", "openmp_runtimes": one}), "PKG021") == []
+
+
+def test_save_dir_facts_measure_free_space_and_the_largest_checkpoint(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.launch import save_dir_facts
+
+    out = tmp_path / "out"
+    (out / "checkpoint-500").mkdir(parents=True)
+    (out / "checkpoint-500" / "model.safetensors").write_bytes(b"\0" * 3000)
+    (out / "checkpoint-1000").mkdir()
+    (out / "checkpoint-1000" / "model.safetensors").write_bytes(b"\0" * 5000)
+    (out / "notes.txt").write_bytes(b"\0" * 9000)  # not a checkpoint
+    [fact] = save_dir_facts(Sources(), {"--output_dir": "out"}, str(tmp_path))
+    assert fact["exists"] and fact["largest_checkpoint"] == "checkpoint-1000" and fact["largest_checkpoint_bytes"] == 5000
+    assert fact["free_bytes"] > 0
+    [later] = save_dir_facts(Sources(), {"--save_dir": "runs/new"}, str(tmp_path))  # not created yet: its parent
+    assert not later["exists"] and later["checked"] == str(tmp_path) and "largest_checkpoint" not in later
+
+
+def _saving(free, largest=None, total=500 * 2 ** 30):
+    from ddpdoctor.facts.launch import parse_program
+
+    cmd = dict(parse_program(["python", "train.py", "--output_dir", "out"]), depth=0)
+    fact = {"option": "--output_dir", "path": "/work/out", "checked": "/work/out", "exists": True,
+            "free_bytes": free, "total_bytes": total}
+    if largest:
+        fact.update(largest_checkpoint="checkpoint-500", largest_checkpoint_bytes=largest)
+    cmd["save_dirs"] = [fact]
+    return make_snapshot(launch={"commands": [cmd], "depth_read": 0})
+
+
+def test_sys011_no_room_for_the_next_checkpoint():
+    [f] = findings_of(_saving(3 * 2 ** 30, largest=13 * 2 ** 30), "SYS011")
+    assert f.severity == "error" and "checkpoint-500" in f.title and "path:/work/out" in f.subjects
+    [f] = findings_of(_saving(2 ** 20), "SYS011")  # 1 MiB of 500 GiB, nothing to size against: full
+    assert f.severity == "warning"
+
+
+def test_sys011_quiet_with_room():
+    assert findings_of(_saving(40 * 2 ** 30, largest=13 * 2 ** 30), "SYS011") == []
+    assert findings_of(_saving(20 * 2 ** 30), "SYS011") == []
+    assert findings_of(make_snapshot(), "SYS011") == []

@@ -151,6 +151,33 @@ def script_gpu_options(args: list) -> dict:
     return out
 
 
+# Where the training program writes its checkpoints (check19): transformers' TrainingArguments --output_dir (the
+# Trainer saves "checkpoint-<step>" directories there: transformers/trainer_utils.py PREFIX_CHECKPOINT_DIR), Lightning's
+# --default_root_dir, and the usual spellings of a script's own save directory.
+_SAVE_DIR_OPTION = re.compile(r"^(output_dir|save_dir|checkpoint_dir|checkpoints_dir|ckpt_dir|default_root_dir|"
+                              r"save_path|model_dir|out_dir)$", re.I)
+
+
+def script_save_dirs(args: list) -> dict:
+    """{option as written: directory} for the save-directory options of a training program's arguments."""
+    out: dict = {}
+    for i, tok in enumerate(str(a) for a in args):
+        name, eq, value = tok.partition("=")
+        if not tok.startswith("-") or not _SAVE_DIR_OPTION.match(name.lstrip("-").replace("-", "_")):
+            continue
+        if not eq:
+            value = str(args[i + 1]) if i + 1 < len(args) and not str(args[i + 1]).startswith("-") else ""
+        if value:
+            out[name] = value
+    return out
+
+
+def save_dirs(snap) -> list:
+    """[(command, save-dir fact)] for every directory the recorded commands' programs save checkpoints to
+    (commands[].save_dirs, gathered: its free space and the largest checkpoint already in it)."""
+    return [(cmd, d) for cmd in commands(snap) for d in cmd.get("save_dirs") or () if isinstance(d, dict)]
+
+
 def gpu_ordinals_asked(snap) -> list:
     """[(highest ordinal asked, option as written, program)] for the recorded commands' training-program GPU options:
     an ordinal option asks for its largest number, a count N (or a plural '--gpus N') for ordinal N-1."""
@@ -236,6 +263,9 @@ def _with_program_options(out: dict, rest: list) -> dict:
     gpus = script_gpu_options(rest)
     if gpus:
         out["script_gpus"] = gpus
+    dirs = script_save_dirs(rest)
+    if dirs:
+        out["script_dirs"] = dirs
     return out
 
 

@@ -13,7 +13,7 @@ import sys
 from typing import Optional
 
 from ddpdoctor.facts.launch import parse_command
-from ddpdoctor.gather import INT, LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
 MAX_DEPTH = 8
 
@@ -81,6 +81,65 @@ def _is_module(argv: list, program: Optional[str]) -> bool:
     return any(a in MODULE_FLAGS for a in before[start:])
 
 
+MAX_CKPT_ENTRIES, MAX_CKPT_FILES = 64, 400
+_CKPT_DIR = re.compile(r"^checkpoint-\d+$")  # transformers Trainer: f"{PREFIX_CHECKPOINT_DIR}-{global_step}"
+_CKPT_FILE = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
+
+
+def _tree_bytes(path: str, budget: list) -> int:
+    total = 0
+    for d, _dirs, files in os.walk(path):
+        for f in files:
+            if budget[0] <= 0:
+                return total
+            budget[0] -= 1
+            try:
+                total += os.lstat(os.path.join(d, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def save_dir_facts(src: Sources, dirs: dict, cwd: Optional[str]) -> list:
+    """For each save directory of a training command ({option: dir}, relative to `cwd`): the free space of the file
+    system it is on (os.statvfs of the directory, else of its nearest existing parent: f_bavail * f_frsize, what an
+    unprivileged writer may use) and the largest checkpoint already in it (a transformers "checkpoint-<step>"
+    directory, or a .pt/.pth/.bin/.safetensors/.ckpt file, here or one level down), bounded."""
+    out = []
+    for option, raw in list(dirs.items())[:4]:
+        path = raw if os.path.isabs(raw) or not cwd else os.path.join(cwd, raw)
+        if not os.path.isabs(path):
+            continue
+        probe = path
+        while not os.path.isdir(src.path(probe)) and probe not in ("/", ""):
+            probe = os.path.dirname(probe)
+        try:
+            st = os.statvfs(src.path(probe))
+        except OSError:
+            continue
+        fact = {"option": option, "path": path, "checked": probe, "exists": probe == path,
+                "free_bytes": st.f_bavail * st.f_frsize, "total_bytes": st.f_blocks * st.f_frsize}
+        best, budget = (None, 0), [MAX_CKPT_FILES]
+        if probe == path:
+            try:
+                names = sorted(os.listdir(src.path(path)))[:MAX_CKPT_ENTRIES]
+            except OSError:
+                names = []
+            for n in names:
+                full = os.path.join(src.path(path), n)
+                size = None
+                if _CKPT_DIR.match(n) and os.path.isdir(full):
+                    size = _tree_bytes(full, budget)
+                elif n.endswith(_CKPT_FILE) and os.path.isfile(full):
+                    size = os.path.getsize(full)
+                if size and size > best[1]:
+                    best = (n, size)
+        if best[0]:
+            fact["largest_checkpoint"], fact["largest_checkpoint_bytes"] = best
+        out.append(fact)
+    return out
+
+
 def launch_commands(src: Sources) -> dict:
     """{commands: [{launcher, options, program, depth}], depth_read}: the launchers above this process, nearest first."""
     out: list = []
@@ -97,6 +156,12 @@ def launch_commands(src: Sources) -> dict:
             found = _program_path(src, pid, cmd.get("program"), _is_module(argv, cmd.get("program")))
             if found:
                 cmd["program_path"] = found
+            if cmd.get("script_dirs"):
+                try:
+                    cwd = os.readlink(src.path(f"/proc/{pid}/cwd"))
+                except OSError:
+                    cwd = None
+                cmd["save_dirs"] = save_dir_facts(src, cmd["script_dirs"], cwd)
             out.append(cmd)
         pid = _ppid(src, pid)
     return {"commands": out, "depth_read": depth}
@@ -108,6 +173,11 @@ FIELDS = {
     "commands[].script_options.*": STR, "commands[].depth": INT, "depth_read": INT,
     # check19: the training program's GPU options (facts.launch.script_gpu_options)
     "commands[].script_gpus": OBJ, "commands[].script_gpus.*": STR,
+    "commands[].script_dirs": OBJ, "commands[].script_dirs.*": STR, "commands[].save_dirs": LIST,
+    "commands[].save_dirs[]": OBJ, "commands[].save_dirs[].option": STR, "commands[].save_dirs[].path": STR,
+    "commands[].save_dirs[].checked": STR, "commands[].save_dirs[].exists": BOOL,
+    "commands[].save_dirs[].free_bytes": INT, "commands[].save_dirs[].total_bytes": INT,
+    "commands[].save_dirs[].largest_checkpoint": STR, "commands[].save_dirs[].largest_checkpoint_bytes": INT,
 }
 
 

@@ -98,6 +98,11 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         cmd.pop("program", None)
     elif str(cmd["program"]).endswith(".py") and os.path.isfile(cmd["program"]):
         cmd["program_path"] = os.path.abspath(cmd["program"])
+    if cmd.get("script_dirs"):
+        from ddpdoctor.gather import Sources
+        from ddpdoctor.gather.launch import save_dir_facts
+
+        cmd["save_dirs"] = save_dir_facts(Sources(), cmd["script_dirs"], os.getcwd())
     section = snapshot.sections.get("launch")
     if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
         section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
