@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
+
 from factory import findings_of, make_snapshot
 
 CXX = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf", "cxx")
@@ -324,3 +326,31 @@ def test_sys011_quiet_with_room():
     assert findings_of(_saving(40 * 2 ** 30, largest=13 * 2 ** 30), "SYS011") == []
     assert findings_of(_saving(20 * 2 ** 30), "SYS011") == []
     assert findings_of(make_snapshot(), "SYS011") == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_check_given_the_training_command_after_a_double_dash(tmp_path):
+    """`ddpdoctor check -- python train.py ...`: the program's script is read (its env:// rendezvous, ENV001) and its
+    save directory measured (SYS011's fact in the recorded launch section)."""
+    import json
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    (tmp_path / "train.py").write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                                                             "LOCAL_RANK", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
+                                                             "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")}
+    env["PYTHONPATH"] = root
+    res = subprocess.run([sys.executable, "-m", "ddpdoctor", "check", "--no-comm", "--json", "--only", "ENV001",
+                          "--", "python", "train.py", "--output_dir", "out"],
+                         capture_output=True, env=env, cwd=str(tmp_path), timeout=220)
+    report = json.loads(res.stdout)
+    found = [f for f in report["findings"] if f["id"] == "ENV001"]
+    assert len(found) == 1, res.stdout[-2000:]
+    assert "env://" in found[0]["title"] and any(s.startswith("path:") and s.endswith("train.py")
+                                                 for s in found[0]["subjects"])
+    res = subprocess.run([sys.executable, "-m", "ddpdoctor", "check", "--snapshot", "x.json", "--", "python", "t.py"],
+                         capture_output=True, env=env, cwd=str(tmp_path), timeout=220)
+    assert res.returncode == 2 and b"--snapshot" in res.stderr
