@@ -354,3 +354,15 @@ def test_check_given_the_training_command_after_a_double_dash(tmp_path):
     res = subprocess.run([sys.executable, "-m", "ddpdoctor", "check", "--snapshot", "x.json", "--", "python", "t.py"],
                          capture_output=True, env=env, cwd=str(tmp_path), timeout=220)
     assert res.returncode == 2 and b"--snapshot" in res.stderr
+
+
+def test_gpu032_a_cuda_9_build_on_an_ampere_gpu():
+    """YueLiao/PPDM#46's class: torch 0.4.1 for CUDA 9.0 on an RTX 3070 ('invalid device function'); CUDA 9 builds
+    end at sm_72 (select_compute_arch.cmake @189579e2)."""
+    gpus = {"count": 1, "devices": [{"index": 0, "name": "GeForce RTX 3070", "uuid": "GPU-0", "cuda_capability": [8, 6]}]}
+    snap = make_snapshot(gpus=gpus, packages={"torch": "0.4.1", "torch_build": {"cuda": "9.0", "hip": None}})
+    [f] = findings_of(snap, "GPU032")
+    assert f.severity == "error" and "sm_86" in f.title
+    volta = {"count": 1, "devices": [{"index": 0, "name": "Tesla V100", "uuid": "GPU-0", "cuda_capability": [7, 0]}]}
+    assert findings_of(make_snapshot(gpus=volta, packages={"torch": "0.4.1", "torch_build": {"cuda": "9.0", "hip": None}}),
+                       "GPU032") == []
