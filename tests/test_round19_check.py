@@ -366,3 +366,61 @@ def test_gpu032_a_cuda_9_build_on_an_ampere_gpu():
     volta = {"count": 1, "devices": [{"index": 0, "name": "Tesla V100", "uuid": "GPU-0", "cuda_capability": [7, 0]}]}
     assert findings_of(make_snapshot(gpus=volta, packages={"torch": "0.4.1", "torch_build": {"cuda": "9.0", "hip": None}}),
                        "GPU032") == []
+
+
+def test_env004_a_literal_rank_with_a_larger_world():
+    """pytorch/pytorch#49846's class: init_process_group(rank=0, world_size=2) run once, in a notebook."""
+    row = dict(_init(2), rank=0)
+    [f] = findings_of(make_snapshot(lint=_lint([row])), "ENV004")
+    assert f.severity == "error" and "rank=0" in f.title and "world_size=2" in f.title
+
+
+def test_env004_quiet_with_a_rank_from_the_process_or_a_world_of_one():
+    assert findings_of(make_snapshot(lint=_lint([_init(2)])), "ENV004") == []  # rank not a literal
+    assert findings_of(make_snapshot(lint=_lint([dict(_init(1), rank=0)])), "ENV004") == []  # a group of one
+
+
+def test_env002_the_port_of_the_scripts_tcp_init_method_in_use():
+    """CoinCheung/BiSeNet#19's class: init_method='tcp://127.0.0.1:33271' while the last run still holds 33271."""
+    row = dict(_init(2), url="tcp://127.0.0.1:33271")
+    snap = make_snapshot(network={"listening_tcp_ports": [22, 33271]}, lint=_lint([row]))
+    [f] = findings_of(snap, "ENV002")
+    assert f.severity == "error" and "33271" in f.title
+
+
+def test_env002_quiet_when_the_scripts_port_is_free_or_remote():
+    row = dict(_init(2), url="tcp://127.0.0.1:33271")
+    assert findings_of(make_snapshot(network={"listening_tcp_ports": [22]}, lint=_lint([row])), "ENV002") == []
+    remote = dict(_init(2), url="tcp://10.0.0.9:33271")  # rank 0 on another host binds it, not this one
+    assert findings_of(make_snapshot(network={"listening_tcp_ports": [33271]}, lint=_lint([remote])), "ENV002") == []
+
+
+def test_shell_script_launch_lines_and_whether_their_program_is_found(tmp_path):
+    from ddpdoctor.gather.launch import commands_in_shell_script
+
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/bash\n# srun in a comment\nPARTITION=gpu\nsrun -p $PARTITION -n 8 \\\n"
+                      "   python -u train.py --gpus 8\nCUDA_VISIBLE_DEVICES=0,1 nohup torchrun --nproc_per_node 2 main.py\n"
+                      "echo done\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text("#!/bin/sh\n")
+    (bin_dir / "torchrun").chmod(0o755)
+    found = commands_in_shell_script(str(script), {"PATH": str(bin_dir)})
+    assert [(c["launcher"], c.get("found"), c["from_script"].rsplit(":", 1)[1]) for c in found] == [
+        ("srun", False, "4"), ("torchrun", True, "6")]
+    assert found[1]["options"]["nproc_per_node"] == "2" and found[1]["program"] == "main.py"
+
+
+def test_env020_srun_not_found_where_the_script_launches_with_it():
+    """zhiyuanyou/SAFECount#16's class: `sh train.sh` whose srun does not exist on the machine."""
+    cmd = {"launcher": "srun", "options": {"ntasks": "8"}, "depth": 0, "from_script": "train.sh:4",
+           "program_word": "srun", "found": False}
+    [f] = findings_of(make_snapshot(launch={"commands": [cmd], "depth_read": 0}), "ENV020")
+    assert f.severity == "error" and "srun" in f.title and "path:train.sh" in f.subjects
+
+
+def test_env020_quiet_when_the_program_is_found_or_unknown():
+    ok = {"launcher": "torchrun", "options": {}, "depth": 0, "program_word": "torchrun", "found": True}
+    unknown = {"launcher": "torchrun", "options": {}, "depth": 1}  # from the parent chain: it is running
+    assert findings_of(make_snapshot(launch={"commands": [ok, unknown], "depth_read": 1}), "ENV020") == []

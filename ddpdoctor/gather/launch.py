@@ -140,6 +140,80 @@ def save_dir_facts(src: Sources, dirs: dict, cwd: Optional[str]) -> list:
     return out
 
 
+SHELLS = ("sh", "bash", "dash", "zsh")
+MAX_SCRIPT_BYTES, MAX_SCRIPT_COMMANDS = 64 * 1024, 8
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_PREFIXES = ("exec", "nohup", "time", "env", "sudo", "command")
+
+
+def program_found(word: str, environ) -> Optional[bool]:
+    """Whether the shell would find `word` as a program: an absolute or relative path that is executable, else a name
+    on PATH (shutil.which); None for a word the shell expands ($PYTHON, `...`)."""
+    import shutil
+
+    if not word or any(c in word for c in "$`("):
+        return None
+    if "/" in word:
+        return os.path.isfile(word) and os.access(word, os.X_OK)
+    return shutil.which(word, path=environ.get("PATH")) is not None
+
+
+def commands_in_shell_script(path: str, environ) -> list:
+    """The launch commands a shell script runs (`sh train.sh`): each line (backslash continuations joined) whose first
+    word, after VAR=value assignments and exec/nohup/env, is a launcher (torchrun, srun, deepspeed, accelerate, python -m
+    torch.distributed.run ...) or `python script.py`, parsed as check's own launch is (facts.launch.parse_command /
+    parse_program), with `from_script` (file:line) and `found`: whether that program is on PATH here (None when the
+    word is a shell expansion). Bounded: MAX_SCRIPT_BYTES read, MAX_SCRIPT_COMMANDS kept; [] when unreadable."""
+    import shlex
+
+    from ddpdoctor.facts.launch import parse_program, which_launcher
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(MAX_SCRIPT_BYTES)
+    except OSError:
+        return []
+    out = []
+    lines, start, pending = [], 0, ""
+    for no, raw in enumerate(text.splitlines(), 1):  # backslash continuations joined, numbered by their first line
+        if not pending:
+            start = no
+        if raw.rstrip().endswith("\\"):
+            pending += raw.rstrip()[:-1] + " "
+            continue
+        lines.append((start, pending + raw))
+        pending = ""
+    for no, raw in lines:
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        while words and (_ASSIGN.match(words[0]) or words[0] in _PREFIXES):
+            words = words[1:]
+        if not words:
+            continue
+        kind, _ = which_launcher(words)
+        base = os.path.basename(words[0])
+        launcher_word = base in ("torchrun", "srun", "deepspeed", "accelerate", "mpirun", "mpiexec") \
+            or base.startswith("python")
+        if kind is None and not launcher_word:
+            continue
+        cmd = parse_command(words) or parse_program(words) or {"launcher": base, "options": {}}
+        cmd = dict(cmd, from_script=f"{path}:{no}", program_word=words[0])
+        found = program_found(words[0], environ)
+        if found is not None:
+            cmd["found"] = found
+        if cmd.get("program") is None:
+            cmd.pop("program", None)
+        out.append(cmd)
+        if len(out) >= MAX_SCRIPT_COMMANDS:
+            break
+    return out
+
+
 def launch_commands(src: Sources) -> dict:
     """{commands: [{launcher, options, program, depth}], depth_read}: the launchers above this process, nearest first."""
     out: list = []
@@ -173,6 +247,7 @@ FIELDS = {
     "commands[].script_options.*": STR, "commands[].depth": INT, "depth_read": INT,
     # check19: the training program's GPU options (facts.launch.script_gpu_options)
     "commands[].script_gpus": OBJ, "commands[].script_gpus.*": STR,
+    "commands[].from_script": STR, "commands[].program_word": STR, "commands[].found": BOOL,
     "commands[].script_dirs": OBJ, "commands[].script_dirs.*": STR, "commands[].save_dirs": LIST,
     "commands[].save_dirs[]": OBJ, "commands[].save_dirs[].option": STR, "commands[].save_dirs[].path": STR,
     "commands[].save_dirs[].checked": STR, "commands[].save_dirs[].exists": BOOL,

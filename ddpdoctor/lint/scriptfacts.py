@@ -36,7 +36,10 @@
   a literal int (or a name bound once to one). A group of N spawned processes told world_size=M != N never forms:
   with M < N the ranks from M on are outside it and block in init_process_group (pytorch/pytorch#62381: mp.spawn
   nprocs=2, world_size=1, rank 1 never returns); with M > N the store waits for ranks that never start until the
-  timeout (torch/distributed/distributed_c10d.py init_process_group; torch/multiprocessing/spawn.py spawn).
+  timeout (torch/distributed/distributed_c10d.py init_process_group; torch/multiprocessing/spawn.py spawn). An init
+  entry also keeps a literal `rank=` (every process running the line claims that rank) and a literal init_method URL
+  (`tcp://127.0.0.1:33271`: rank 0 binds the store on its port, torch/distributed/rendezvous.py
+  _tcp_rendezvous_handler); such an entry is kept even when world_size is not a literal.
 - `env_rendezvous` (check19): init_process_group calls that rendezvous through the environment - no init_method and no
   store, or init_method "env://" - with the keywords they pass (`rank`, `world_size`) and the rendezvous variables the
   script sets itself. torch's env:// handler reads RANK and WORLD_SIZE unless given, and always MASTER_ADDR and
@@ -265,9 +268,17 @@ def spawn_worlds(index: ModuleIndex, tree: ast.AST, path: str) -> list:
                         "what": ast.unparse(call.node)[:120]})
     for call in index.calls_named(*INIT_PG_QUALS):
         size, how = _size_of(index, call.kw("world_size"), call.scope, once)
-        if how and size is not None:
-            out.append({"kind": "init", "size": size, "how": how, "path": path, "line": call.line,
-                        "what": ast.unparse(call.node)[:120]})
+        rank, rank_how = _size_of(index, call.kw("rank"), call.scope, once)
+        method = call.arg(1, "init_method")
+        url = method.value if isinstance(method, ast.Constant) and isinstance(method.value, str) else None
+        if (how and size is not None) or url:
+            row = {"kind": "init", "size": size, "how": how, "path": path, "line": call.line,
+                   "what": ast.unparse(call.node)[:120]}
+            if rank is not None:
+                row["rank"] = rank  # a literal rank: every process that runs this line claims it
+            if url:
+                row["url"] = url  # init_method='tcp://127.0.0.1:33271': the store's address, its port bound by rank 0
+            out.append(row)
     return out
 
 

@@ -207,7 +207,7 @@ def rendezvous_env_incomplete(snap):
     )
 
 
-@check("ENV002", "master-port-in-use", reads=("comm",), family="launcher", needs=("env", "launcher", "network"), catalogue=("A3",))
+@check("ENV002", "master-port-in-use", reads=("comm", "lint"), family="launcher", needs=("env", "launcher", "network"), catalogue=("A3",))
 def master_port_in_use(snap):
     """The rendezvous port is already taken on this host before the job has started.
 
@@ -231,13 +231,20 @@ def master_port_in_use(snap):
         find and stop the orphan: `ss -ltnp 'sport = :29500'`, then `kill <pid>`.
 
     Also
-        A MASTER_PORT that is free now but inside the kernel's ephemeral range
+        The port of a literal `init_method='tcp://127.0.0.1:33271'` in the training script read (check
+        --script, or the script of check's launch command): rank 0 binds the store there whatever
+        MASTER_PORT says (torch/distributed/rendezvous.py _tcp_rendezvous_handler), so a process still
+        listening on it - the last run's, not yet gone - fails the new run with "Address already in use"
+        (CoinCheung/BiSeNet#19). A MASTER_PORT that is free now but inside the kernel's ephemeral range
         (net.ipv4.ip_local_port_range, 32768-60999 by default) is a warning: the kernel hands those
         ports to outgoing connections, so one may hold it when rank 0 binds, and the job fails with
         EADDRINUSE only now and then (NVIDIA/enroot#243: the slurm-pytorch hook's
         SLURM_JOB_ID % 16384 + 49152).
     """
     launcher = snap["launcher"]
+    if list(_script_url_port_in_use(snap)):
+        yield from _script_url_port_in_use(snap)
+        return
     if launcher.get("kind") == "torchrun" or launcher.get("elastic_run_id"):
         return
     failure = (snap.get("comm") or {}).get("failure")
@@ -323,7 +330,9 @@ def rank_arithmetic(snap):
         process sees) and tells init_process_group a literal world_size=M != N. torch numbers the spawned processes
         0..N-1 (torch/multiprocessing/spawn.py) and the process group waits for exactly M of them: with M < N the
         ranks from M on never return from init_process_group (pytorch/pytorch#62381: nprocs=2, world_size=1), with
-        M > N every rank waits for ranks that never start until the rendezvous times out.
+        M > N every rank waits for ranks that never start until the rendezvous times out. And a literal
+        `rank=R` beside a literal world_size > 1: every process running the line is rank R, so the group never
+        forms (pytorch/pytorch#49846).
 
     Example
         On the second node: RANK=$LOCAL_RANK (0..3) instead of 4..7.
@@ -337,6 +346,7 @@ def rank_arithmetic(snap):
     if stray:
         yield stray
     yield from _spawn_world_mismatch(snap, env)
+    yield from _literal_rank(snap)
     rank, world = env_int(env, "RANK"), env_int(env, "WORLD_SIZE")
     lrank, lworld = env_int(env, "LOCAL_RANK"), env_int(env, "LOCAL_WORLD_SIZE")
     node = env_int(env, "GROUP_RANK")
@@ -731,3 +741,109 @@ def _spawn_world_mismatch(snap, env):
                      "same variable given to mp.spawn(nprocs=world_size) and to the worker as an argument"),
                 subjects=["WORLD_SIZE", f"path:{init.get('path')}", f"line:{init.get('line')}"],
                 evidence={"spawn": spawn, "init": init, "started": started})
+
+
+def _literal_rank(snap):
+    """ENV004 for init_process_group(rank=<literal>, world_size=<literal N > 1>) in the script: every process that runs
+    the line claims the same rank, so a group of N never forms."""
+    for row in script_asks(snap, "spawn_worlds"):
+        rank, size = row.get("rank"), row.get("size")
+        if row.get("kind") != "init" or not isinstance(rank, int) or not isinstance(size, int) or size <= 1:
+            continue
+        where = f"{row.get('path')}:{row.get('line')}"
+        yield error(f"{where} passes a literal rank={rank} with world_size={size}: every process claims rank {rank}, "
+                    f"and a group of {size} never forms",
+                    detail=(f"init_process_group waits until world_size={size} distinct ranks join. A process that runs "
+                            f"this line is always rank {rank}: started once (a notebook, `python train.py`) it waits "
+                            "for ranks nobody starts; started several times (mp.spawn, a launcher) the copies collide "
+                            "on one rank - either way it hangs until the timeout (pytorch/pytorch#49846: rank=0, "
+                            "world_size=2 in a notebook; the maintainer: another process must join with rank=1)."),
+                    fix=("take the rank from the process: mp.spawn(fn, nprocs=N) passes it as fn's first argument; "
+                         "under torchrun use int(os.environ['RANK']) (or call init_process_group() with no rank and "
+                         "world_size, env://); run the processes from the command line, not a notebook"),
+                    subjects=["RANK", "WORLD_SIZE", f"path:{row.get('path')}", f"line:{row.get('line')}"],
+                    evidence={"init": row})
+        return
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]", "")
+
+
+def _script_url_port_in_use(snap):
+    """ENV002 for the port of the script's literal tcp:// init_method, on this host, already listened on."""
+    from urllib.parse import urlsplit
+
+    env = env_of(snap)
+    if env_int(env, "RANK") not in (None, 0) and env_int(env, "LOCAL_RANK") not in (None, 0):
+        return  # only rank 0 binds the store
+    listening = set(((snap.get("network") or {}).get("listening_tcp_ports")) or [])
+    own = {str(a) for i in ((snap.get("network") or {}).get("interfaces") or []) if isinstance(i, dict)
+           for a in (x.get("address") for x in i.get("addresses") or [] if isinstance(x, dict))}
+    for row in script_asks(snap, "spawn_worlds"):
+        url = str(row.get("url") or "")
+        if not url.startswith("tcp://"):
+            continue
+        try:
+            parts = urlsplit(url)
+            host, port = parts.hostname or "", parts.port
+        except ValueError:
+            continue
+        if port is None or port not in listening or (host not in LOCAL_HOSTS and host not in own):
+            continue
+        where = f"{row.get('path')}:{row.get('line')}"
+        yield error(f"{where} binds its store at {url}, and port {port} is already in use on this host",
+                    detail=("Rank 0 binds the init_method's port itself (torch/distributed/rendezvous.py "
+                            "_tcp_rendezvous_handler), whatever MASTER_PORT says; something already listens there - "
+                            "most often a process of the last run that has not exited - so the new run fails with "
+                            "\"RuntimeError: Address already in use\" (CoinCheung/BiSeNet#19)."),
+                    fix=(f"ss -ltnp 'sport = :{port}'   # who holds it; kill the leftover process\n"
+                         "# or take the port from the environment: init_method='env://' with MASTER_PORT set per run"),
+                    subjects=[f"path:{row.get('path')}", f"line:{row.get('line')}"],
+                    evidence={"url": url, "port": port, "init": row})
+        return
+
+
+@check("ENV020", "launch-program-not-found", family="launcher", needs=("launch",))
+def launch_program_not_found(snap):
+    """The launch command's program (srun, torchrun, deepspeed, accelerate, python) is not on this machine's PATH.
+
+    What it checks
+        The training command given to `ddpdoctor check -- <command>`, or the launch lines of the shell
+        script given that way (`-- sh train.sh`): whether the shell finds each line's program (its first
+        word after VAR=value assignments) on PATH here, as an executable file for a path.
+
+    Why it matters
+        The job stops before any rank starts: "train.sh: 1: srun: not found" on a machine outside a SLURM
+        cluster (zhiyuanyou/SAFECount#16: the repository's SLURM script run on a workstation), "/bin/sh:
+        torchrun: not found" when sudo or a module resets PATH, "slurmstepd: error: execve(): torchrun: No
+        such file or directory" inside a container image without it.
+
+    Example
+        sh train.sh   # whose first line is `srun -p gpu python train.py`, on a machine without SLURM
+
+    Fix
+        Use the launch this machine has (torchrun --nproc-per-node <GPUs> train.py instead of srun), or put the
+        environment's bin directory on PATH (`conda activate <env>`, `module load`), or call the program by its
+        full path (python -m torch.distributed.run instead of torchrun).
+    """
+    from ddpdoctor.facts.launch import commands
+
+    for cmd in commands(snap):
+        if cmd.get("found") is not False:
+            continue
+        word = str(cmd.get("program_word") or cmd.get("launcher"))
+        where = f" ({cmd['from_script']})" if cmd.get("from_script") else ""
+        slurm = cmd.get("launcher") == "srun" or word.endswith("srun")
+        yield error(f"{word}{where} is not found on this machine's PATH: the launch stops before any rank starts",
+                    detail=(f"The shell will say \"{word}: not found\"."
+                            + (" srun is SLURM's launcher: it exists only on the nodes of a SLURM cluster; on a "
+                               "workstation the repository's non-SLURM launch (torchrun) is the one to run."
+                               if slurm else " The environment that has it is not active here (PATH), or it is not "
+                               "installed in this image.")),
+                    fix=("torchrun --nproc-per-node <GPUs> train.py ...   # the launch for a machine without SLURM"
+                         if slurm else
+                         f"conda activate <env> (or module load ...) so that `which {word}` finds it; or "
+                         "python -m torch.distributed.run ... instead of torchrun"),
+                    subjects=[f"path:{cmd['from_script'].rsplit(':', 1)[0]}"] if cmd.get("from_script") else [],
+                    evidence={"command": {k: cmd.get(k) for k in ("launcher", "program_word", "from_script", "found")}})
+        return
