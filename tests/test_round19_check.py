@@ -424,3 +424,55 @@ def test_env020_quiet_when_the_program_is_found_or_unknown():
     ok = {"launcher": "torchrun", "options": {}, "depth": 0, "program_word": "torchrun", "found": True}
     unknown = {"launcher": "torchrun", "options": {}, "depth": 1}  # from the parent chain: it is running
     assert findings_of(make_snapshot(launch={"commands": [ok, unknown], "depth_read": 1}), "ENV020") == []
+
+
+def _curand_machine(env=None, deepspeed="0.14.0", installed_ops=None, missing=None):
+    def edit(s):
+        s["packages"]["versions"].update({"torch": "2.6.0+cu124", "deepspeed": deepspeed})
+        s["packages"]["torch_build"] = {"cuda": "12.4", "hip": None}
+        if installed_ops is not None:
+            s["packages"]["deepspeed_build"] = {"torch": "2.6", "cuda": "12.4", "installed_ops": installed_ops}
+        kit = {"home": "/usr/local/cuda", "from": "CUDA_HOME", "version": "12.4.1"}
+        if missing is not None:
+            kit["missing_links"] = missing
+        s["packages"]["cuda_toolkit"] = kit
+        s["env"]["vars"].update(env or {})
+    from factory import fixture_snapshot
+    return fixture_snapshot("hgx-h100-8x", keep=1, edit=edit)
+
+
+def test_pkg014_toolkit_without_libcurand_so_where_deepspeed_builds_its_cpu_ops():
+    """instructlab/training#593: DS_BUILD_CPU_ADAM=1 pip install deepspeed stops at '/usr/bin/ld: cannot find -lcurand'
+    on a toolkit with libcurand.so.10 only."""
+    missing = {"curand": "libcurand.so.10"}
+    found = [f for f in findings_of(_curand_machine({"DS_BUILD_CPU_ADAM": "1"}, deepspeed=None, missing=missing), "PKG014")
+             if "libcurand.so" in f.title]
+    assert found and found[0].severity == "warning" and "-lcurand" in found[0].title
+    assert "ln -s libcurand.so.10 libcurand.so" in found[0].fix
+    # DeepSpeed installed with no pre-built ops: the CPU ops link at first use
+    assert [f for f in findings_of(_curand_machine(missing=missing), "PKG014") if "libcurand.so" in f.title]
+
+
+def test_pkg014_libcurand_quiet_when_linked_or_nothing_builds():
+    missing = {"curand": "libcurand.so.10"}
+    assert not [f for f in findings_of(_curand_machine({"DS_BUILD_CPU_ADAM": "1"}, deepspeed=None), "PKG014")
+                if "libcurand" in f.title]  # libcurand.so present
+    assert not [f for f in findings_of(_curand_machine(deepspeed=None, missing=missing), "PKG014")
+                if "libcurand" in f.title]  # nothing builds DeepSpeed's ops
+    assert not [f for f in findings_of(_curand_machine({"DS_BUILD_CPU_ADAM": "0"}, installed_ops=["cpu_adam"],
+                                                       missing=missing), "PKG014") if "libcurand" in f.title]
+
+
+def test_cuda_toolkit_records_link_names_missing_their_unversioned_so(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.packages import cuda_toolkit
+
+    lib = tmp_path / "usr/local/cuda-12.4/lib64"
+    lib.mkdir(parents=True)
+    for name in ("libcudart.so", "libcudart.so.12", "libcublas.so", "libcublas.so.12", "libcurand.so.10"):
+        (lib / name).write_bytes(b"")
+    (tmp_path / "usr/local/cuda-12.4/version.json").write_text('{"cuda": {"version": "12.4.1"}}')
+    kit = cuda_toolkit(Sources(root=str(tmp_path), environ={"CUDA_HOME": "/usr/local/cuda-12.4"}))
+    assert kit["version"] == "12.4.1" and kit["missing_links"] == {"curand": "libcurand.so.10"}
+    (lib / "libcurand.so").write_bytes(b"")
+    assert "missing_links" not in cuda_toolkit(Sources(root=str(tmp_path), environ={"CUDA_HOME": "/usr/local/cuda-12.4"}))

@@ -43,6 +43,8 @@ FIELDS = {
     "torch_pins": OBJ, "torch_pins.*": STR,
     # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
     "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
+    # check19: link names (-lcurand, ...) whose unversioned lib<name>.so the toolkit lacks, with the versioned file it has
+    "cuda_toolkit.missing_links": OBJ, "cuda_toolkit.missing_links.*": STR,
     # check18 round 18 (PKG014): the host C++ compiler an extension built at run time uses ($CXX, else c++)
     "host_compiler": OBJ, "host_compiler.cmd": STR, "host_compiler.kind": STR, "host_compiler.version": STR,
     "host_compiler.from": STR,
@@ -220,7 +222,38 @@ def cuda_toolkit(src: Sources) -> dict:
                 version = m.group(1) if m else None
         except OSError:
             pass
-    return {"home": home, "from": how, "version": version}
+    out = {"home": home, "from": how, "version": version}
+    missing = _unversioned_links_missing(src, home)
+    if missing:
+        out["missing_links"] = missing
+    return out
+
+
+# The libraries an extension build links by their link name: DeepSpeed's CPU ops (TorchCPUOpBuilder: cpu_adam,
+# cpu_adagrad, cpu_lion) pass `-L<CUDA_HOME>/lib64 -lcudart -lcublas` and `-lcurand` (deepspeedai/DeepSpeed
+# op_builder/builder.py @4904d948, TorchCPUOpBuilder.cxx_args / extra_ldflags). The linker resolves -lX only through
+# the unversioned libX.so, which the toolkit's -dev packages install; a runtime-only toolkit has libX.so.N alone.
+TOOLKIT_LINK_NAMES = ("cudart", "cublas", "curand")
+
+
+def _unversioned_links_missing(src: Sources, home: str) -> dict:
+    """{name: the versioned file present} for each link name whose lib<name>.so is missing from the toolkit's lib64
+    (or lib) while a lib<name>.so.N is there: `ld` then reports "cannot find -l<name>". {} when nothing is missing
+    or the directory cannot be read."""
+    for sub in ("lib64", "lib"):
+        d = src.path(os.path.join(home, sub))
+        try:
+            names = set(os.listdir(d))
+        except OSError:
+            continue
+        out = {}
+        for lib in TOOLKIT_LINK_NAMES:
+            plain = f"lib{lib}.so"
+            versioned = sorted(n for n in names if n.startswith(plain + "."))
+            if versioned and plain not in names:
+                out[lib] = versioned[0]
+        return out
+    return {}
 
 
 def host_compiler(src: Sources) -> Optional[dict]:

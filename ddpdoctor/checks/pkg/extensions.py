@@ -4,7 +4,7 @@ without its extensions), PKG020 (mmcv without its compiled ops)."""
 from __future__ import annotations
 
 from ddpdoctor.facts import gpu_versions
-from ddpdoctor.facts.env import script_asks
+from ddpdoctor.facts.env import env_of, script_asks
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
@@ -207,6 +207,44 @@ def _jit_builders(snap, pk) -> list:
     return out
 
 
+# DeepSpeed's build switches for its CPU ops, the TorchCPUOpBuilder ops that link -lcurand (op_builder/cpu_adam.py,
+# cpu_adagrad.py, cpu_lion.py BUILD_VAR), and DS_BUILD_OPS, which builds every op (op_builder/builder.py).
+DS_CURAND_BUILD_VARS = ("DS_BUILD_OPS", "DS_BUILD_CPU_ADAM", "DS_BUILD_CPU_ADAGRAD", "DS_BUILD_CPU_LION")
+
+
+def _toolkit_links_missing(snap, pk, kit):
+    """PKG014: the toolkit has lib<name>.so.N but not the unversioned lib<name>.so that `-l<name>` needs (a runtime-only
+    install, no -dev package), while DeepSpeed's CPU ops are to be built (a DS_BUILD_* switch set, or DeepSpeed
+    installed without pre-built ops: they compile at first use). Their link line is `-L<CUDA_HOME>/lib64 -lcudart
+    -lcublas -lcurand` (deepspeedai/DeepSpeed op_builder/builder.py @4904d948, TorchCPUOpBuilder): the build stops in
+    the linker, "/usr/bin/ld: cannot find -lcurand" (instructlab/training#593: fixed by a libcurand.so copy)."""
+    missing = kit.get("missing_links") if isinstance(kit.get("missing_links"), dict) else {}
+    if not missing:
+        return
+    env = env_of(snap)
+    switches = [v for v in DS_CURAND_BUILD_VARS if str(env.get(v) or "").strip() not in ("", "0")]
+    versions = pk.get("versions") or {}
+    built = pk.get("deepspeed_build") if isinstance(pk.get("deepspeed_build"), dict) else {}
+    jit = bool(versions.get("deepspeed")) and not built.get("installed_ops")
+    if not switches and not jit:
+        return
+    why = (f"{', '.join(switches)} set: DeepSpeed's CPU ops are built at install" if switches
+           else f"DeepSpeed {versions['deepspeed']} has no pre-built ops: its CPU ops compile at their first use")
+    names = sorted(missing)
+    lib = kit.get("home") or "the toolkit"
+    yield warning(f"The CUDA toolkit at {lib} has no unversioned "
+                  + ", ".join(f"lib{n}.so" for n in names) + f" ({why}): linking -l{names[0]} fails",
+                  detail=("DeepSpeed links its CPU ops (cpu_adam, cpu_adagrad, cpu_lion) with -L<CUDA_HOME>/lib64 "
+                          "-lcudart -lcublas -lcurand (op_builder/builder.py TorchCPUOpBuilder); the linker finds -lX "
+                          "only as libX.so, which the toolkit's -dev packages provide. Found only "
+                          + ", ".join(f"{missing[n]}" for n in names) + f": \"/usr/bin/ld: cannot find -l{names[0]}\" "
+                          "(instructlab/training#593)."),
+                  fix=(f"cd {lib}/lib64 && " + " && ".join(f"sudo ln -s {missing[n]} lib{n}.so" for n in names)
+                       + "   # or install the toolkit's -dev packages (e.g. cuda-libraries-dev)"),
+                  subjects=["pkg:cuda-toolkit"] + (["pkg:deepspeed"] if versions.get("deepspeed") else []),
+                  evidence={"toolkit": kit, "missing_links": missing, "build_switches": switches, "jit": jit})
+
+
 def _no_cuda_toolkit(snap, pk):
     """No CUDA toolkit found (PKG014's gatherer records {}) under a CUDA build of torch while something compiles CUDA
     code at run time: a warning; nothing that compiles: nothing said (most jobs need no toolkit)."""
@@ -292,7 +330,7 @@ def _toolkit_newer_than_driver(snap, kit: dict, have: tuple, where: str, evidenc
                   evidence=dict(evidence, driver_version=gpus.get("driver_version"), driver_cuda=gpus.get("cuda_driver")))
 
 
-@check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint"))
+@check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint", "env"))
 def cuda_toolkit_mismatch(snap):
     """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
 
@@ -304,7 +342,9 @@ def cuda_toolkit_mismatch(snap):
         when something will compile at run time (DeepSpeed without pre-built ops, a cpp_extension load() in the
         script read), info otherwise. Also against the CUDA the driver supports: a toolkit newer than the
         driver builds code the driver refuses ("the provided PTX was compiled with an unsupported toolchain",
-        BachiLi/diffvg#84), always a warning.
+        BachiLi/diffvg#84), always a warning. And (check19) the link names DeepSpeed's CPU ops need from the
+        toolkit's lib64 (-lcudart -lcublas -lcurand): a libcurand.so.N without libcurand.so while a DS_BUILD_* switch
+        is set or DeepSpeed's ops compile at first use ("/usr/bin/ld: cannot find -lcurand", instructlab/training#593).
 
     Why it matters
         torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version
@@ -342,6 +382,7 @@ def cuda_toolkit_mismatch(snap):
     if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
         yield from _no_cuda_toolkit(snap, pk)
         return
+    yield from _toolkit_links_missing(snap, pk, kit)
     have = gpu_versions.release(kit.get("version"))
     if not have:
         return
