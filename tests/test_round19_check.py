@@ -476,3 +476,56 @@ def test_cuda_toolkit_records_link_names_missing_their_unversioned_so(tmp_path):
     assert kit["version"] == "12.4.1" and kit["missing_links"] == {"curand": "libcurand.so.10"}
     (lib / "libcurand.so").write_bytes(b"")
     assert "missing_links" not in cuda_toolkit(Sources(root=str(tmp_path), environ={"CUDA_HOME": "/usr/local/cuda-12.4"}))
+
+
+def _ninja_machine(ninja, deepspeed="0.14.0", installed_ops=None):
+    def edit(s):
+        s["packages"]["versions"].update({"torch": "2.3.1+cu121", "deepspeed": deepspeed})
+        s["packages"]["torch_build"] = {"cuda": "12.1", "hip": None}
+        if installed_ops is not None:
+            s["packages"]["deepspeed_build"] = {"torch": "2.3", "cuda": "12.1", "installed_ops": installed_ops}
+        s["packages"]["cuda_toolkit"] = {"home": "/usr/local/cuda", "from": "/usr/local/cuda", "version": "12.1.1"}
+        if ninja is not None:
+            s["packages"]["ninja"] = ninja
+    from factory import fixture_snapshot
+    return fixture_snapshot("hgx-h100-8x", keep=1, edit=edit)
+
+
+def _ninja_findings(snap):
+    return [f for f in findings_of(snap, "PKG014") if "ninja" in f.title]
+
+
+def test_pkg014_no_ninja_on_path_where_deepspeed_ops_compile_at_first_use():
+    """"Unable to JIT load the cpu_adam op due to ninja not being installed": DeepSpeed's jit_load runs torch's
+    verify_ninja_availability (`ninja --version` on PATH)."""
+    found = _ninja_findings(_ninja_machine({"path": None, "package": None, "package_bin": None}))
+    assert found and found[0].severity == "warning" and "No ninja on PATH" in found[0].title
+    assert "pip install ninja" in found[0].fix
+    # the pip package is there, its environment's bin/ is not on the job's PATH (a batch job's PATH)
+    found = _ninja_findings(_ninja_machine({"path": None, "package": "1.11.1.1", "package_bin": "/opt/envs/x/bin"}))
+    assert found and "/opt/envs/x/bin is not on PATH" in found[0].title
+    assert found[0].fix.startswith("export PATH=/opt/envs/x/bin:$PATH")
+
+
+def test_pkg014_ninja_quiet_when_found_unknown_or_nothing_compiles():
+    assert _ninja_findings(_ninja_machine({"path": "/usr/bin/ninja", "package": None, "package_bin": None})) == []
+    assert _ninja_findings(_ninja_machine(None)) == []  # an older snapshot without the field
+    assert _ninja_findings(_ninja_machine({"path": None, "package": None, "package_bin": None}, deepspeed=None)) == []
+    assert _ninja_findings(_ninja_machine({"path": None, "package": None, "package_bin": None},
+                                          installed_ops=["fused_adam"])) == []
+
+
+def test_ninja_tool_reads_the_jobs_path(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.packages import ninja_tool
+
+    bin_dir = tmp_path / "opt/tools/bin"
+    bin_dir.mkdir(parents=True)
+    exe = bin_dir / "ninja"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert ninja_tool(Sources(root=str(tmp_path), environ={"PATH": "/usr/bin:/opt/tools/bin"}))["path"] == \
+        "/opt/tools/bin/ninja"
+    assert ninja_tool(Sources(root=str(tmp_path), environ={"PATH": "/usr/bin"}))["path"] is None
+    exe.chmod(0o644)  # not executable: not what `ninja --version` runs
+    assert ninja_tool(Sources(root=str(tmp_path), environ={"PATH": "/opt/tools/bin"}))["path"] is None

@@ -45,6 +45,9 @@ FIELDS = {
     "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
     # check19: link names (-lcurand, ...) whose unversioned lib<name>.so the toolkit lacks, with the versioned file it has
     "cuda_toolkit.missing_links": OBJ, "cuda_toolkit.missing_links.*": STR,
+    # check19 (PKG014): the ninja build tool a just-in-time extension build runs (`ninja --version` on the job's PATH),
+    # and the version of the ninja pip package, whose executable sits in its environment's bin/
+    "ninja": OBJ, "ninja.path": STR, "ninja.package": STR, "ninja.package_bin": STR,
     # check18 round 18 (PKG014): the host C++ compiler an extension built at run time uses ($CXX, else c++)
     "host_compiler": OBJ, "host_compiler.cmd": STR, "host_compiler.kind": STR, "host_compiler.version": STR,
     "host_compiler.from": STR,
@@ -104,7 +107,7 @@ FIELDS = {
                     'extension_cxx_needs[].glibcxx', 'extension_cxx_needs[].cxxabi',
                     'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
                     'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python',
-                    'ld_cuda_libs[].version'))
+                    'ld_cuda_libs[].version', 'ninja.path', 'ninja.package', 'ninja.package_bin'))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 
@@ -126,6 +129,7 @@ def gather_packages(src: Sources) -> dict:
             out["torch_pins"] = pins
     # {} when none is found (check17b: "searched, none" for PKG014, told apart from a snapshot without the field)
     out["cuda_toolkit"] = cuda_toolkit(src)
+    out["ninja"] = ninja_tool(src)
     compiler = host_compiler(src)
     if compiler is not None:
         out["host_compiler"] = compiler
@@ -254,6 +258,31 @@ def _unversioned_links_missing(src: Sources, home: str) -> dict:
                 out[lib] = versioned[0]
         return out
     return {}
+
+
+def ninja_tool(src: Sources) -> dict:
+    """{path, package, package_bin}: the `ninja` executable the job's PATH finds (torch.utils.cpp_extension's
+    is_ninja_available runs `ninja --version` and load() raises "Ninja is required to load C++ extensions" without
+    it; DeepSpeed's jit_load wraps the same verify_ninja_availability: "Unable to JIT load the <op> op due to ninja
+    not being installed"), or None; and the ninja pip package's version and the bin/ its executable was installed
+    to (sys.prefix/bin), or None, so a package installed in an environment whose bin/ is not on PATH is told apart
+    from none at all."""
+    from importlib import metadata
+    import sys
+
+    path = None
+    for d in (src.environ.get("PATH") or "").split(os.pathsep):
+        if d and os.path.isabs(d):
+            exe = src.path(os.path.join(d, "ninja"))
+            if os.path.isfile(exe) and os.access(exe, os.X_OK):
+                path = os.path.join(d, "ninja")
+                break
+    try:
+        package = metadata.version("ninja")
+    except Exception:
+        package = None
+    package_bin = os.path.join(sys.prefix, "bin") if package else None
+    return {"path": path, "package": package, "package_bin": package_bin}
 
 
 def host_compiler(src: Sources) -> Optional[dict]:

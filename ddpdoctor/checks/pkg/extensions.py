@@ -245,6 +245,38 @@ def _toolkit_links_missing(snap, pk, kit):
                   evidence={"toolkit": kit, "missing_links": missing, "build_switches": switches, "jit": jit})
 
 
+def _ninja_missing(snap, pk):
+    """PKG014: no `ninja` on the job's PATH (packages.ninja.path None) while something compiles at run time. torch's
+    load() checks first, `ninja --version` (torch/utils/cpp_extension.py is_ninja_available, verify_ninja_availability):
+    "RuntimeError: Ninja is required to load C++ extensions"; DeepSpeed's jit_load raises "Unable to JIT load the
+    <op> op due to ninja not being installed" (op_builder/builder.py, from the same check). A ninja pip package
+    installed in an environment whose bin/ is not on PATH (a venv's python run without activating it, a batch job's
+    PATH) fails alike: the fix then names that bin/. A snapshot without the field says nothing."""
+    tool = pk.get("ninja") if isinstance(pk.get("ninja"), dict) else None
+    if tool is None or tool.get("path"):
+        return
+    builders = _jit_builders(snap, pk)
+    if not builders:
+        return
+    where = tool.get("package_bin")
+    if tool.get("package") and where:
+        title = (f"The ninja pip package ({tool['package']}) is installed but {where} is not on PATH, and "
+                 + builders[0] + " compiles at run time")
+        fix = f"export PATH={where}:$PATH   # in the job's environment (batch script, launcher), or activate the environment"
+    else:
+        title = "No ninja on PATH, and " + builders[0] + " compiles at run time"
+        fix = "pip install ninja   # in the job's environment, with its bin/ on PATH (or apt install ninja-build)"
+    yield warning(title,
+                  detail=("torch.utils.cpp_extension.load() runs `ninja --version` before building and stops with "
+                          "\"RuntimeError: Ninja is required to load C++ extensions\" (torch/utils/cpp_extension.py "
+                          "verify_ninja_availability); DeepSpeed's op builder turns it into \"Unable to JIT load the "
+                          "<op> op due to ninja not being installed\" (op_builder/builder.py jit_load). What compiles "
+                          "here: " + "; ".join(builders[:3]) + "."),
+                  fix=fix,
+                  subjects=["pkg:ninja"] + (["pkg:deepspeed"] if (pk.get("versions") or {}).get("deepspeed") else []),
+                  evidence={"ninja": tool, "builders": builders})
+
+
 def _no_cuda_toolkit(snap, pk):
     """No CUDA toolkit found (PKG014's gatherer records {}) under a CUDA build of torch while something compiles CUDA
     code at run time: a warning; nothing that compiles: nothing said (most jobs need no toolkit)."""
@@ -369,6 +401,11 @@ def cuda_toolkit_mismatch(snap):
         the headers ("#error C++14 or later compatible compiler is required to use ATen.", DeepSpeed#1435 with
         g++ 4.8.5; pytorch/pytorch#51339).
 
+        No `ninja` on the job's PATH (packages.ninja) while something compiles at run time is a warning too:
+        torch's load() stops with "RuntimeError: Ninja is required to load C++ extensions" (cpp_extension.py
+        verify_ninja_availability, which runs `ninja --version`), DeepSpeed's with "Unable to JIT load the <op> op
+        due to ninja not being installed"; a ninja pip package whose environment's bin/ is not on PATH is named.
+
     Example
         torch 2.1.2+cu121, CUDA_HOME=/usr/local/cuda-11.7, DeepSpeed installed without DS_BUILD_OPS, RTX 4090s.
 
@@ -378,6 +415,7 @@ def cuda_toolkit_mismatch(snap):
     """
     pk = snap.get("packages") or {}
     yield from _host_compiler_too_old(snap, pk)
+    yield from _ninja_missing(snap, pk)
     kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
     if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
         yield from _no_cuda_toolkit(snap, pk)
