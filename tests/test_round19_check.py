@@ -529,3 +529,54 @@ def test_ninja_tool_reads_the_jobs_path(tmp_path):
     assert ninja_tool(Sources(root=str(tmp_path), environ={"PATH": "/usr/bin"}))["path"] is None
     exe.chmod(0o644)  # not executable: not what `ninja --version` runs
     assert ninja_tool(Sources(root=str(tmp_path), environ={"PATH": "/opt/tools/bin"}))["path"] is None
+
+
+MKL = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf", "mkl")
+
+
+def _mkl_env(tmp_path, which):
+    """A conda-like environment: lib/python3.10/site-packages/torch/lib/libtorch_cpu.so (RUNPATH $ORIGIN/../../../..,
+    needing iJIT_NotifyEvent and libmkl_core.so.2) and lib/libmkl_core.so.2 from fixtures/elf/mkl/<which>."""
+    site = tmp_path / "env/lib/python3.10/site-packages"
+    (site / "torch/lib").mkdir(parents=True)
+    shutil.copy(os.path.join(MKL, "libtorch_cpu.so"), site / "torch/lib/libtorch_cpu.so")
+    (site / "torch/lib/libc10.so").write_bytes(b"")
+    shutil.copy(os.path.join(MKL, which, "libmkl_core.so.2"), tmp_path / "env/lib/libmkl_core.so.2")
+    return str(site)
+
+
+def test_torch_mkl_symbols_reads_libtorch_cpu_and_its_mkl(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.native import torch_mkl_symbols
+
+    site = _mkl_env(tmp_path, "new")
+    fact = torch_mkl_symbols(Sources(environ={}), site=site)
+    assert fact["undefined"] == ["iJIT_NotifyEvent"] and fact["exported"] == [] and fact["unresolved"] == []
+    assert fact["mkl_libs"] == [os.path.normpath(str(tmp_path / "env/lib/libmkl_core.so.2"))]
+    shutil.copy(os.path.join(MKL, "old", "libmkl_core.so.2"), tmp_path / "env/lib/libmkl_core.so.2")
+    assert torch_mkl_symbols(Sources(environ={}), site=site)["exported"] == ["iJIT_NotifyEvent"]
+    os.remove(tmp_path / "env/lib/libmkl_core.so.2")
+    assert torch_mkl_symbols(Sources(environ={}), site=site)["unresolved"] == ["libmkl_core.so.2"]
+
+
+def test_pkg027_itt_symbol_mkl_no_longer_exports(tmp_path):
+    """pytorch/pytorch#123097: 'libtorch_cpu.so: undefined symbol: iJIT_NotifyEvent' with MKL 2024.1 (conda torch)."""
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.native import torch_mkl_symbols
+
+    fact = torch_mkl_symbols(Sources(environ={}), site=_mkl_env(tmp_path, "new"))
+    found = findings_of(make_snapshot(packages={"torch": "2.0.1", "torch_mkl": fact}), "PKG027")
+    assert found and found[0].severity == "error" and "iJIT_NotifyEvent" in found[0].title
+    assert "mkl==2024.0" in found[0].fix
+
+
+def test_pkg027_quiet_when_exported_unresolved_or_absent(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.native import torch_mkl_symbols
+
+    fact = torch_mkl_symbols(Sources(environ={}), site=_mkl_env(tmp_path, "old"))
+    assert findings_of(make_snapshot(packages={"torch": "2.0.1", "torch_mkl": fact}), "PKG027") == []
+    open_fact = {"lib": "/x/libtorch_cpu.so", "undefined": ["iJIT_NotifyEvent"], "mkl_libs": [],
+                 "unresolved": ["libmkl_core.so.2"], "exported": []}
+    assert findings_of(make_snapshot(packages={"torch": "2.0.1", "torch_mkl": open_fact}), "PKG027") == []
+    assert findings_of(make_snapshot(packages={"torch": "2.0.1"}), "PKG027") == []

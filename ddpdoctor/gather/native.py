@@ -316,6 +316,81 @@ def libstdcxx(src: Sources, site: Optional[str] = None) -> dict:
     return out
 
 
+# symbols of Intel's ITT/JIT profiling API that a conda build of torch takes from the MKL it links dynamically; MKL
+# 2024.1 stopped exporting iJIT_NotifyEvent ("ImportError: .../libtorch_cpu.so: undefined symbol: iJIT_NotifyEvent",
+# pytorch/pytorch#123097); pip wheels link MKL statically and carry it
+MKL_ITT_PREFIXES = ("iJIT_",)
+
+
+def torch_mkl_symbols(src: Sources, site: Optional[str] = None) -> dict:
+    """{lib, undefined, mkl_libs, unresolved, exported} for torch's libtorch_cpu.so: its GLOBAL undefined iJIT_*
+    symbols (.dynsym), the MKL libraries in its DT_NEEDED as ld.so would find them (LD_LIBRARY_PATH, its RUNPATH with
+    $ORIGIN expanded, torch/lib, the system directories) and the MKL libraries those need in turn, which of the
+    symbols any of them or another direct DT_NEEDED library exports (.gnu.hash), and the MKL names not found. {}
+    when libtorch_cpu.so needs no such symbol (a pip wheel: MKL linked in) or links no MKL library, or cannot be
+    read. Headers only, never loaded."""
+    import platform
+
+    from ddpdoctor.gather.elf import read_object
+
+    if site is None:
+        try:
+            from importlib import metadata
+
+            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
+        except Exception:  # noqa: BLE001 - unreadable metadata
+            return {}
+    lib = _torch_lib_dir(site)
+    path = os.path.join(lib, "libtorch_cpu.so") if lib else None
+    obj = read_object(path) if path and os.path.exists(path) else None
+    if obj is None:
+        return {}
+    try:
+        und = sorted(set(obj.undefined(MKL_ITT_PREFIXES)))
+        direct = obj.needed()
+        needed = [n for n in direct if n.startswith("libmkl")]
+        runpath = [os.path.normpath(d.replace("$ORIGIN", lib).replace("${ORIGIN}", lib)) for d in obj.runpath()]
+    except Exception:  # noqa: BLE001 - a truncated object
+        return {}
+    finally:
+        obj.close()
+    if not und or not needed:
+        return {}
+    arch = platform.machine() or "x86_64"
+    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
+    dirs += [d for d in runpath if d.startswith("/")] + [lib] + [d.format(arch=arch) for d in SYSTEM_LIB_DIRS]
+    # every direct DT_NEEDED library may define the symbol (ld.so searches the whole load order); an MKL library
+    # that cannot be found or read leaves the fact open (unresolved), another one is only skipped
+    found, unresolved, exported, queue, seen = [], [], set(), list(dict.fromkeys(direct)), set()
+    while queue and len(seen) < 32:
+        name = queue.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        mkl = name.startswith("libmkl")
+        where = next((os.path.join(d, name) for d in dirs if os.path.exists(src.path(os.path.join(d, name)))), None)
+        dep = read_object(src.path(where)) if where else None
+        if dep is None:
+            if mkl:
+                unresolved.append(name)
+            continue
+        try:
+            got = dep.exports(set(und))
+            if got is None and mkl:  # no .gnu.hash: not judged
+                unresolved.append(name)
+            exported |= got or set()
+            if mkl:
+                queue += [n for n in dep.needed() if n.startswith("libmkl") and n not in seen]
+        except Exception:  # noqa: BLE001
+            if mkl:
+                unresolved.append(name)
+        finally:
+            dep.close()
+        if mkl:
+            found.append(where)
+    return {"lib": path, "undefined": und, "mkl_libs": found, "unresolved": unresolved, "exported": sorted(exported)}
+
+
 MAX_CXX_NEEDS, MAX_CUDA_MODULES, TORCH_ARCH_DEADLINE_S = 8, 16, 1.0
 
 

@@ -9,7 +9,7 @@ from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 # The native-library facts (shared objects found on ld.so's paths, read from their ELF headers) live in
 # gather/native.py; imported here under their old names, which the gatherer and callers use.
 from ddpdoctor.gather.native import (extension_cxx_needs, ld_cuda_libs, ld_torch_libs, libstdcxx,  # noqa: F401
-                                     nccl_preloaded, scan_extension_modules, torch_extensions)
+                                     nccl_preloaded, scan_extension_modules, torch_extensions, torch_mkl_symbols)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
@@ -72,6 +72,10 @@ FIELDS = {
     "torch_extensions[].file": STR, "torch_extensions[].missing": LIST, "torch_extensions[].missing[]": STR,
     "torch_extensions[].missing_count": INT, "torch_extensions[].undefined_count": INT,
     # check17c (PKG016): the libstdc++.so.6 ld.so finds for torch's libraries and the GLIBCXX/CXXABI versions they need
+    # check19 (PKG027): libtorch_cpu.so's undefined iJIT_* symbols and whether the MKL libraries it links export them
+    "torch_mkl": OBJ, "torch_mkl.lib": STR, "torch_mkl.undefined": LIST, "torch_mkl.undefined[]": STR,
+    "torch_mkl.mkl_libs": LIST, "torch_mkl.mkl_libs[]": STR, "torch_mkl.unresolved": LIST,
+    "torch_mkl.unresolved[]": STR, "torch_mkl.exported": LIST, "torch_mkl.exported[]": STR,
     "libstdcxx": OBJ, "libstdcxx.path": STR, "libstdcxx.from": STR, "libstdcxx.glibcxx": STR, "libstdcxx.cxxabi": STR,
     "libstdcxx.needs_glibcxx": STR, "libstdcxx.needs_cxxabi": STR, "libstdcxx.needed_by": STR,
     # check19 (PKG026): compiled extension modules (site-packages, torch's JIT build directory) and the newest
@@ -158,6 +162,9 @@ def gather_packages(src: Sources) -> dict:
         cxx = libstdcxx(src)
         if cxx:
             out["libstdcxx"] = cxx
+        mkl = torch_mkl_symbols(src)
+        if mkl:
+            out["torch_mkl"] = mkl
         scan = scan_extension_modules(src, torch_version=versions.get("torch"))
         if scan:
             out["extension_cxx_needs"], out["cuda_archs"] = scan["cxx"], scan["cuda"]
