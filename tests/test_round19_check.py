@@ -580,3 +580,49 @@ def test_pkg027_quiet_when_exported_unresolved_or_absent(tmp_path):
                  "unresolved": ["libmkl_core.so.2"], "exported": []}
     assert findings_of(make_snapshot(packages={"torch": "2.0.1", "torch_mkl": open_fact}), "PKG027") == []
     assert findings_of(make_snapshot(packages={"torch": "2.0.1"}), "PKG027") == []
+
+
+MEGATRON_INIT = '''import os
+import torch
+def initialize():
+    init_method = 'tcp://'
+    master_ip = os.getenv('MASTER_ADDR', 'localhost')
+    master_port = os.getenv('MASTER_PORT', '6000')
+    init_method += master_ip + ':' + master_port
+    torch.distributed.init_process_group(backend='nccl', world_size=8, rank=0, init_method=init_method)
+'''
+
+
+def test_scriptfacts_keeps_an_init_method_built_from_master_port(tmp_path):
+    from ddpdoctor.lint import scriptfacts
+
+    script = tmp_path / "initialize.py"
+    script.write_text(MEGATRON_INIT)
+    facts = scriptfacts.script_facts([str(script)])
+    rows = [r for r in facts.get("spawn_worlds", []) if r.get("kind") == "init"]
+    assert rows and rows[0]["url_env"] == {"port": "MASTER_PORT", "port_default": "6000", "host": "MASTER_ADDR",
+                                           "host_default": "localhost"}
+
+
+TORCHRUN_RANK0 = {"TORCHELASTIC_RUN_ID": "none", "RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0",
+                  "LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "0", "MASTER_ADDR": "localhost", "MASTER_PORT": "6000"}
+BUILT_URL = {"port": "MASTER_PORT", "port_default": "6000", "host": "MASTER_ADDR", "host_default": "localhost"}
+
+
+def test_env002_an_init_method_from_master_port_under_the_elastic_agent():
+    """NVIDIA/Megatron-LM#125: torch.distributed.launch (torch 1.9, the elastic agent serving its store on MASTER_PORT)
+    and init_method='tcp://' + MASTER_ADDR + ':' + MASTER_PORT: 'address already in use'."""
+    row = dict(_init(8), url_env=dict(BUILT_URL))
+    snap = make_snapshot(env=TORCHRUN_RANK0, network={"listening_tcp_ports": [22, 6000]}, lint=_lint([row]))
+    [f] = findings_of(snap, "ENV002")
+    assert f.severity == "error" and "tcp://localhost:6000" in f.title and "agent" in f.title
+    assert "env://" in f.fix
+
+
+def test_env002_init_method_from_master_port_quiet_when_free_or_another_rank():
+    row = dict(_init(8), url_env=dict(BUILT_URL))
+    assert findings_of(make_snapshot(env=TORCHRUN_RANK0, network={"listening_tcp_ports": [22]}, lint=_lint([row])),
+                       "ENV002") == []  # the agent's store elsewhere (a c10d rendezvous): nothing holds MASTER_PORT
+    other = dict(TORCHRUN_RANK0, RANK="3", LOCAL_RANK="3")
+    assert findings_of(make_snapshot(env=other, network={"listening_tcp_ports": [22, 6000]}, lint=_lint([row])),
+                       "ENV002") == []  # only rank 0 binds the store

@@ -39,7 +39,9 @@
   timeout (torch/distributed/distributed_c10d.py init_process_group; torch/multiprocessing/spawn.py spawn). An init
   entry also keeps a literal `rank=` (every process running the line claims that rank) and a literal init_method URL
   (`tcp://127.0.0.1:33271`: rank 0 binds the store on its port, torch/distributed/rendezvous.py
-  _tcp_rendezvous_handler); such an entry is kept even when world_size is not a literal.
+  _tcp_rendezvous_handler); such an entry is kept even when world_size is not a literal. An init_method built from a
+  'tcp://' string and the MASTER_PORT variable (os.environ / os.getenv, through the names it is assigned from) is kept
+  as `url_env` {port, port_default, host, host_default} (NVIDIA/Megatron-LM#125).
 - `env_rendezvous` (check19): init_process_group calls that rendezvous through the environment - no init_method and no
   store, or init_method "env://" - with the keywords they pass (`rank`, `world_size`) and the rendezvous variables the
   script sets itself. torch's env:// handler reads RANK and WORLD_SIZE unless given, and always MASTER_ADDR and
@@ -257,9 +259,60 @@ def _size_of(index: ModuleIndex, node: Optional[ast.AST], scope, once: dict, dep
     return None, None
 
 
+def _assigned_values(tree: ast.AST) -> dict:
+    """{name: [value nodes]} for every plain-name assignment in the file (=, +=, annotated), any scope."""
+    out: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name) and node.value:
+            out.setdefault(node.target.id, []).append(node.value)
+    return out
+
+
+def _env_read(node: ast.AST) -> Optional[tuple]:
+    """(variable, default or None) for os.environ['X'], os.environ.get('X', d), os.getenv('X', d); else None."""
+    def text(n):
+        return n.value if isinstance(n, ast.Constant) and isinstance(n.value, (str, int)) else None
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("environ"):
+        key = text(node.slice)
+        return (key, None) if isinstance(key, str) else None
+    if isinstance(node, ast.Call) and node.args and ast.unparse(node.func).endswith(("getenv", "environ.get")):
+        key = text(node.args[0])
+        default = text(node.args[1]) if len(node.args) > 1 else None
+        return (key, None if default is None else str(default)) if isinstance(key, str) else None
+    return None
+
+
+def _env_url(node: Optional[ast.AST], bindings: dict) -> Optional[dict]:
+    """{"port": "MASTER_PORT", "port_default", "host": "MASTER_ADDR"|None, "host_default"} when an init_method that is
+    not a literal is built from a 'tcp://' string and the MASTER_PORT variable (through the names it is assigned
+    from, += included: Megatron-LM's `init_method = 'tcp://'; init_method += master_ip + ':' + master_port`)."""
+    if node is None:
+        return None
+    todo, seen_names, has_tcp, env = [node], set(), False, {}
+    while todo and len(seen_names) < 24:
+        for n in ast.walk(todo.pop()):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("tcp://"):
+                has_tcp = True
+            read = _env_read(n)
+            if read:
+                env.setdefault(read[0], read[1])
+            if isinstance(n, ast.Name) and n.id not in seen_names:
+                seen_names.add(n.id)
+                todo += bindings.get(n.id, [])[:4]
+    if not has_tcp or "MASTER_PORT" not in env:
+        return None
+    return {"port": "MASTER_PORT", "port_default": env["MASTER_PORT"],
+            "host": "MASTER_ADDR" if "MASTER_ADDR" in env else None, "host_default": env.get("MASTER_ADDR")}
+
+
 def spawn_worlds(index: ModuleIndex, tree: ast.AST, path: str) -> list:
     """`spawn_worlds` entries (see the module doc): {"kind": "spawn"|"init", "size": int|None, "how", "path", "line"}."""
     once = _bound_once(tree)
+    bindings = _assigned_values(tree)
     out = []
     for call in index.calls_named(*SPAWN_QUALS):
         size, how = _size_of(index, call.arg(2, "nprocs"), call.scope, once)
@@ -271,13 +324,16 @@ def spawn_worlds(index: ModuleIndex, tree: ast.AST, path: str) -> list:
         rank, rank_how = _size_of(index, call.kw("rank"), call.scope, once)
         method = call.arg(1, "init_method")
         url = method.value if isinstance(method, ast.Constant) and isinstance(method.value, str) else None
-        if (how and size is not None) or url:
+        url_env = None if url or method is None else _env_url(method, bindings)
+        if (how and size is not None) or url or url_env:
             row = {"kind": "init", "size": size, "how": how, "path": path, "line": call.line,
                    "what": ast.unparse(call.node)[:120]}
             if rank is not None:
                 row["rank"] = rank  # a literal rank: every process that runs this line claims it
             if url:
                 row["url"] = url  # init_method='tcp://127.0.0.1:33271': the store's address, its port bound by rank 0
+            if url_env:
+                row["url_env"] = url_env  # 'tcp://' + MASTER_ADDR + ':' + MASTER_PORT from the environment
             out.append(row)
     return out
 

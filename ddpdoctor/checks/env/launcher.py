@@ -239,7 +239,11 @@ def master_port_in_use(snap):
         (net.ipv4.ip_local_port_range, 32768-60999 by default) is a warning: the kernel hands those
         ports to outgoing connections, so one may hold it when rank 0 binds, and the job fails with
         EADDRINUSE only now and then (NVIDIA/enroot#243: the slurm-pytorch hook's
-        SLURM_JOB_ID % 16384 + 49152).
+        SLURM_JOB_ID % 16384 + 49152). The same for an init_method the script builds from 'tcp://' and
+        MASTER_ADDR/MASTER_PORT (lint.scriptfacts url_env), read with this environment's values; inside an
+        elastic launcher's worker (torchrun, torch.distributed.launch from torch 1.9) a MASTER_PORT listened
+        on is the agent's own store, and rank 0's second bind there fails the same way
+        (NVIDIA/Megatron-LM#125): the finding says so and points at env://.
     """
     launcher = snap["launcher"]
     if list(_script_url_port_in_use(snap)):
@@ -779,8 +783,17 @@ def _script_url_port_in_use(snap):
     listening = set(((snap.get("network") or {}).get("listening_tcp_ports")) or [])
     own = {str(a) for i in ((snap.get("network") or {}).get("interfaces") or []) if isinstance(i, dict)
            for a in (x.get("address") for x in i.get("addresses") or [] if isinstance(x, dict))}
+    launcher = snap.get("launcher") if "launcher" in snap else {}
+    elastic = isinstance(launcher, dict) and (launcher.get("kind") == "torchrun" or bool(launcher.get("elastic_run_id")))
     for row in script_asks(snap, "spawn_worlds"):
         url = str(row.get("url") or "")
+        built = row.get("url_env") if isinstance(row.get("url_env"), dict) else None
+        if not url and built:  # 'tcp://' + MASTER_ADDR + ':' + MASTER_PORT, read from this environment
+            port_v = env.get(built.get("port") or "MASTER_PORT") or built.get("port_default")
+            host_v = (env.get(built["host"]) if built.get("host") else None) or built.get("host_default") or "localhost"
+            if not port_v:
+                continue
+            url = f"tcp://{host_v}:{port_v}"
         if not url.startswith("tcp://"):
             continue
         try:
@@ -791,6 +804,20 @@ def _script_url_port_in_use(snap):
         if port is None or port not in listening or (host not in LOCAL_HOSTS and host not in own):
             continue
         where = f"{row.get('path')}:{row.get('line')}"
+        agent = elastic and str(port) == str(env.get("MASTER_PORT") or "")
+        if agent:  # inside an elastic launcher's worker, MASTER_PORT is the agent's own store
+            yield error(f"{where} binds its store at {url}" + (" (from MASTER_ADDR/MASTER_PORT)" if built else "")
+                        + ", where the launcher's agent already serves its store",
+                        detail=("Under torchrun / torch.distributed.launch (torch >= 1.9, the elastic agent) the agent "
+                                f"serves the rendezvous TCPStore on MASTER_PORT ({port}, listening now); the script's "
+                                "init_method='tcp://MASTER_ADDR:MASTER_PORT' makes rank 0 bind a second store there "
+                                "(torch/distributed/rendezvous.py _tcp_rendezvous_handler): \"RuntimeError: Address "
+                                "already in use\" (NVIDIA/Megatron-LM#125: fixed by the env:// rendezvous)."),
+                        fix=("init_process_group(backend)   # init_method='env://' (the default): the workers use the "
+                             "agent's store; drop init_method, rank and world_size the launcher already sets"),
+                        subjects=[f"path:{row.get('path')}", f"line:{row.get('line')}"],
+                        evidence={"url": url, "port": port, "init": row, "launcher": launcher})
+            return
         yield error(f"{where} binds its store at {url}, and port {port} is already in use on this host",
                     detail=("Rank 0 binds the init_method's port itself (torch/distributed/rendezvous.py "
                             "_tcp_rendezvous_handler), whatever MASTER_PORT says; something already listens there - "
