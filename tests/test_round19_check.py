@@ -626,3 +626,18 @@ def test_env002_init_method_from_master_port_quiet_when_free_or_another_rank():
     other = dict(TORCHRUN_RANK0, RANK="3", LOCAL_RANK="3")
     assert findings_of(make_snapshot(env=other, network={"listening_tcp_ports": [22, 6000]}, lint=_lint([row])),
                        "ENV002") == []  # only rank 0 binds the store
+
+
+def test_ninja_tool_names_the_bin_of_the_ninja_pip_package(tmp_path, monkeypatch):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.packages import ninja_tool
+
+    site = tmp_path / "env/lib/python3.11/site-packages"
+    info = site / "ninja-1.11.1.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ninja\nVersion: 1.11.1.1\n")
+    (info / "RECORD").write_text("ninja/__init__.py,,\n../../../bin/ninja,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    got = ninja_tool(Sources(root=str(tmp_path), environ={"PATH": "/usr/local/nowhere"}))
+    assert got["path"] is None and got["package"] == "1.11.1.1"
+    assert got["package_bin"] == os.path.normpath(str(tmp_path / "env/bin"))

@@ -284,11 +284,18 @@ def ninja_tool(src: Sources) -> dict:
             if os.path.isfile(exe) and os.access(exe, os.X_OK):
                 path = os.path.join(d, "ninja")
                 break
+    package, package_bin = None, None
     try:
-        package = metadata.version("ninja")
-    except Exception:
-        package = None
-    package_bin = os.path.join(sys.prefix, "bin") if package else None
+        dist = metadata.distribution("ninja")
+        package = dist.version
+        # where pip put its console script: the RECORD's .../bin/ninja (a --user install: ~/.local/bin)
+        script = next((f for f in dist.files or [] if str(f).replace("\\", "/").endswith("bin/ninja")), None)
+        if script is not None:
+            package_bin = os.path.dirname(os.path.normpath(str(dist.locate_file(script))))
+    except Exception:  # noqa: BLE001 - not installed, or unreadable metadata
+        pass
+    if package and not package_bin:
+        package_bin = os.path.join(sys.prefix, "bin")
     return {"path": path, "package": package, "package_bin": package_bin}
 
 
