@@ -68,7 +68,7 @@ def set_path(doc: dict, path: str, value) -> None:
 
 
 def snapshot_of(case: dict):
-    from ddpdoctor.facts.launch import parse_command
+    from ddpdoctor.facts.launch import parse_command, parse_program
     from ddpdoctor.gather.launcher import launcher_from_env
     from ddpdoctor.pipeline.snapshot import Snapshot
 
@@ -89,8 +89,9 @@ def snapshot_of(case: dict):
         if isinstance(pci.get("gpus"), dict):  # the machine has these GPUs only, on the bus too
             pci["gpus"] = {b: f for b, f in pci["gpus"].items() if b.lower()[-12:] in kept}
     sections["launcher"] = launcher_from_env(env, case.get("cmdline"))
-    # the case's launch command, as `check` run under it reads it from its parent chain (gather.launch)
-    cmd = parse_command(case.get("cmdline") or [])
+    # the case's launch command, as `check` run under it reads it from its parent chain (gather.launch); a program
+    # started without a launcher (`python train.py ...`) as `ddpdoctor check -- python train.py ...` records it
+    cmd = parse_command(case.get("cmdline") or []) or parse_program(case.get("cmdline") or [])
     sections["launch"] = {"commands": [dict(cmd, depth=1)] if cmd else [], "depth_read": 1 if cmd else 0}
     if cmd and cmd.get("program") is None:
         sections["launch"]["commands"][0].pop("program")

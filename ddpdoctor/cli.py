@@ -71,7 +71,7 @@ def cli():
     """ddpdoctor: why is my distributed PyTorch / Hugging Face training broken or slow?"""
 
 
-@cli.command()
+@cli.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--snapshot", "snapshot_path", type=click.Path(dir_okay=False), default=None,
               help="Judge a recorded snapshot instead of this machine (- reads standard input).")
 @click.option("--no-comm", is_flag=True, help="Skip the live connectivity test.")
@@ -83,8 +83,13 @@ def cli():
 @click.option("--fix-env", is_flag=True,
               help='Print only the export/unset lines that fix the env-level findings: eval "$(ddpdoctor check --fix-env)".')
 @output_options
-def check(snapshot_path, no_comm, scripts, configs, fix_env, fmt, as_json, only, ignore, fail_on, verbose):
-    """Fast checks of this machine and environment (or of a recorded snapshot)."""
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def check(snapshot_path, no_comm, scripts, configs, fix_env, fmt, as_json, only, ignore, fail_on, verbose, command):
+    """Fast checks of this machine and environment (or of a recorded snapshot).
+
+    After `--`, the command that will start the training (`ddpdoctor check -- torchrun --nproc-per-node 4 train.py
+    --gpu_ids 0,1` or `-- python train.py -gpuid 1`): its launcher options and the program's GPU and precision
+    options are judged against this machine, as when check runs under that launcher."""
     from ddpdoctor.pipeline.check import run_check
 
     if fix_env and (as_json or fmt != "text" or verbose):
@@ -95,8 +100,10 @@ def check(snapshot_path, no_comm, scripts, configs, fix_env, fmt, as_json, only,
 
         if all(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only_ids):
             raise UsageError(f"--only {only.strip()} selects lint rules only; name the script with --script train.py")
+    if command and snapshot_path:
+        raise UsageError("a training command after -- describes this machine's launch; it cannot be given with --snapshot")
     report = run_check(snapshot_path=snapshot_path, only=only_ids, ignore=ignore_ids, comm=not no_comm,
-                       scripts=list(scripts), configs=list(configs))
+                       scripts=list(scripts), configs=list(configs), command=list(command))
     if fix_env:
         from .pipeline.fixenv import emit_fix_env
 

@@ -793,7 +793,8 @@ def _arch_machine(name, capability, torch, cuda, keep=2, platform="Linux-6.8.0-x
 
 def test_newest_arch_follows_the_toolkit_table():
     assert [newest_arch(v) for v in [(9, 2), (10, 2), (11, 0), (11, 3), (11, 8), (12, 4), (12, 8), (13, 0)]] == \
-        [None, 75, 80, 86, 90, 90, 120, 120]
+        [72, 75, 80, 86, 90, 90, 120, 120]
+    assert newest_arch((6, 5)) is None  # before the table's first row: not judged
 
 
 def test_gpu032_a_gpu_of_a_newer_major_than_the_build_knows():

@@ -32,7 +32,7 @@ def test_every_row_names_its_source():
 def test_the_tables_hold_what_the_checks_held_in_code():
     assert gpu_versions.min_driver_of_cuda_major() == {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
     assert gpu_versions.newest_arch_of_toolkit() == ((13, 1, 121), (12, 8, 120), (11, 8, 90), (11, 1, 86),
-                                                     (11, 0, 80), (10, 0, 75))
+                                                     (11, 0, 80), (10, 0, 75), (9, 0, 72), (8, 0, 62), (7, 0, 53))
     assert gpu_versions.release_archs()[(12, 6)] == {"x86_64": {50, 60, 70, 75, 80, 86, 90}, "aarch64": {80, 90}}
     assert gpu_versions.release_archs()[(13, 0)]["aarch64"] == {80, 90, 100, 110, 120}
     assert gpu_versions.rocm_wheel_target_since() == {"gfx900": (0, 0), "gfx906": (0, 0), "gfx908": (0, 0),
@@ -42,7 +42,7 @@ def test_the_tables_hold_what_the_checks_held_in_code():
     assert gpu_versions.windows_distributed_since() == (1, 7)
     assert {"gfx900", "gfx942", "gfx1100", "gfx1201"} <= gpu_versions.rocm_wheel_targets_ever()
     assert not {"gfx803", "gfx90c", "gfx1031", "gfx1032"} & gpu_versions.rocm_wheel_targets_ever()
-    assert gpu_versions.newest_arch((12, 4)) == 90 and gpu_versions.newest_arch((9, 2)) is None
+    assert gpu_versions.newest_arch((12, 4)) == 90 and gpu_versions.newest_arch((9, 2)) == 72 and gpu_versions.newest_arch((6, 5)) is None
 
 
 def test_read_once():

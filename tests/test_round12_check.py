@@ -165,6 +165,7 @@ def test_script_facts_read_from_lint_index(tmp_path):
                                       "local_rank_args": [], "parse_known_args": False,
                                       "reads_local_rank_env": False, "node_args": [], "strict_parse_args": [],
                                       "setting_sets": [], "debug_calls": [], "launcher_env_reads": [], "global_rank_devices": [],  # round 18
+                                      "spawn_worlds": [], "env_rendezvous": [],  # round 19
                                       "precision": [], "attention": [], "backends": [], "extension_builds": [], "triton_libraries": [], "cuda_uses": []}
 
 

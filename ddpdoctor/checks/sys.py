@@ -640,3 +640,61 @@ def logind_removes_ipc(snap):
              "sudo systemctl restart systemd-logind   # or: loginctl enable-linger $USER, or run inside tmux"),
         subjects=["path:/dev/shm"],
         evidence={"remove_ipc": True, "from": logind.get("from"), "uid": uid})
+
+
+@check("SYS011", "checkpoint-disk-full", family="system", needs=("launch",))
+def checkpoint_disk_full(snap):
+    """The directory the training program saves checkpoints to has no room for the next one.
+
+    What it checks
+        The save directories of the training command (transformers' --output_dir, Lightning's
+        --default_root_dir, a script's --save_dir / --checkpoint_dir / --ckpt_dir; read from check's
+        own launch command or from `ddpdoctor check -- <command>`): the free space of their file
+        system (statvfs f_bavail, what the job's user may write) against the largest checkpoint
+        already there (a transformers "checkpoint-<step>" directory, a .pt/.bin/.safetensors/.ckpt
+        file). Less room than that checkpoint is an error; a file system with under 1 GiB and under
+        1% free, with no checkpoint to size against, is a warning.
+
+    Why it matters
+        The job trains until its first save, then fails with "OSError: [Errno 28] No space left on
+        device" (or a truncated file: "PytorchStreamWriter failed writing file data/...: file write
+        failed"), losing the steps since the last good checkpoint; under DDP, rank 0 dies in
+        torch.save while the others wait in the next collective until the timeout. The Trainer's
+        save_total_limit deletes old checkpoints only after the new one is written.
+
+    Example
+        --output_dir out on a disk with 3 GiB free, out/checkpoint-500 holding 13 GiB.
+
+    Fix
+        Free space (delete old checkpoint-* directories, `df -h <dir>`), save elsewhere (--output_dir
+        on a larger file system), or keep fewer checkpoints (--save_total_limit 1).
+    """
+    from ddpdoctor.facts.launch import save_dirs
+
+    for cmd, d in save_dirs(snap):
+        free, need = d.get("free_bytes"), d.get("largest_checkpoint_bytes")
+        total = d.get("total_bytes")
+        if not isinstance(free, int):
+            continue
+        where = f"{cmd.get('program') or 'the training program'} {d.get('option')} {d.get('path')}"
+        if isinstance(need, int) and need > free:
+            yield error(f"{where}: {_fmt(free)} free, but its largest checkpoint ({d.get('largest_checkpoint')}) "
+                        f"takes {_fmt(need)}",
+                        detail=("The next save needs about as much as the last one: it fails with \"OSError: [Errno 28] "
+                                "No space left on device\" or leaves a truncated file (\"PytorchStreamWriter failed "
+                                "writing file\"), and the steps since the last good checkpoint are lost; under DDP the "
+                                "other ranks then wait in their next collective until the timeout."),
+                        fix=f"df -h {d.get('checked')}; remove old checkpoints (rm -r {d.get('path')}/checkpoint-<old>) or "
+                            "save to a larger file system; --save_total_limit 1 keeps one",
+                        subjects=[f"path:{d.get('path')}", f"arg:{str(d.get('option')).lstrip('-')}"],
+                        evidence={"save_dir": d})
+            return
+        if need is None and free < 2 ** 30 and isinstance(total, int) and total > 0 and free < total // 100:
+            yield warning(f"{where}: its file system is full ({_fmt(free)} free of {_fmt(total)})",
+                          detail=("A checkpoint is at least the model's weights (and, with the optimizer state, about "
+                                  "three times that): with this little room the first save fails with \"OSError: "
+                                  "[Errno 28] No space left on device\"."),
+                          fix=f"df -h {d.get('checked')}; free space there or save to a larger file system",
+                          subjects=[f"path:{d.get('path')}", f"arg:{str(d.get('option')).lstrip('-')}"],
+                          evidence={"save_dir": d})
+            return

@@ -107,3 +107,13 @@ def release(version) -> tuple:
     '2.1.0a0+git' -> (2, 1, 0), ' 2.1.0 ' -> (2, 1, 0)); () when it has none. The one release parser of the checks
     (checks.pkg used its own copy that stripped blanks where this did not); facts.gpu.version_tuple reads the digits."""
     return version_tuple(str(version or "").strip().split("+")[0])[:3]
+
+
+def runs_on(sass, ptx, capability: int) -> bool:
+    """Whether CUDA code compiled for the cubin architectures `sass` and the PTX architectures `ptx` (sm_XY as XY)
+    runs on a GPU of compute capability `capability` (XY): a cubin for X.y runs on X.z with z >= y, never on another
+    major; PTX for X.Y is compiled by the driver for any capability >= X.Y (NVIDIA CUDA C++ Programming Guide,
+    "Binary Compatibility" and "PTX Compatibility": https://docs.nvidia.com/cuda/cuda-c-programming-guide/
+    index.html#binary-compatibility). Otherwise: "no kernel image is available for execution on the device"."""
+    return (any(a // 10 == capability // 10 and a <= capability for a in sass or ())
+            or any(a <= capability for a in ptx or ()))

@@ -21,6 +21,7 @@ Pure functions: no process is read here.
 from __future__ import annotations
 
 import os
+import re
 from typing import Mapping, Optional
 
 from ddpdoctor.facts.env import env_of
@@ -105,6 +106,95 @@ def script_precision(args: list) -> dict:
     return out
 
 
+# The training program's GPU options (check19): options that name GPU ordinals ('-gpuid 1', '--gpu_ids 0,1',
+# '--gpu 1', '--device cuda:1', '--device_ids 0 1') or a GPU count ('--num_gpus 4', '--n_gpu 2': ordinals 0..N-1), as
+# the argparse defaults lint.scriptfacts reads (`gpu_indices`: flags naming a gpu or device) are spelled on a command
+# line; a plural '--gpus N' / '--devices N' with one number is a count (Lightning's Trainer(gpus=N): device_parser
+# `list(range(gpus))`), a list names ordinals. Values that name no ordinal ('cpu', 'auto', '-1', 'all') are dropped.
+_GPU_ORDINAL_OPTION = re.compile(r"^(gpu|gpuid|gpu_?ids?|gpu_?devices?|gpu_?no|device|device_?ids?|cuda_?devices?|"
+                                 r"cuda|gpus|devices)$", re.I)
+_GPU_COUNT_OPTION = re.compile(r"^(num_?gpus?|n_?gpus?|ngpus?|gpu_?count|num_?devices)$", re.I)
+_PLURAL_COUNT = {"gpus", "devices"}
+
+
+def _ordinals_in(values: list) -> list:
+    out = []
+    for raw in values:
+        for part in re.split(r"[,\s\[\]()]+", str(raw)):
+            part = part.strip().strip("'\"")
+            m = re.fullmatch(r"(?:cuda:)?(\d+)", part, re.I)
+            if m:
+                out.append(int(m.group(1)))
+    return out
+
+
+def script_gpu_options(args: list) -> dict:
+    """{option as written: value} for the GPU options of a training program's arguments (see above), the value as
+    given (a list option's words joined by a space); anything else in `args` is dropped."""
+    out: dict = {}
+    i = 0
+    while i < len(args):
+        tok = str(args[i])
+        name, eq, value = tok.partition("=")
+        key = name.lstrip("-").replace("-", "_")
+        if tok.startswith("-") and len(key) > 1 and (_GPU_ORDINAL_OPTION.match(key) or _GPU_COUNT_OPTION.match(key)):
+            words = [value] if eq else []
+            j = i + 1
+            while not eq and j < len(args) and not str(args[j]).startswith("-"):
+                words.append(str(args[j]))
+                j += 1
+            if words and _ordinals_in(words):
+                out[name] = " ".join(words)  # as written: '-gpuid', '--gpu_ids'
+            i = j if not eq else i + 1
+            continue
+        i += 1
+    return out
+
+
+# Where the training program writes its checkpoints (check19): transformers' TrainingArguments --output_dir (the
+# Trainer saves "checkpoint-<step>" directories there: transformers/trainer_utils.py PREFIX_CHECKPOINT_DIR), Lightning's
+# --default_root_dir, and the usual spellings of a script's own save directory.
+_SAVE_DIR_OPTION = re.compile(r"^(output_dir|save_dir|checkpoint_dir|checkpoints_dir|ckpt_dir|default_root_dir|"
+                              r"save_path|model_dir|out_dir)$", re.I)
+
+
+def script_save_dirs(args: list) -> dict:
+    """{option as written: directory} for the save-directory options of a training program's arguments."""
+    out: dict = {}
+    for i, tok in enumerate(str(a) for a in args):
+        name, eq, value = tok.partition("=")
+        if not tok.startswith("-") or not _SAVE_DIR_OPTION.match(name.lstrip("-").replace("-", "_")):
+            continue
+        if not eq:
+            value = str(args[i + 1]) if i + 1 < len(args) and not str(args[i + 1]).startswith("-") else ""
+        if value:
+            out[name] = value
+    return out
+
+
+def save_dirs(snap) -> list:
+    """[(command, save-dir fact)] for every directory the recorded commands' programs save checkpoints to
+    (commands[].save_dirs, gathered: its free space and the largest checkpoint already in it)."""
+    return [(cmd, d) for cmd in commands(snap) for d in cmd.get("save_dirs") or () if isinstance(d, dict)]
+
+
+def gpu_ordinals_asked(snap) -> list:
+    """[(highest ordinal asked, option as written, program)] for the recorded commands' training-program GPU options:
+    an ordinal option asks for its largest number, a count N (or a plural '--gpus N') for ordinal N-1."""
+    out = []
+    for cmd in commands(snap):
+        for option, value in (cmd.get("script_gpus") or {}).items():
+            nums = _ordinals_in([value])
+            key = str(option).lstrip("-").replace("-", "_")
+            if not nums:
+                continue
+            count = _GPU_COUNT_OPTION.match(key) or (key.lower() in _PLURAL_COUNT and len(nums) == 1)
+            top = max(nums) - 1 if count else max(nums)
+            if top >= 0:
+                out.append((top, f"{cmd.get('program') or 'the training program'} {option} {value}", cmd.get("program")))
+    return out
+
+
 def precision_asked(snap) -> list:
     """[(precision, where)] the recorded launch commands ask for: accelerate launch's --mixed_precision (exported to
     the workers as ACCELERATE_MIXED_PRECISION: accelerate/utils/launch.py prepare_simple_launcher_cmd_env) and the
@@ -163,10 +253,40 @@ def parse_command(argv: list) -> Optional[dict]:
     out = {"launcher": kind, "options": options, "program": program}
     if kind == "srun":
         return out  # srun's program is the next launcher (or the script): its arguments are that command's
+    return _with_program_options(out, rest)
+
+
+def _with_program_options(out: dict, rest: list) -> dict:
     asked = script_precision(rest)
     if asked:
         out["script_options"] = asked
+    gpus = script_gpu_options(rest)
+    if gpus:
+        out["script_gpus"] = gpus
+    dirs = script_save_dirs(rest)
+    if dirs:
+        out["script_dirs"] = dirs
     return out
+
+
+# the interpreter's own options that take a value (python -W x, -X y, -c/-m end the options: not a script)
+_PY_VALUE_OPTIONS = {"-W", "-X", "--check-hash-based-pycs"}
+
+
+def parse_program(argv: list) -> Optional[dict]:
+    """{launcher: "python", options: {}, program, script_options?, script_gpus?} for `python [opts] script.py args` (a
+    training program started without a launcher: `ddpdoctor check -- python train.py -gpuid 1`), else None."""
+    argv = [str(a) for a in argv or []]
+    if not argv or not os.path.basename(argv[0]).startswith("python"):
+        return None
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] in ("-c", "-m", "-"):
+            return None
+        i += 2 if argv[i] in _PY_VALUE_OPTIONS else 1
+    if i >= len(argv):
+        return None
+    return _with_program_options({"launcher": "python", "options": {}, "program": argv[i]}, argv[i + 1:])
 
 
 def commands(snap) -> list:

@@ -13,6 +13,8 @@ SHT_GNU_VERDEF, SHT_GNU_VERNEED = 0x6FFFFFFD, 0x6FFFFFFE
 DT_NEEDED, DT_RPATH, DT_RUNPATH = 1, 15, 29
 STB_GLOBAL = 1
 MAX_SECTION = 64 << 20  # a section larger than this is not read (a corrupt header)
+FATBIN_MAGIC = 0xBA55ED50  # NVIDIA's fatbinary_section.h / fatbinary.h FATBIN_MAGIC
+MAX_FATBIN_CONTAINERS, MAX_FATBIN_GAP = 50000, 1 << 20
 
 
 class ElfObject:
@@ -33,8 +35,10 @@ class ElfObject:
         self.fh.seek(shoff)
         raw = self.fh.read(64 * shnum)
         # (type, offset, size, link) per section
-        self.sections = [struct.unpack_from("<IIQQQQIIQQ", raw, 64 * i)[1:] for i in range(len(raw) // 64)]
-        self.sections = [(s[0], s[3], s[4], s[5]) for s in self.sections]
+        headers = [struct.unpack_from("<IIQQQQIIQQ", raw, 64 * i) for i in range(len(raw) // 64)]
+        self.sections = [(h[1], h[4], h[5], h[6]) for h in headers]
+        self._name_offsets = [h[0] for h in headers]
+        self._shstrndx, = struct.unpack_from("<H", head, 0x3E)
         self._cache: Dict[int, bytes] = {}
 
     def close(self) -> None:
@@ -70,6 +74,83 @@ class ElfObject:
             if found:
                 return found
         return []
+
+    def section_named(self, name: str) -> Optional[tuple]:
+        """(file offset, size) of the section called `name` (through .shstrtab), or None."""
+        if not 0 <= self._shstrndx < len(self.sections):
+            return None
+        _, off, size, _ = self.sections[self._shstrndx]
+        if size > MAX_SECTION:
+            return None
+        self.fh.seek(off)
+        names = self.fh.read(size)
+        for i, at in enumerate(self._name_offsets):
+            if self._name(names, at) == name:
+                return self.sections[i][1], self.sections[i][2]
+        return None
+
+    def cuda_archs(self, deadline: Optional[float] = None) -> Optional[Dict[str, List[int]]]:
+        """{"sass": [52, 80, ...], "ptx": [...]}: the GPU architectures of the CUDA code in the object's .nv_fatbin
+        section - the cubins (entry kind 2: machine code for sm_XY) and the PTX (kind 1: compiled by the driver for
+        sm_XY and newer) - or None when it has no such section (no CUDA device code). The fat binary container is
+        NVIDIA's (fatbinary_section.h: magic 0xBA55ED50, version 1, a 16-byte header whose last field is the size of
+        what follows); each entry's header gives its kind (u16 at 0), its header size (u32 at 4), its payload size
+        (u64 at 8) and its sm_XY (u32 at 28), as cuobjdump lists them ("arch = sm_52"). Only headers are read: the
+        payloads are skipped, so a 1 GB libtorch_cuda.so costs one small read per entry."""
+        import time
+
+        where = self.section_named(".nv_fatbin")
+        if where is None:
+            return None
+        start, size = where
+        end = start + size
+        pos, found = start, {1: set(), 2: set()}
+        containers = 0
+        while pos + 16 <= end and containers < MAX_FATBIN_CONTAINERS:
+            self.fh.seek(pos)
+            head = self.fh.read(16)
+            if len(head) < 16:
+                break
+            magic, version, hsize, fat = struct.unpack_from("<IHHQ", head)
+            if magic != FATBIN_MAGIC:
+                nxt = self._next_magic(pos + 8, end)
+                if nxt is None:
+                    break
+                pos = nxt
+                continue
+            containers += 1
+            entry, stop = pos + hsize, min(pos + hsize + fat, end)
+            while entry + 32 <= stop:
+                self.fh.seek(entry)
+                rec = self.fh.read(32)
+                if len(rec) < 32:
+                    break
+                kind, _attr, ehsize, payload = struct.unpack_from("<HHIQ", rec)
+                arch, = struct.unpack_from("<I", rec, 28)
+                if kind in found and 10 <= arch < 1000:
+                    found[kind].add(arch)
+                if ehsize < 32 or ehsize + payload <= 0:
+                    break
+                entry += ehsize + payload
+            pos = (pos + hsize + fat + 7) // 8 * 8
+            if deadline is not None and time.monotonic() > deadline:
+                break
+        return {"sass": sorted(found[2]), "ptx": sorted(found[1])}
+
+    def _next_magic(self, pos: int, end: int) -> Optional[int]:
+        """The offset of the next fat binary header at or after `pos` (8-aligned search, bounded), or None."""
+        needle = struct.pack("<I", FATBIN_MAGIC)
+        limit = min(end, pos + MAX_FATBIN_GAP)
+        while pos < limit:
+            self.fh.seek(pos)
+            block = self.fh.read(min(1 << 16, limit - pos) + 3)
+            i = block.find(needle)
+            while i >= 0 and (pos + i) % 8:
+                i = block.find(needle, i + 1)
+            if i >= 0:
+                return pos + i
+            pos += 1 << 16
+        return None
 
     def _version_names(self, sh_type: int, head: str, aux: str, cnt_at: int, aux_at: int, next_at: int,
                        name_at: int, aux_next_at: int) -> Dict[str, List[str]]:

@@ -13,7 +13,7 @@ import sys
 from typing import Optional
 
 from ddpdoctor.facts.launch import parse_command
-from ddpdoctor.gather import INT, LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
 MAX_DEPTH = 8
 
@@ -81,6 +81,139 @@ def _is_module(argv: list, program: Optional[str]) -> bool:
     return any(a in MODULE_FLAGS for a in before[start:])
 
 
+MAX_CKPT_ENTRIES, MAX_CKPT_FILES = 64, 400
+_CKPT_DIR = re.compile(r"^checkpoint-\d+$")  # transformers Trainer: f"{PREFIX_CHECKPOINT_DIR}-{global_step}"
+_CKPT_FILE = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
+
+
+def _tree_bytes(path: str, budget: list) -> int:
+    total = 0
+    for d, _dirs, files in os.walk(path):
+        for f in files:
+            if budget[0] <= 0:
+                return total
+            budget[0] -= 1
+            try:
+                total += os.lstat(os.path.join(d, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def save_dir_facts(src: Sources, dirs: dict, cwd: Optional[str]) -> list:
+    """For each save directory of a training command ({option: dir}, relative to `cwd`): the free space of the file
+    system it is on (os.statvfs of the directory, else of its nearest existing parent: f_bavail * f_frsize, what an
+    unprivileged writer may use) and the largest checkpoint already in it (a transformers "checkpoint-<step>"
+    directory, or a .pt/.pth/.bin/.safetensors/.ckpt file, here or one level down), bounded."""
+    out = []
+    for option, raw in list(dirs.items())[:4]:
+        path = raw if os.path.isabs(raw) or not cwd else os.path.join(cwd, raw)
+        if not os.path.isabs(path):
+            continue
+        probe = path
+        while not os.path.isdir(src.path(probe)) and probe not in ("/", ""):
+            probe = os.path.dirname(probe)
+        try:
+            st = os.statvfs(src.path(probe))
+        except OSError:
+            continue
+        fact = {"option": option, "path": path, "checked": probe, "exists": probe == path,
+                "free_bytes": st.f_bavail * st.f_frsize, "total_bytes": st.f_blocks * st.f_frsize}
+        best, budget = (None, 0), [MAX_CKPT_FILES]
+        if probe == path:
+            try:
+                names = sorted(os.listdir(src.path(path)))[:MAX_CKPT_ENTRIES]
+            except OSError:
+                names = []
+            for n in names:
+                full = os.path.join(src.path(path), n)
+                size = None
+                if _CKPT_DIR.match(n) and os.path.isdir(full):
+                    size = _tree_bytes(full, budget)
+                elif n.endswith(_CKPT_FILE) and os.path.isfile(full):
+                    size = os.path.getsize(full)
+                if size and size > best[1]:
+                    best = (n, size)
+        if best[0]:
+            fact["largest_checkpoint"], fact["largest_checkpoint_bytes"] = best
+        out.append(fact)
+    return out
+
+
+SHELLS = ("sh", "bash", "dash", "zsh")
+MAX_SCRIPT_BYTES, MAX_SCRIPT_COMMANDS = 64 * 1024, 8
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_PREFIXES = ("exec", "nohup", "time", "env", "sudo", "command")
+
+
+def program_found(word: str, environ) -> Optional[bool]:
+    """Whether the shell would find `word` as a program: an absolute or relative path that is executable, else a name
+    on PATH (shutil.which); None for a word the shell expands ($PYTHON, `...`)."""
+    import shutil
+
+    if not word or any(c in word for c in "$`("):
+        return None
+    if "/" in word:
+        return os.path.isfile(word) and os.access(word, os.X_OK)
+    return shutil.which(word, path=environ.get("PATH")) is not None
+
+
+def commands_in_shell_script(path: str, environ) -> list:
+    """The launch commands a shell script runs (`sh train.sh`): each line (backslash continuations joined) whose first
+    word, after VAR=value assignments and exec/nohup/env, is a launcher (torchrun, srun, deepspeed, accelerate, python -m
+    torch.distributed.run ...) or `python script.py`, parsed as check's own launch is (facts.launch.parse_command /
+    parse_program), with `from_script` (file:line) and `found`: whether that program is on PATH here (None when the
+    word is a shell expansion). Bounded: MAX_SCRIPT_BYTES read, MAX_SCRIPT_COMMANDS kept; [] when unreadable."""
+    import shlex
+
+    from ddpdoctor.facts.launch import parse_program, which_launcher
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(MAX_SCRIPT_BYTES)
+    except OSError:
+        return []
+    out = []
+    lines, start, pending = [], 0, ""
+    for no, raw in enumerate(text.splitlines(), 1):  # backslash continuations joined, numbered by their first line
+        if not pending:
+            start = no
+        if raw.rstrip().endswith("\\"):
+            pending += raw.rstrip()[:-1] + " "
+            continue
+        lines.append((start, pending + raw))
+        pending = ""
+    for no, raw in lines:
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        while words and (_ASSIGN.match(words[0]) or words[0] in _PREFIXES):
+            words = words[1:]
+        if not words:
+            continue
+        kind, _ = which_launcher(words)
+        base = os.path.basename(words[0])
+        launcher_word = base in ("torchrun", "srun", "deepspeed", "accelerate", "mpirun", "mpiexec") \
+            or base.startswith("python")
+        if kind is None and not launcher_word:
+            continue
+        cmd = parse_command(words) or parse_program(words) or {"launcher": base, "options": {}}
+        cmd = dict(cmd, from_script=f"{path}:{no}", program_word=words[0])
+        found = program_found(words[0], environ)
+        if found is not None:
+            cmd["found"] = found
+        if cmd.get("program") is None:
+            cmd.pop("program", None)
+        out.append(cmd)
+        if len(out) >= MAX_SCRIPT_COMMANDS:
+            break
+    return out
+
+
 def launch_commands(src: Sources) -> dict:
     """{commands: [{launcher, options, program, depth}], depth_read}: the launchers above this process, nearest first."""
     out: list = []
@@ -97,6 +230,12 @@ def launch_commands(src: Sources) -> dict:
             found = _program_path(src, pid, cmd.get("program"), _is_module(argv, cmd.get("program")))
             if found:
                 cmd["program_path"] = found
+            if cmd.get("script_dirs"):
+                try:
+                    cwd = os.readlink(src.path(f"/proc/{pid}/cwd"))
+                except OSError:
+                    cwd = None
+                cmd["save_dirs"] = save_dir_facts(src, cmd["script_dirs"], cwd)
             out.append(cmd)
         pid = _ppid(src, pid)
     return {"commands": out, "depth_read": depth}
@@ -106,6 +245,14 @@ FIELDS = {
     "commands": LIST, "commands[]": OBJ, "commands[].launcher": STR, "commands[].options": OBJ,
     "commands[].options.*": STR, "commands[].program": STR, "commands[].program_path": STR, "commands[].script_options": OBJ,
     "commands[].script_options.*": STR, "commands[].depth": INT, "depth_read": INT,
+    # check19: the training program's GPU options (facts.launch.script_gpu_options)
+    "commands[].script_gpus": OBJ, "commands[].script_gpus.*": STR,
+    "commands[].from_script": STR, "commands[].program_word": STR, "commands[].found": BOOL,
+    "commands[].script_dirs": OBJ, "commands[].script_dirs.*": STR, "commands[].save_dirs": LIST,
+    "commands[].save_dirs[]": OBJ, "commands[].save_dirs[].option": STR, "commands[].save_dirs[].path": STR,
+    "commands[].save_dirs[].checked": STR, "commands[].save_dirs[].exists": BOOL,
+    "commands[].save_dirs[].free_bytes": INT, "commands[].save_dirs[].total_bytes": INT,
+    "commands[].save_dirs[].largest_checkpoint": STR, "commands[].save_dirs[].largest_checkpoint_bytes": INT,
 }
 
 

@@ -133,10 +133,12 @@ def _extension_files(site: str, deadline: float):
         tops = []
     walks = []
     for top in tops:
-        if top.startswith((".", "_")) or top.endswith((".dist-info", ".egg-info", ".pth", ".libs", ".egg-link")) \
+        root = os.path.join(site, top)
+        module = top.endswith(".so") and not top.startswith(".")  # a top-level module (_cffi_backend...so) too
+        if (top.startswith((".", "_")) and not module) \
+                or top.endswith((".dist-info", ".egg-info", ".pth", ".libs", ".egg-link")) \
                 or top.split(".")[0] in SKIP_PACKAGES:
             continue
-        root = os.path.join(site, top)
         if top.endswith(".so") and os.path.isfile(root):
             walks.append([(top.split(".")[0], root)])
         elif os.path.isdir(root):
@@ -312,6 +314,183 @@ def libstdcxx(src: Sources, site: Optional[str] = None) -> dict:
                     "cxxabi": _max_version(defs, "CXXABI_")})
         break
     return out
+
+
+# symbols of Intel's ITT/JIT profiling API that a conda build of torch takes from the MKL it links dynamically; MKL
+# 2024.1 stopped exporting iJIT_NotifyEvent ("ImportError: .../libtorch_cpu.so: undefined symbol: iJIT_NotifyEvent",
+# pytorch/pytorch#123097); pip wheels link MKL statically and carry it
+MKL_ITT_PREFIXES = ("iJIT_",)
+
+
+def torch_mkl_symbols(src: Sources, site: Optional[str] = None) -> dict:
+    """{lib, undefined, mkl_libs, unresolved, exported} for torch's libtorch_cpu.so: its GLOBAL undefined iJIT_*
+    symbols (.dynsym), the MKL libraries in its DT_NEEDED as ld.so would find them (LD_LIBRARY_PATH, its RUNPATH with
+    $ORIGIN expanded, torch/lib, the system directories) and the MKL libraries those need in turn, which of the
+    symbols any of them or another direct DT_NEEDED library exports (.gnu.hash), and the MKL names not found. {}
+    when libtorch_cpu.so needs no such symbol (a pip wheel: MKL linked in) or links no MKL library, or cannot be
+    read. Headers only, never loaded."""
+    import platform
+
+    from ddpdoctor.gather.elf import read_object
+
+    if site is None:
+        try:
+            from importlib import metadata
+
+            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
+        except Exception:  # noqa: BLE001 - unreadable metadata
+            return {}
+    lib = _torch_lib_dir(site)
+    path = os.path.join(lib, "libtorch_cpu.so") if lib else None
+    obj = read_object(path) if path and os.path.exists(path) else None
+    if obj is None:
+        return {}
+    try:
+        und = sorted(set(obj.undefined(MKL_ITT_PREFIXES)))
+        direct = obj.needed()
+        needed = [n for n in direct if n.startswith("libmkl")]
+        runpath = [os.path.normpath(d.replace("$ORIGIN", lib).replace("${ORIGIN}", lib)) for d in obj.runpath()]
+    except Exception:  # noqa: BLE001 - a truncated object
+        return {}
+    finally:
+        obj.close()
+    if not und or not needed:
+        return {}
+    arch = platform.machine() or "x86_64"
+    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
+    dirs += [d for d in runpath if d.startswith("/")] + [lib] + [d.format(arch=arch) for d in SYSTEM_LIB_DIRS]
+    # every direct DT_NEEDED library may define the symbol (ld.so searches the whole load order); an MKL library
+    # that cannot be found or read leaves the fact open (unresolved), another one is only skipped
+    found, unresolved, exported, queue, seen = [], [], set(), list(dict.fromkeys(direct)), set()
+    while queue and len(seen) < 32:
+        name = queue.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        mkl = name.startswith("libmkl")
+        where = next((os.path.join(d, name) for d in dirs if os.path.exists(src.path(os.path.join(d, name)))), None)
+        dep = read_object(src.path(where)) if where else None
+        if dep is None:
+            if mkl:
+                unresolved.append(name)
+            continue
+        try:
+            got = dep.exports(set(und))
+            if got is None and mkl:  # no .gnu.hash: not judged
+                unresolved.append(name)
+            exported |= got or set()
+            if mkl:
+                queue += [n for n in dep.needed() if n.startswith("libmkl") and n not in seen]
+        except Exception:  # noqa: BLE001
+            if mkl:
+                unresolved.append(name)
+        finally:
+            dep.close()
+        if mkl:
+            found.append(where)
+    return {"lib": path, "undefined": und, "mkl_libs": found, "unresolved": unresolved, "exported": sorted(exported)}
+
+
+MAX_CXX_NEEDS, MAX_CUDA_MODULES, TORCH_ARCH_DEADLINE_S = 8, 16, 1.0
+
+
+def _module_facts(path: str, deadline: float) -> tuple:
+    """(libstdc++ needs, CUDA architectures) of one compiled module: {"glibcxx", "cxxabi"} - the newest GLIBCXX_/CXXABI_
+    versions it needs from libstdc++.so.6 (.gnu.version_r), None when it needs none (a C extension); {"sass", "ptx"}
+    of its .nv_fatbin (ElfObject.cuda_archs), None when it carries no CUDA code. (None, None) when unreadable."""
+    from ddpdoctor.gather.elf import read_object
+
+    obj = read_object(path)
+    if obj is None:
+        return None, None
+    try:
+        wanted = obj.version_needs().get("libstdc++.so.6") or []
+    except Exception:  # noqa: BLE001 - a truncated or odd object
+        wanted = []
+    try:
+        archs = obj.cuda_archs(deadline)
+    except Exception:  # noqa: BLE001
+        archs = None
+    finally:
+        obj.close()
+    needs = {"glibcxx": _max_version(wanted, "GLIBCXX_"), "cxxabi": _max_version(wanted, "CXXABI_")} if wanted else None
+    return needs, archs
+
+
+# torch's own libraries that carry its CUDA kernels: libtorch_cuda.so (1.5+; libtorch_cuda_cu/_cpp in 1.8-1.10),
+# libcaffe2_gpu.so / libATen_cuda.so before
+TORCH_CUDA_LIBS = ("libtorch_cuda.so", "libtorch_cuda_cu.so", "libcaffe2_gpu.so", "libATen_cuda.so")
+
+
+def scan_extension_modules(src: Sources, site: Optional[str] = None, torch_version: Optional[str] = None) -> dict:
+    """One bounded walk of the compiled modules (see extension_cxx_needs) and torch's CUDA libraries:
+    {"cxx": extension_cxx_needs' list, "cuda": [{package, file, sass, ptx}] for each module with CUDA code (torch's
+    own first), MAX_CUDA_MODULES at most}; {} when site-packages is not known."""
+    import sys
+    import time
+
+    from ddpdoctor.gather.host import torch_extension_root
+
+    if site is None:
+        try:
+            from importlib import metadata
+
+            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
+        except Exception:  # noqa: BLE001 - unreadable metadata
+            return {}
+    deadline = time.monotonic() + EXT_DEADLINE_S
+    cuda: list = []
+    lib = _torch_lib_dir(site)
+    for name in TORCH_CUDA_LIBS if lib else ():
+        path = os.path.join(lib, name)
+        if os.path.exists(path):
+            _needs, archs = _module_facts(path, deadline + TORCH_ARCH_DEADLINE_S)
+            if archs is not None:
+                rel = os.path.relpath(path, site)
+                cuda.append(dict(archs, package="torch", file=path if rel.startswith(os.pardir) else rel))
+                break
+    walks = [_extension_files(site, deadline)]
+    root, _depth = torch_extension_root(src.environ, sys.platform, torch_version)
+    if root and os.path.isdir(src.path(root)):
+        walks.append(_walk_so("torch_extensions", src.path(root), deadline))
+    out = []
+    seen = 0
+    for walk in walks:
+        for package, path in walk:
+            seen += 1
+            if seen > 2 * MAX_EXT_FILES or time.monotonic() > deadline:
+                break
+            needs, archs = _module_facts(path, deadline)
+            if not needs and archs is None:
+                continue
+            rel = os.path.relpath(path, site)
+            if package == "torch_extensions":  # <root>/[py310_cu121/]<name>/<name>.so: the extension's name
+                package = os.path.basename(os.path.dirname(path))
+                shown = path if src.root == "/" else "/" + os.path.relpath(path, src.root)
+            else:
+                shown = path if rel.startswith(os.pardir) else rel
+            if needs:
+                out.append(dict(needs, package=package, file=shown))
+            if archs is not None and len(cuda) < MAX_CUDA_MODULES:
+                cuda.append(dict(archs, package=package, file=shown))
+    key = lambda e: (_rel(e.get("glibcxx")), _rel(e.get("cxxabi")))  # noqa: E731
+    return {"cxx": sorted(out, key=key, reverse=True)[:MAX_CXX_NEEDS], "cuda": cuda}
+
+
+def extension_cxx_needs(src: Sources, site: Optional[str] = None, torch_version: Optional[str] = None) -> Optional[list]:
+    """The compiled extension modules of torch's site-packages (and the checkouts it points into) and of torch's JIT
+    build directory (torch.utils.cpp_extension: TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions; gather.host
+    torch_extension_root) with the newest GLIBCXX_/CXXABI_ versions each needs from libstdc++.so.6, read from its
+    .gnu.version_r (no import). A module built by a newer GCC than the libstdc++.so.6 the process loads fails to
+    import: "libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by .../gymtorch.so)". The MAX_CXX_NEEDS
+    neediest, newest GLIBCXX first; [] when none needs libstdc++; None when site-packages is not known. Bounded as
+    torch_extensions (MAX_EXT_FILES files, EXT_DEADLINE_S seconds)."""
+    scan = scan_extension_modules(src, site, torch_version)
+    return scan["cxx"] if scan else None
+
+
+def _rel(v) -> tuple:
+    return tuple(int(x) for x in str(v or "").split(".") if x.isdigit())
 
 
 MAX_PRELOADED = 8

@@ -8,8 +8,8 @@ from typing import Optional
 from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 # The native-library facts (shared objects found on ld.so's paths, read from their ELF headers) live in
 # gather/native.py; imported here under their old names, which the gatherer and callers use.
-from ddpdoctor.gather.native import (ld_cuda_libs, ld_torch_libs, libstdcxx, nccl_preloaded,  # noqa: F401 - re-exported
-                                     torch_extensions)
+from ddpdoctor.gather.native import (extension_cxx_needs, ld_cuda_libs, ld_torch_libs, libstdcxx,  # noqa: F401
+                                     nccl_preloaded, scan_extension_modules, torch_extensions, torch_mkl_symbols)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
@@ -43,6 +43,11 @@ FIELDS = {
     "torch_pins": OBJ, "torch_pins.*": STR,
     # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
     "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
+    # check19: link names (-lcurand, ...) whose unversioned lib<name>.so the toolkit lacks, with the versioned file it has
+    "cuda_toolkit.missing_links": OBJ, "cuda_toolkit.missing_links.*": STR,
+    # check19 (PKG014): the ninja build tool a just-in-time extension build runs (`ninja --version` on the job's PATH),
+    # and the version of the ninja pip package, whose executable sits in its environment's bin/
+    "ninja": OBJ, "ninja.path": STR, "ninja.package": STR, "ninja.package_bin": STR,
     # check18 round 18 (PKG014): the host C++ compiler an extension built at run time uses ($CXX, else c++)
     "host_compiler": OBJ, "host_compiler.cmd": STR, "host_compiler.kind": STR, "host_compiler.version": STR,
     "host_compiler.from": STR,
@@ -67,8 +72,20 @@ FIELDS = {
     "torch_extensions[].file": STR, "torch_extensions[].missing": LIST, "torch_extensions[].missing[]": STR,
     "torch_extensions[].missing_count": INT, "torch_extensions[].undefined_count": INT,
     # check17c (PKG016): the libstdc++.so.6 ld.so finds for torch's libraries and the GLIBCXX/CXXABI versions they need
+    # check19 (PKG027): libtorch_cpu.so's undefined iJIT_* symbols and whether the MKL libraries it links export them
+    "torch_mkl": OBJ, "torch_mkl.lib": STR, "torch_mkl.undefined": LIST, "torch_mkl.undefined[]": STR,
+    "torch_mkl.mkl_libs": LIST, "torch_mkl.mkl_libs[]": STR, "torch_mkl.unresolved": LIST,
+    "torch_mkl.unresolved[]": STR, "torch_mkl.exported": LIST, "torch_mkl.exported[]": STR,
     "libstdcxx": OBJ, "libstdcxx.path": STR, "libstdcxx.from": STR, "libstdcxx.glibcxx": STR, "libstdcxx.cxxabi": STR,
     "libstdcxx.needs_glibcxx": STR, "libstdcxx.needs_cxxabi": STR, "libstdcxx.needed_by": STR,
+    # check19 (PKG026): compiled extension modules (site-packages, torch's JIT build directory) and the newest
+    # GLIBCXX_/CXXABI_ versions each needs from libstdc++.so.6 (.gnu.version_r)
+    "extension_cxx_needs": LIST, "extension_cxx_needs[]": OBJ, "extension_cxx_needs[].package": STR,
+    "extension_cxx_needs[].file": STR, "extension_cxx_needs[].glibcxx": STR, "extension_cxx_needs[].cxxabi": STR,
+    # check19 (PKG027): the GPU architectures of the CUDA code torch's libtorch_cuda.so and compiled extensions carry
+    # (.nv_fatbin: cubins "sass" for sm_XY, "ptx" the driver compiles for sm_XY and newer)
+    "cuda_archs": LIST, "cuda_archs[]": OBJ, "cuda_archs[].package": STR, "cuda_archs[].file": STR,
+    "cuda_archs[].sass": LIST, "cuda_archs[].sass[]": INT, "cuda_archs[].ptx": LIST, "cuda_archs[].ptx[]": INT,
     # check18 (PKG018): the compiled extension modules NVIDIA's apex installed (apex_C, amp_C, fused_layer_norm_cuda...)
     "apex_build": OBJ, "apex_build.extensions": LIST, "apex_build.extensions[]": STR, "apex_build.from": STR,
     "apex_build.has_amp": BOOL,
@@ -91,9 +108,10 @@ FIELDS = {
 @gatherer("packages", when=("check", "preflight"), fields=FIELDS,
           nullable=('versions.*', 'torch_build.*', 'libstdcxx.needs_glibcxx', 'libstdcxx.needs_cxxabi',
                     'libstdcxx.glibcxx', 'libstdcxx.cxxabi', 'libstdcxx.needed_by',
+                    'extension_cxx_needs[].glibcxx', 'extension_cxx_needs[].cxxabi',
                     'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
                     'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python',
-                    'ld_cuda_libs[].version'))
+                    'ld_cuda_libs[].version', 'ninja.path', 'ninja.package', 'ninja.package_bin'))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 
@@ -115,6 +133,7 @@ def gather_packages(src: Sources) -> dict:
             out["torch_pins"] = pins
     # {} when none is found (check17b: "searched, none" for PKG014, told apart from a snapshot without the field)
     out["cuda_toolkit"] = cuda_toolkit(src)
+    out["ninja"] = ninja_tool(src)
     compiler = host_compiler(src)
     if compiler is not None:
         out["host_compiler"] = compiler
@@ -143,6 +162,12 @@ def gather_packages(src: Sources) -> dict:
         cxx = libstdcxx(src)
         if cxx:
             out["libstdcxx"] = cxx
+        mkl = torch_mkl_symbols(src)
+        if mkl:
+            out["torch_mkl"] = mkl
+        scan = scan_extension_modules(src, torch_version=versions.get("torch"))
+        if scan:
+            out["extension_cxx_needs"], out["cuda_archs"] = scan["cxx"], scan["cuda"]
     if versions.get("xformers"):
         xf = xformers_build()
         if xf:
@@ -208,7 +233,70 @@ def cuda_toolkit(src: Sources) -> dict:
                 version = m.group(1) if m else None
         except OSError:
             pass
-    return {"home": home, "from": how, "version": version}
+    out = {"home": home, "from": how, "version": version}
+    missing = _unversioned_links_missing(src, home)
+    if missing:
+        out["missing_links"] = missing
+    return out
+
+
+# The libraries an extension build links by their link name: DeepSpeed's CPU ops (TorchCPUOpBuilder: cpu_adam,
+# cpu_adagrad, cpu_lion) pass `-L<CUDA_HOME>/lib64 -lcudart -lcublas` and `-lcurand` (deepspeedai/DeepSpeed
+# op_builder/builder.py @4904d948, TorchCPUOpBuilder.cxx_args / extra_ldflags). The linker resolves -lX only through
+# the unversioned libX.so, which the toolkit's -dev packages install; a runtime-only toolkit has libX.so.N alone.
+TOOLKIT_LINK_NAMES = ("cudart", "cublas", "curand")
+
+
+def _unversioned_links_missing(src: Sources, home: str) -> dict:
+    """{name: the versioned file present} for each link name whose lib<name>.so is missing from the toolkit's lib64
+    (or lib) while a lib<name>.so.N is there: `ld` then reports "cannot find -l<name>". {} when nothing is missing
+    or the directory cannot be read."""
+    for sub in ("lib64", "lib"):
+        d = src.path(os.path.join(home, sub))
+        try:
+            names = set(os.listdir(d))
+        except OSError:
+            continue
+        out = {}
+        for lib in TOOLKIT_LINK_NAMES:
+            plain = f"lib{lib}.so"
+            versioned = sorted(n for n in names if n.startswith(plain + "."))
+            if versioned and plain not in names:
+                out[lib] = versioned[0]
+        return out
+    return {}
+
+
+def ninja_tool(src: Sources) -> dict:
+    """{path, package, package_bin}: the `ninja` executable the job's PATH finds (torch.utils.cpp_extension's
+    is_ninja_available runs `ninja --version` and load() raises "Ninja is required to load C++ extensions" without
+    it; DeepSpeed's jit_load wraps the same verify_ninja_availability: "Unable to JIT load the <op> op due to ninja
+    not being installed"), or None; and the ninja pip package's version and the bin/ its executable was installed
+    to (sys.prefix/bin), or None, so a package installed in an environment whose bin/ is not on PATH is told apart
+    from none at all."""
+    from importlib import metadata
+    import sys
+
+    path = None
+    for d in (src.environ.get("PATH") or "").split(os.pathsep):
+        if d and os.path.isabs(d):
+            exe = src.path(os.path.join(d, "ninja"))
+            if os.path.isfile(exe) and os.access(exe, os.X_OK):
+                path = os.path.join(d, "ninja")
+                break
+    package, package_bin = None, None
+    try:
+        dist = metadata.distribution("ninja")
+        package = dist.version
+        # where pip put its console script: the RECORD's .../bin/ninja (a --user install: ~/.local/bin)
+        script = next((f for f in dist.files or [] if str(f).replace("\\", "/").endswith("bin/ninja")), None)
+        if script is not None:
+            package_bin = os.path.dirname(os.path.normpath(str(dist.locate_file(script))))
+    except Exception:  # noqa: BLE001 - not installed, or unreadable metadata
+        pass
+    if package and not package_bin:
+        package_bin = os.path.join(sys.prefix, "bin")
+    return {"path": path, "package": package, "package_bin": package_bin}
 
 
 def host_compiler(src: Sources) -> Optional[dict]:

@@ -30,6 +30,23 @@
   Also Lightning's `Trainer(devices=N)` / `Trainer(gpus=N)` literals: a count N asks for ordinals 0..N-1, a list or
   "0,2" string for those (Lightning's device_parser; "You requested gpu: [0, ..., 6] But your machine only has:
   [0, 1]"), unless a literal non-GPU accelerator is given.
+- `spawn_worlds` (check19): the processes the script starts itself and the world size it tells the process group -
+  `torch.multiprocessing.spawn(fn, args, nprocs)` / `start_processes` with nprocs a literal int, a name bound once to
+  one, or `torch.cuda.device_count()` (directly or through such a name), and `init_process_group(world_size=...)` with
+  a literal int (or a name bound once to one). A group of N spawned processes told world_size=M != N never forms:
+  with M < N the ranks from M on are outside it and block in init_process_group (pytorch/pytorch#62381: mp.spawn
+  nprocs=2, world_size=1, rank 1 never returns); with M > N the store waits for ranks that never start until the
+  timeout (torch/distributed/distributed_c10d.py init_process_group; torch/multiprocessing/spawn.py spawn). An init
+  entry also keeps a literal `rank=` (every process running the line claims that rank) and a literal init_method URL
+  (`tcp://127.0.0.1:33271`: rank 0 binds the store on its port, torch/distributed/rendezvous.py
+  _tcp_rendezvous_handler); such an entry is kept even when world_size is not a literal. An init_method built from a
+  'tcp://' string and the MASTER_PORT variable (os.environ / os.getenv, through the names it is assigned from) is kept
+  as `url_env` {port, port_default, host, host_default} (NVIDIA/Megatron-LM#125).
+- `env_rendezvous` (check19): init_process_group calls that rendezvous through the environment - no init_method and no
+  store, or init_method "env://" - with the keywords they pass (`rank`, `world_size`) and the rendezvous variables the
+  script sets itself. torch's env:// handler reads RANK and WORLD_SIZE unless given, and always MASTER_ADDR and
+  MASTER_PORT ("environment variable MASTER_ADDR expected, but not set": torch/distributed/rendezvous.py
+  _env_rendezvous_handler @cf30153c), which only a launcher sets (NVIDIA/apex#99).
 - `strict_parse_args`: `parser.parse_args()` calls that read sys.argv (ENV019: a script that takes no local-rank argument
   still receives the one the old torch.distributed.launch passes, and argparse exits on it).
 - `node_args`: Lightning's `Trainer(num_nodes=N)` with a literal int, as lint.configfacts reads it from a config file
@@ -207,6 +224,137 @@ def _cuda_init_before(index: ModuleIndex, env_set) -> Optional[dict]:
     if best is None:
         return None
     return {"line": best.line, "call": (best.qual or best.text or "cuda") + "()"}
+
+
+SPAWN_QUALS = ("torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+               "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes")
+INIT_PG_QUALS = ("torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group")
+DEVICE_COUNT_QUALS = ("torch.cuda.device_count",)
+
+
+def _bound_once(tree: ast.AST) -> dict:
+    """{name: value node} for the plain names the file assigns exactly once (any scope)."""
+    seen: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    seen.setdefault(t.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            seen.setdefault(node.target.id, []).append(node.value if isinstance(node, ast.AnnAssign) else None)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and v[0] is not None}
+
+
+def _size_of(index: ModuleIndex, node: Optional[ast.AST], scope, once: dict, depth: int = 0):
+    """(int or None, how): a literal int; "device_count" for torch.cuda.device_count(); through a name bound once."""
+    if node is None or depth > 2:
+        return None, None
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value, "literal"
+    if isinstance(node, ast.Call) and index.qual(node.func, scope) in DEVICE_COUNT_QUALS:
+        return None, "device_count"
+    if isinstance(node, ast.Name) and node.id in once:
+        value, how = _size_of(index, once[node.id], scope, once, depth + 1)
+        return value, (f"{how} via {node.id}" if how else None)
+    return None, None
+
+
+def _assigned_values(tree: ast.AST) -> dict:
+    """{name: [value nodes]} for every plain-name assignment in the file (=, +=, annotated), any scope."""
+    out: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name) and node.value:
+            out.setdefault(node.target.id, []).append(node.value)
+    return out
+
+
+def _env_read(node: ast.AST) -> Optional[tuple]:
+    """(variable, default or None) for os.environ['X'], os.environ.get('X', d), os.getenv('X', d); else None."""
+    def text(n):
+        return n.value if isinstance(n, ast.Constant) and isinstance(n.value, (str, int)) else None
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("environ"):
+        key = text(node.slice)
+        return (key, None) if isinstance(key, str) else None
+    if isinstance(node, ast.Call) and node.args and ast.unparse(node.func).endswith(("getenv", "environ.get")):
+        key = text(node.args[0])
+        default = text(node.args[1]) if len(node.args) > 1 else None
+        return (key, None if default is None else str(default)) if isinstance(key, str) else None
+    return None
+
+
+def _env_url(node: Optional[ast.AST], bindings: dict) -> Optional[dict]:
+    """{"port": "MASTER_PORT", "port_default", "host": "MASTER_ADDR"|None, "host_default"} when an init_method that is
+    not a literal is built from a 'tcp://' string and the MASTER_PORT variable (through the names it is assigned
+    from, += included: Megatron-LM's `init_method = 'tcp://'; init_method += master_ip + ':' + master_port`)."""
+    if node is None:
+        return None
+    todo, seen_names, has_tcp, env = [node], set(), False, {}
+    while todo and len(seen_names) < 24:
+        for n in ast.walk(todo.pop()):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("tcp://"):
+                has_tcp = True
+            read = _env_read(n)
+            if read:
+                env.setdefault(read[0], read[1])
+            if isinstance(n, ast.Name) and n.id not in seen_names:
+                seen_names.add(n.id)
+                todo += bindings.get(n.id, [])[:4]
+    if not has_tcp or "MASTER_PORT" not in env:
+        return None
+    return {"port": "MASTER_PORT", "port_default": env["MASTER_PORT"],
+            "host": "MASTER_ADDR" if "MASTER_ADDR" in env else None, "host_default": env.get("MASTER_ADDR")}
+
+
+def spawn_worlds(index: ModuleIndex, tree: ast.AST, path: str) -> list:
+    """`spawn_worlds` entries (see the module doc): {"kind": "spawn"|"init", "size": int|None, "how", "path", "line"}."""
+    once = _bound_once(tree)
+    bindings = _assigned_values(tree)
+    out = []
+    for call in index.calls_named(*SPAWN_QUALS):
+        size, how = _size_of(index, call.arg(2, "nprocs"), call.scope, once)
+        if how:
+            out.append({"kind": "spawn", "size": size, "how": how, "path": path, "line": call.line,
+                        "what": ast.unparse(call.node)[:120]})
+    for call in index.calls_named(*INIT_PG_QUALS):
+        size, how = _size_of(index, call.kw("world_size"), call.scope, once)
+        rank, rank_how = _size_of(index, call.kw("rank"), call.scope, once)
+        method = call.arg(1, "init_method")
+        url = method.value if isinstance(method, ast.Constant) and isinstance(method.value, str) else None
+        url_env = None if url or method is None else _env_url(method, bindings)
+        if (how and size is not None) or url or url_env:
+            row = {"kind": "init", "size": size, "how": how, "path": path, "line": call.line,
+                   "what": ast.unparse(call.node)[:120]}
+            if rank is not None:
+                row["rank"] = rank  # a literal rank: every process that runs this line claims it
+            if url:
+                row["url"] = url  # init_method='tcp://127.0.0.1:33271': the store's address, its port bound by rank 0
+            if url_env:
+                row["url_env"] = url_env  # 'tcp://' + MASTER_ADDR + ':' + MASTER_PORT from the environment
+            out.append(row)
+    return out
+
+
+RENDEZVOUS_ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+
+
+def env_rendezvous(index: ModuleIndex, path: str) -> list:
+    """`env_rendezvous` entries (see the module doc): {"path", "line", "passes": [...], "script_sets": [...]}."""
+    sets = sorted({e.name for e in index.env_sets} & set(RENDEZVOUS_ENV))
+    out = []
+    for call in index.calls_named(*INIT_PG_QUALS):
+        if call.kw("store") is not None or any(isinstance(a, ast.Starred) for a in call.node.args) \
+                or any(k.arg is None for k in call.node.keywords):
+            continue
+        method = call.arg(1, "init_method")
+        if method is not None and not (isinstance(method, ast.Constant) and method.value in ("env://", None)):
+            continue
+        passes = sorted(k for k in ("rank", "world_size") if call.kw(k) is not None)
+        out.append({"path": path, "line": call.line, "passes": passes, "script_sets": sets})
+    return out
 
 
 _WORLD_FLAG = re.compile(r"^-+(world[_-]?size|n_?procs?|nproc[_-]per[_-]node|num[_-]?process(es)?)$", re.I)
@@ -695,6 +843,8 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     launcher_reads: list = []
     rank_devices: list = []
     worlds: list = []
+    spawns: list = []
+    env_rdzv: list = []
     reads_world = False
     indices: list = []
     compiles: list = []
@@ -716,6 +866,8 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
         parse_known = parse_known or known
         reads_local_rank = reads_local_rank or reads_lr
         index = index if index is not None else ModuleIndex(script.tree, script.path, script.text)
+        spawns.extend(spawn_worlds(index, script.tree, script.path))
+        env_rdzv.extend(env_rendezvous(index, script.path))
         found, world, reads = _tree_facts(script.tree, script.path)
         indices.extend(found)
         worlds.extend(world)
@@ -745,4 +897,5 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
             "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes,
             "strict_parse_args": strict, "setting_sets": settings_set, "debug_calls": debug_calls,
-            "launcher_env_reads": launcher_reads, "global_rank_devices": rank_devices, **asks}
+            "launcher_env_reads": launcher_reads, "global_rank_devices": rank_devices, "spawn_worlds": spawns,
+            "env_rendezvous": env_rdzv, **asks}

@@ -20,13 +20,15 @@ def wants_comm(snapshot: Snapshot) -> bool:
 
 def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, ignore: Optional[set] = None,
               comm: bool = True, scripts: Optional[list] = None, sources=None,
-              configs: Optional[list] = None) -> Report:
+              configs: Optional[list] = None, command: Optional[list] = None) -> Report:
     if snapshot_path:
         snapshot = Snapshot.load(snapshot_path)
     else:
         from ddpdoctor.pipeline.snapshot import live_snapshot
 
         snapshot = live_snapshot(sources)
+        if command:
+            add_given_command(snapshot, command)
         job = _launched_rank()
         handed = "--no-comm: the connectivity test did not run" if not comm else None
         if comm and wants_comm(snapshot):
@@ -77,6 +79,48 @@ def _judge_with_lint(snapshot: Snapshot, only: Optional[set], ignore: Optional[s
     if configs:
         add_config_facts(snapshot, configs)
     return judge(snapshot, "check", only, ignore)
+
+
+def add_given_command(snapshot: Snapshot, argv: list) -> None:
+    """`ddpdoctor check -- <training command>`: the command, parsed as gather.launch parses a launcher above check
+    (facts.launch.parse_command; a `python train.py ...` without a launcher: parse_program), recorded as the nearest
+    launch command (depth 0) with the program's path when it is a file here, so the checks that read check's own
+    launch (its options, the program's GPU and precision options, the script's facts) judge it; whether its program is
+    on PATH (`found`). A shell script (`-- sh train.sh`) gives the launch lines it runs (gather.launch
+    commands_in_shell_script)."""
+    import os
+
+    from ddpdoctor.facts.launch import parse_command, parse_program
+    from ddpdoctor.gather.launch import SHELLS, commands_in_shell_script, program_found
+
+    argv = [str(a) for a in argv]
+    if argv and os.path.basename(argv[0]) in SHELLS and len(argv) > 1 and os.path.isfile(argv[1]):
+        found = commands_in_shell_script(argv[1], os.environ)  # `check -- sh train.sh`: the script's launch lines
+        section = snapshot.sections.get("launch")
+        if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
+            section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
+        section["commands"] = [dict(c, depth=0) for c in found] + list(section.get("commands") or [])
+        return
+    cmd = parse_command(argv) or parse_program(argv)
+    if not cmd:
+        return
+    cmd["depth"] = 0
+    seen = program_found(argv[0], os.environ) if argv else None
+    if seen is not None:
+        cmd["found"], cmd["program_word"] = seen, argv[0]
+    if cmd.get("program") is None:
+        cmd.pop("program", None)
+    elif str(cmd["program"]).endswith(".py") and os.path.isfile(cmd["program"]):
+        cmd["program_path"] = os.path.abspath(cmd["program"])
+    if cmd.get("script_dirs"):
+        from ddpdoctor.gather import Sources
+        from ddpdoctor.gather.launch import save_dir_facts
+
+        cmd["save_dirs"] = save_dir_facts(Sources(), cmd["script_dirs"], os.getcwd())
+    section = snapshot.sections.get("launch")
+    if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
+        section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
+    section["commands"] = [cmd] + list(section.get("commands") or [])
 
 
 def add_config_facts(snapshot: Snapshot, configs: list) -> None:

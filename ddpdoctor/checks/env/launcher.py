@@ -55,10 +55,11 @@ RENDEZVOUS_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
 def _needs_a_launcher(snap, env):
     """ENV001's finding for a script that reads a launcher's variable without a default where no launcher runs: no
     launcher variable (launcher.kind "none") and no launcher command above check (the launch section)."""
-    if snap["launcher"].get("kind") != "none" or commands(snap):
+    if snap["launcher"].get("kind") != "none" or any(c.get("launcher") != "python" for c in commands(snap)):
         return
     reads = [r for r in script_asks(snap, "launcher_env_reads") if r.get("name") and not env.get(r["name"])]
     if not reads:
+        yield from _env_rendezvous_without_launcher(snap, env)
         return
     names = sorted({r["name"] for r in reads})
     first = reads[0]
@@ -77,6 +78,34 @@ def _needs_a_launcher(snap, env):
                   evidence={"reads": reads[:12], "launcher": "none"})
 
 
+def _env_rendezvous_without_launcher(snap, env):
+    """ENV001 for a script whose init_process_group rendezvous is env:// (the default) where no launcher runs and the
+    script does not set the variables itself nor start its own processes (mp.spawn: its workers' env is the script's)."""
+    if script_asks(snap, "spawn_worlds") and any(r.get("kind") == "spawn" for r in script_asks(snap, "spawn_worlds")):
+        return
+    for call in script_asks(snap, "env_rendezvous"):
+        passed = {str(p).upper() for p in call.get("passes") or ()}
+        own = set(call.get("script_sets") or ())
+        need = [v for v in RENDEZVOUS_VARS if v not in passed and v not in own and not env.get(v)]
+        if not need:
+            continue
+        where = f"{call.get('path')}:{call.get('line')}"
+        yield warning(f"{where} calls init_process_group with the env:// rendezvous, which reads {', '.join(need)}: "
+                      "only a launcher sets them, and none runs here",
+                      detail=("torch's env:// handler (the default init_method) reads RANK and WORLD_SIZE unless they "
+                              "are passed, and always MASTER_ADDR and MASTER_PORT (torch/distributed/rendezvous.py "
+                              "_env_rendezvous_handler); started as `python train.py` it stops with \"ValueError: Error "
+                              f"initializing torch.distributed using env:// rendezvous: environment variable {need[0]} "
+                              "expected, but not set\" (NVIDIA/apex#99). torchrun sets them in each worker. Checked in "
+                              "the shell that will start a launcher, this is expected."),
+                      fix=("torchrun --nproc-per-node <GPUs> " + str(call.get("path") or "train.py")
+                           + "   # sets " + ", ".join(need) + "; or pass init_method='tcp://<host>:<port>' with rank= "
+                           "and world_size="),
+                      subjects=need + [f"line:{call.get('line')}", f"path:{call.get('path')}"],
+                      evidence={"init_process_group": call, "missing": need, "launcher": "none"})
+        return
+
+
 @check("ENV001", "rendezvous-env-incomplete", family="launcher", needs=("env", "launcher"), reads=("lint", "launch"),
        catalogue=("A2",))
 def rendezvous_env_incomplete(snap):
@@ -90,7 +119,11 @@ def rendezvous_env_incomplete(snap):
         command: the script's unguarded reads of a variable only a launcher sets
         (`int(os.environ["LOCAL_RANK"])`; torch's elastic agent sets RANK, LOCAL_RANK, WORLD_SIZE,
         LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT in each worker) stop it with
-        "KeyError: 'LOCAL_RANK'" when it is started as `python train.py`.
+        "KeyError: 'LOCAL_RANK'" when it is started as `python train.py`; and, the same way, an
+        init_process_group with the env:// rendezvous (no init_method and no store, or "env://"), which
+        reads RANK and WORLD_SIZE unless passed and MASTER_ADDR and MASTER_PORT always
+        (torch/distributed/rendezvous.py _env_rendezvous_handler), in a script that neither sets them
+        nor starts its own processes with mp.spawn.
 
     Why it matters
         "ValueError: Error initializing torch.distributed using env:// rendezvous: environment
@@ -174,7 +207,7 @@ def rendezvous_env_incomplete(snap):
     )
 
 
-@check("ENV002", "master-port-in-use", reads=("comm",), family="launcher", needs=("env", "launcher", "network"), catalogue=("A3",))
+@check("ENV002", "master-port-in-use", reads=("comm", "lint"), family="launcher", needs=("env", "launcher", "network"), catalogue=("A3",))
 def master_port_in_use(snap):
     """The rendezvous port is already taken on this host before the job has started.
 
@@ -198,13 +231,24 @@ def master_port_in_use(snap):
         find and stop the orphan: `ss -ltnp 'sport = :29500'`, then `kill <pid>`.
 
     Also
-        A MASTER_PORT that is free now but inside the kernel's ephemeral range
+        The port of a literal `init_method='tcp://127.0.0.1:33271'` in the training script read (check
+        --script, or the script of check's launch command): rank 0 binds the store there whatever
+        MASTER_PORT says (torch/distributed/rendezvous.py _tcp_rendezvous_handler), so a process still
+        listening on it - the last run's, not yet gone - fails the new run with "Address already in use"
+        (CoinCheung/BiSeNet#19). A MASTER_PORT that is free now but inside the kernel's ephemeral range
         (net.ipv4.ip_local_port_range, 32768-60999 by default) is a warning: the kernel hands those
         ports to outgoing connections, so one may hold it when rank 0 binds, and the job fails with
         EADDRINUSE only now and then (NVIDIA/enroot#243: the slurm-pytorch hook's
-        SLURM_JOB_ID % 16384 + 49152).
+        SLURM_JOB_ID % 16384 + 49152). The same for an init_method the script builds from 'tcp://' and
+        MASTER_ADDR/MASTER_PORT (lint.scriptfacts url_env), read with this environment's values; inside an
+        elastic launcher's worker (torchrun, torch.distributed.launch from torch 1.9) a MASTER_PORT listened
+        on is the agent's own store, and rank 0's second bind there fails the same way
+        (NVIDIA/Megatron-LM#125): the finding says so and points at env://.
     """
     launcher = snap["launcher"]
+    if list(_script_url_port_in_use(snap)):
+        yield from _script_url_port_in_use(snap)
+        return
     if launcher.get("kind") == "torchrun" or launcher.get("elastic_run_id"):
         return
     failure = (snap.get("comm") or {}).get("failure")
@@ -264,7 +308,7 @@ def _port_in_ephemeral_range(snap, env, raw, port):
     )
 
 
-@check("ENV004", "rank-arithmetic", family="launcher", needs=("env",), catalogue=("A4",))
+@check("ENV004", "rank-arithmetic", family="launcher", needs=("env",), reads=("lint", "gpus"), catalogue=("A4",))
 def rank_arithmetic(snap):
     """LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK and RANK do not add up.
 
@@ -285,6 +329,15 @@ def rank_arithmetic(snap):
         with MASTER_ADDR unset or this host means this node waits for a node 0 on itself that never
         starts: the job hangs at "initializing ddp" (CompVis/taming-transformers#12).
 
+        Also, with `check --script` (lint.scriptfacts spawn_worlds): a script that starts its own processes
+        (`torch.multiprocessing.spawn(fn, nprocs=N)`, N a literal or `torch.cuda.device_count()`: the GPUs this
+        process sees) and tells init_process_group a literal world_size=M != N. torch numbers the spawned processes
+        0..N-1 (torch/multiprocessing/spawn.py) and the process group waits for exactly M of them: with M < N the
+        ranks from M on never return from init_process_group (pytorch/pytorch#62381: nprocs=2, world_size=1), with
+        M > N every rank waits for ranks that never start until the rendezvous times out. And a literal
+        `rank=R` beside a literal world_size > 1: every process running the line is rank R, so the group never
+        forms (pytorch/pytorch#49846).
+
     Example
         On the second node: RANK=$LOCAL_RANK (0..3) instead of 4..7.
 
@@ -296,6 +349,8 @@ def rank_arithmetic(snap):
     stray = _stray_node_rank(snap, env)
     if stray:
         yield stray
+    yield from _spawn_world_mismatch(snap, env)
+    yield from _literal_rank(snap)
     rank, world = env_int(env, "RANK"), env_int(env, "WORLD_SIZE")
     lrank, lworld = env_int(env, "LOCAL_RANK"), env_int(env, "LOCAL_WORLD_SIZE")
     node = env_int(env, "GROUP_RANK")
@@ -653,3 +708,169 @@ def local_rank_argument_spelling(snap):
                    'default=int(os.environ.get("LOCAL_RANK", 0)))   # and launch with torchrun'),
               subjects=[f"path:{top.get('path')}", "pkg:torch"],
               evidence={"flags": sorted(flags), "torch": version, "passed": passed, "parse_known_args": known})
+
+
+def _spawn_world_mismatch(snap, env):
+    """ENV004 for a script's mp.spawn(nprocs=N) against its init_process_group(world_size=M), M != N."""
+    from ddpdoctor.facts.cuda_map import resolve
+
+    rows = script_asks(snap, "spawn_worlds")
+    inits = [r for r in rows if r.get("kind") == "init" and isinstance(r.get("size"), int)]
+    spawns = [r for r in rows if r.get("kind") == "spawn"]
+    if not inits or not spawns:
+        return
+    spawn = spawns[0]
+    started, source = spawn.get("size"), f"{spawn.get('path')}:{spawn.get('line')} {spawn.get('what')}"
+    if not isinstance(started, int):
+        gpus = snap.get("gpus")
+        if not str(spawn.get("how") or "").startswith("device_count") or not isinstance(gpus, dict) \
+                or gpus.get("error") or gpus.get("unavailable"):
+            return
+        started = len(resolve(env, gpus).visible)
+        source += f" (torch.cuda.device_count() = {started} GPU(s) this process sees)"
+        if started == 0:
+            return
+    init = next((r for r in inits if r["size"] != started), None)
+    if init is None:
+        return
+    told = init["size"]
+    where = f"{init.get('path')}:{init.get('line')}"
+    consequence = (f"ranks {told}..{started - 1} are outside a group of {told} and never return from "
+                   "init_process_group (pytorch/pytorch#62381)" if told < started else
+                   f"every rank waits for {told - started} rank(s) that never start, until the rendezvous times out")
+    yield error(f"The script starts {started} process(es) but tells init_process_group world_size={told} ({where})",
+                detail=(f"torch.multiprocessing.spawn numbers its processes 0..{started - 1} ({source}); the process "
+                        f"group waits for exactly world_size={told} ranks: {consequence}."),
+                fix=(f"pass the number of processes spawned: init_process_group(..., world_size={started}) - better the "
+                     "same variable given to mp.spawn(nprocs=world_size) and to the worker as an argument"),
+                subjects=["WORLD_SIZE", f"path:{init.get('path')}", f"line:{init.get('line')}"],
+                evidence={"spawn": spawn, "init": init, "started": started})
+
+
+def _literal_rank(snap):
+    """ENV004 for init_process_group(rank=<literal>, world_size=<literal N > 1>) in the script: every process that runs
+    the line claims the same rank, so a group of N never forms."""
+    for row in script_asks(snap, "spawn_worlds"):
+        rank, size = row.get("rank"), row.get("size")
+        if row.get("kind") != "init" or not isinstance(rank, int) or not isinstance(size, int) or size <= 1:
+            continue
+        where = f"{row.get('path')}:{row.get('line')}"
+        yield error(f"{where} passes a literal rank={rank} with world_size={size}: every process claims rank {rank}, "
+                    f"and a group of {size} never forms",
+                    detail=(f"init_process_group waits until world_size={size} distinct ranks join. A process that runs "
+                            f"this line is always rank {rank}: started once (a notebook, `python train.py`) it waits "
+                            "for ranks nobody starts; started several times (mp.spawn, a launcher) the copies collide "
+                            "on one rank - either way it hangs until the timeout (pytorch/pytorch#49846: rank=0, "
+                            "world_size=2 in a notebook; the maintainer: another process must join with rank=1)."),
+                    fix=("take the rank from the process: mp.spawn(fn, nprocs=N) passes it as fn's first argument; "
+                         "under torchrun use int(os.environ['RANK']) (or call init_process_group() with no rank and "
+                         "world_size, env://); run the processes from the command line, not a notebook"),
+                    subjects=["RANK", "WORLD_SIZE", f"path:{row.get('path')}", f"line:{row.get('line')}"],
+                    evidence={"init": row})
+        return
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]", "")
+
+
+def _script_url_port_in_use(snap):
+    """ENV002 for the port of the script's literal tcp:// init_method, on this host, already listened on."""
+    from urllib.parse import urlsplit
+
+    env = env_of(snap)
+    if env_int(env, "RANK") not in (None, 0) and env_int(env, "LOCAL_RANK") not in (None, 0):
+        return  # only rank 0 binds the store
+    listening = set(((snap.get("network") or {}).get("listening_tcp_ports")) or [])
+    own = {str(a) for i in ((snap.get("network") or {}).get("interfaces") or []) if isinstance(i, dict)
+           for a in (x.get("address") for x in i.get("addresses") or [] if isinstance(x, dict))}
+    launcher = snap.get("launcher") if "launcher" in snap else {}
+    elastic = isinstance(launcher, dict) and (launcher.get("kind") == "torchrun" or bool(launcher.get("elastic_run_id")))
+    for row in script_asks(snap, "spawn_worlds"):
+        url = str(row.get("url") or "")
+        built = row.get("url_env") if isinstance(row.get("url_env"), dict) else None
+        if not url and built:  # 'tcp://' + MASTER_ADDR + ':' + MASTER_PORT, read from this environment
+            port_v = env.get(built.get("port") or "MASTER_PORT") or built.get("port_default")
+            host_v = (env.get(built["host"]) if built.get("host") else None) or built.get("host_default") or "localhost"
+            if not port_v:
+                continue
+            url = f"tcp://{host_v}:{port_v}"
+        if not url.startswith("tcp://"):
+            continue
+        try:
+            parts = urlsplit(url)
+            host, port = parts.hostname or "", parts.port
+        except ValueError:
+            continue
+        if port is None or port not in listening or (host not in LOCAL_HOSTS and host not in own):
+            continue
+        where = f"{row.get('path')}:{row.get('line')}"
+        agent = elastic and str(port) == str(env.get("MASTER_PORT") or "")
+        if agent:  # inside an elastic launcher's worker, MASTER_PORT is the agent's own store
+            yield error(f"{where} binds its store at {url}" + (" (from MASTER_ADDR/MASTER_PORT)" if built else "")
+                        + ", where the launcher's agent already serves its store",
+                        detail=("Under torchrun / torch.distributed.launch (torch >= 1.9, the elastic agent) the agent "
+                                f"serves the rendezvous TCPStore on MASTER_PORT ({port}, listening now); the script's "
+                                "init_method='tcp://MASTER_ADDR:MASTER_PORT' makes rank 0 bind a second store there "
+                                "(torch/distributed/rendezvous.py _tcp_rendezvous_handler): \"RuntimeError: Address "
+                                "already in use\" (NVIDIA/Megatron-LM#125: fixed by the env:// rendezvous)."),
+                        fix=("init_process_group(backend)   # init_method='env://' (the default): the workers use the "
+                             "agent's store; drop init_method, rank and world_size the launcher already sets"),
+                        subjects=[f"path:{row.get('path')}", f"line:{row.get('line')}"],
+                        evidence={"url": url, "port": port, "init": row, "launcher": launcher})
+            return
+        yield error(f"{where} binds its store at {url}, and port {port} is already in use on this host",
+                    detail=("Rank 0 binds the init_method's port itself (torch/distributed/rendezvous.py "
+                            "_tcp_rendezvous_handler), whatever MASTER_PORT says; something already listens there - "
+                            "most often a process of the last run that has not exited - so the new run fails with "
+                            "\"RuntimeError: Address already in use\" (CoinCheung/BiSeNet#19)."),
+                    fix=(f"ss -ltnp 'sport = :{port}'   # who holds it; kill the leftover process\n"
+                         "# or take the port from the environment: init_method='env://' with MASTER_PORT set per run"),
+                    subjects=[f"path:{row.get('path')}", f"line:{row.get('line')}"],
+                    evidence={"url": url, "port": port, "init": row})
+        return
+
+
+@check("ENV020", "launch-program-not-found", family="launcher", needs=("launch",))
+def launch_program_not_found(snap):
+    """The launch command's program (srun, torchrun, deepspeed, accelerate, python) is not on this machine's PATH.
+
+    What it checks
+        The training command given to `ddpdoctor check -- <command>`, or the launch lines of the shell
+        script given that way (`-- sh train.sh`): whether the shell finds each line's program (its first
+        word after VAR=value assignments) on PATH here, as an executable file for a path.
+
+    Why it matters
+        The job stops before any rank starts: "train.sh: 1: srun: not found" on a machine outside a SLURM
+        cluster (zhiyuanyou/SAFECount#16: the repository's SLURM script run on a workstation), "/bin/sh:
+        torchrun: not found" when sudo or a module resets PATH, "slurmstepd: error: execve(): torchrun: No
+        such file or directory" inside a container image without it.
+
+    Example
+        sh train.sh   # whose first line is `srun -p gpu python train.py`, on a machine without SLURM
+
+    Fix
+        Use the launch this machine has (torchrun --nproc-per-node <GPUs> train.py instead of srun), or put the
+        environment's bin directory on PATH (`conda activate <env>`, `module load`), or call the program by its
+        full path (python -m torch.distributed.run instead of torchrun).
+    """
+    from ddpdoctor.facts.launch import commands
+
+    for cmd in commands(snap):
+        if cmd.get("found") is not False:
+            continue
+        word = str(cmd.get("program_word") or cmd.get("launcher"))
+        where = f" ({cmd['from_script']})" if cmd.get("from_script") else ""
+        slurm = cmd.get("launcher") == "srun" or word.endswith("srun")
+        yield error(f"{word}{where} is not found on this machine's PATH: the launch stops before any rank starts",
+                    detail=(f"The shell will say \"{word}: not found\"."
+                            + (" srun is SLURM's launcher: it exists only on the nodes of a SLURM cluster; on a "
+                               "workstation the repository's non-SLURM launch (torchrun) is the one to run."
+                               if slurm else " The environment that has it is not active here (PATH), or it is not "
+                               "installed in this image.")),
+                    fix=("torchrun --nproc-per-node <GPUs> train.py ...   # the launch for a machine without SLURM"
+                         if slurm else
+                         f"conda activate <env> (or module load ...) so that `which {word}` finds it; or "
+                         "python -m torch.distributed.run ... instead of torchrun"),
+                    subjects=[f"path:{cmd['from_script'].rsplit(':', 1)[0]}"] if cmd.get("from_script") else [],
+                    evidence={"command": {k: cmd.get(k) for k in ("launcher", "program_word", "from_script", "found")}})
+        return

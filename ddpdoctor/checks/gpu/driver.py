@@ -312,6 +312,13 @@ def gpu_arch_vs_torch_build(snap):
         whose own kernels are Triton's, imported by that script (Unsloth, Liger Kernel:
         data/triton_libraries.json), is judged the same way.
 
+        Where the snapshot holds the architectures torch's libtorch_cuda.so and the compiled extensions
+        really carry (packages.cuda_archs: the cubins and PTX of their .nv_fatbin), each GPU is judged
+        against those instead (a cubin runs on its own major architecture at the same or a newer minor,
+        PTX on any GPU at or above it): torch's own an error, an extension's a warning. That is what a
+        source build (TORCH_CUDA_ARCH_LIST, else the GPUs visible when it was built) or an extension
+        built for other GPUs carries.
+
     Why it matters
         torch warns "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the
         current PyTorch installation" and every kernel fails with "CUDA error: no kernel image is
@@ -332,6 +339,10 @@ def gpu_arch_vs_torch_build(snap):
     version = (pk.get("versions") or {}).get("torch")
     yield from _flash_attn_beyond_the_gpus(snap, view(snap).devices)
     yield from _compile_beyond_the_machine(snap, view(snap).devices)
+    compiled = list(_compiled_archs_beyond_the_gpus(snap, view(snap).devices))
+    yield from compiled
+    if any(f.evidence.get("package") == "torch" for f in compiled) or _torch_archs_known(snap):
+        return  # torch's own compiled architectures read: they, not the wheel table, say what it runs on
     if not version or not isinstance(build, dict) or not build.get("cuda"):
         return
     cuda = _cuda_tuple(build.get("cuda"))
@@ -381,6 +392,49 @@ def gpu_arch_vs_torch_build(snap):
             subjects=subjects([i for i, _, _ in too_old], "pkg:torch"),
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "wheel_archs": sorted(wheel),
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_old]})
+
+
+def _torch_archs_known(snap) -> bool:
+    return any(isinstance(m, dict) and m.get("package") == "torch"
+               for m in (snap.get("packages") or {}).get("cuda_archs") or ())
+
+
+def _compiled_archs_beyond_the_gpus(snap, devices):
+    """GPU032 for the architectures torch's libtorch_cuda.so and each compiled extension really carry (packages.
+    cuda_archs, read from their .nv_fatbin) against the GPUs: a GPU none of a module's cubins or PTX runs on
+    (gpu_versions.runs_on) gets "no kernel image is available" from that module's first kernel. torch's own: an
+    error; an extension's: a warning (the job may not call it)."""
+    pk = snap.get("packages") or {}
+    for mod in pk.get("cuda_archs") or ():
+        if not isinstance(mod, dict) or not (mod.get("sass") or mod.get("ptx")):
+            continue
+        sass, ptx = [a for a in mod.get("sass") or () if isinstance(a, int)], [a for a in mod.get("ptx") or ()
+                                                                              if isinstance(a, int)]
+        bad = []
+        for dev in devices:
+            cc = _capability(dev)
+            if cc is not None and not gpu_versions.runs_on(sass, ptx, cc):
+                bad.append((dev.get("index"), dev.get("name"), cc))
+        if not bad:
+            continue
+        torch_own = mod.get("package") == "torch"
+        carried = ", ".join([f"sm_{a}" for a in sass] + [f"compute_{a} (PTX)" for a in ptx])
+        gpus = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in bad}))
+        arch_list = ";".join(sorted({f"{c // 10}.{c % 10}" for _, _, c in bad}))
+        make = error if torch_own else warning
+        yield make(f"{mod.get('file')} ({mod.get('package')}) has no CUDA code for {gpus}: it carries {carried}",
+                   detail=("A cubin runs only on GPUs of its own major architecture and the same or a newer minor, and "
+                           "PTX only on GPUs at or above its architecture (CUDA C++ Programming Guide, binary and PTX "
+                           "compatibility): the first kernel of this module on " + gpus + " fails with \"CUDA error: no "
+                           "kernel image is available for execution on the device\". A build targets the architectures "
+                           "TORCH_CUDA_ARCH_LIST names, else those of the GPUs visible when it ran (pytorch/pytorch#3865, "
+                           "thomasbrandon/mish-cuda#10)."),
+                   fix=(f"TORCH_CUDA_ARCH_LIST=\"{arch_list}\" pip install --no-build-isolation --force-reinstall "
+                        f"--no-cache-dir <{mod.get('package')}>   # rebuild it for these GPUs"
+                        + ("; or install a PyTorch wheel built for them" if torch_own else "")),
+                   subjects=subjects([i for i, _, _ in bad], f"pkg:{mod.get('package')}"),
+                   evidence={"package": mod.get("package"), "file": mod.get("file"), "sass": sass, "ptx": ptx,
+                             "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in bad]})
 
 
 # FlashAttention 2's kernels exist for Ampere and newer only: every entry point checks the device first,

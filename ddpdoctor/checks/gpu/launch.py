@@ -531,6 +531,10 @@ def visible_devices_not_found(snap):
         (KaiyangZhou/deep-person-reid#267: gpu_devices=0 still ran on all four GPUs).
         With `check --config FILE` (YAML/JSON: accelerate's `gpu_ids`, Lightning's `devices`/`gpus`, `num_gpus`,
         `device_ids`, 'cuda:N' values), the config's GPU ids and counts are judged as the script's literals.
+        The training program's own GPU options on its command line (`-gpuid 1`, `--gpu_ids 0,1`, `--device cuda:1`,
+        `--num_gpus 4`; read from check's launch command, or given as `ddpdoctor check -- python train.py ...`) are
+        judged the same way, before the script's defaults, which they override (OpenNMT/OpenNMT-py#609: -gpuid 1
+        on a node whose scheduler made one GPU visible).
 
     Example
         CUDA_VISIBLE_DEVICES=0,1,8 on a 4-GPU node: CUDA shows cuda:0 and cuda:1 only.
@@ -544,7 +548,10 @@ def visible_devices_not_found(snap):
         yield from found
         yield from _script_late_visible_devices(snap, v)
         if not found:
-            yield from _script_gpu_ordinals(snap, v)
+            command = list(_command_gpu_ordinals(snap, v))
+            yield from command
+            if not command:
+                yield from _script_gpu_ordinals(snap, v)
         return
     kept = len(v.cmap.visible)
     ignored = f" and ignores {', '.join(v.cmap.ignored)} after it" if v.cmap.ignored else ""
@@ -556,6 +563,35 @@ def visible_devices_not_found(snap):
                 subjects=["CUDA_VISIBLE_DEVICES"] + subjects(e.nvml for e in v.cmap.visible),
                 evidence={"CUDA_VISIBLE_DEVICES": v.cmap.cvd, "visible": [e.nvml for e in v.cmap.visible],
                           "problems": v.cmap.problems})
+
+
+def _command_gpu_ordinals(snap, v):
+    """GPU019 for GPU ordinals the training program's command line asks for (facts.launch.gpu_ordinals_asked:
+    '-gpuid 1', '--gpu_ids 0,1', '--device cuda:1', '--num_gpus 4') beyond the GPUs this process will see."""
+    from ddpdoctor.facts.launch import gpu_ordinals_asked
+
+    asked = gpu_ordinals_asked(snap)
+    if not asked or not v.devices:
+        return
+    count = len(v.cmap.visible)
+    beyond = [a for a in asked if a[0] >= count]
+    if not beyond or count == 0:
+        return
+    top, written, program = max(beyond, key=lambda a: a[0])
+    cvd = v.cmap.cvd
+    yield warning(f"{written} asks for GPU {top}, but this process will see {count} GPU(s)"
+                  + (f" (CUDA_VISIBLE_DEVICES={cvd})" if cvd is not None else ""),
+                  detail=("CUDA numbers the visible GPUs from 0" + (f", so under CUDA_VISIBLE_DEVICES={cvd} the "
+                          f"program's GPU 0 is NVML GPU {v.cmap.visible[0].nvml}" if cvd is not None and count else "")
+                          + f": ordinal {top} does not exist here, and the program fails with 'CUDA error: invalid "
+                          "device ordinal' (set_device, .cuda(N), .to) or 'AssertionError: Invalid device id' "
+                          "(DataParallel) (OpenNMT/OpenNMT-py#609: -gpuid 1 with one GPU made visible)."),
+                  fix=(f"ask for ordinals below {count}: the program numbers the GPUs CUDA_VISIBLE_DEVICES leaves it from 0"
+                       + (f" (e.g. {written.rsplit(' ', 1)[0]} 0)" if count == 1 else "") + "; nvidia-smi -L lists "
+                       "this machine's GPUs"),
+                  subjects=["arg:" + written.split(" ")[1].lstrip("-")] + (["CUDA_VISIBLE_DEVICES"] if cvd is not None else []),
+                  evidence={"asked": [{"ordinal": a[0], "option": a[1]} for a in beyond[:8]], "visible_gpus": count,
+                            "CUDA_VISIBLE_DEVICES": cvd})
 
 
 def _script_gpu_ordinals(snap, v):

@@ -9,12 +9,12 @@ DeepSpeed's multi-node launch, are displayed under "launcher"). One module per t
     launch       PKG006 ENV014 ENV018
                                 DeepSpeed's multi-node launch: pdsh and the hostfile, ssh keys, the remote environment
     releases     PKG010         releases with a known defect
-    extensions   PKG012 PKG014 PKG018 PKG020
+    extensions   PKG012 PKG014 PKG018 PKG020 PKG026
                                 compiled extensions built for another torch; the CUDA toolkit of a JIT build; apex and mmcv
-                                without their compiled extensions
-    native       PKG015 PKG016 PKG017 PKG021 PKG024 PKG023
+                                without their compiled extensions; an extension needing a newer libstdc++
+    native       PKG015 PKG016 PKG017 PKG021 PKG024 PKG023 PKG027
                                 conda CUDA packages, LD_LIBRARY_PATH's CUDA libraries and libstdc++, glibc; a second Intel OpenMP runtime;
-                                another torch's libraries in LD_LIBRARY_PATH; magma built for another CUDA
+                                another torch's libraries in LD_LIBRARY_PATH; magma built for another CUDA; an ITT symbol MKL lacks
 
 The modules are imported here, in this order, so the checks register in it; what they share is in _common.
 """

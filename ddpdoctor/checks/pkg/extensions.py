@@ -4,7 +4,7 @@ without its extensions), PKG020 (mmcv without its compiled ops)."""
 from __future__ import annotations
 
 from ddpdoctor.facts import gpu_versions
-from ddpdoctor.facts.env import script_asks
+from ddpdoctor.facts.env import env_of, script_asks
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
@@ -207,6 +207,76 @@ def _jit_builders(snap, pk) -> list:
     return out
 
 
+# DeepSpeed's build switches for its CPU ops, the TorchCPUOpBuilder ops that link -lcurand (op_builder/cpu_adam.py,
+# cpu_adagrad.py, cpu_lion.py BUILD_VAR), and DS_BUILD_OPS, which builds every op (op_builder/builder.py).
+DS_CURAND_BUILD_VARS = ("DS_BUILD_OPS", "DS_BUILD_CPU_ADAM", "DS_BUILD_CPU_ADAGRAD", "DS_BUILD_CPU_LION")
+
+
+def _toolkit_links_missing(snap, pk, kit):
+    """PKG014: the toolkit has lib<name>.so.N but not the unversioned lib<name>.so that `-l<name>` needs (a runtime-only
+    install, no -dev package), while DeepSpeed's CPU ops are to be built (a DS_BUILD_* switch set, or DeepSpeed
+    installed without pre-built ops: they compile at first use). Their link line is `-L<CUDA_HOME>/lib64 -lcudart
+    -lcublas -lcurand` (deepspeedai/DeepSpeed op_builder/builder.py @4904d948, TorchCPUOpBuilder): the build stops in
+    the linker, "/usr/bin/ld: cannot find -lcurand" (instructlab/training#593: fixed by a libcurand.so copy)."""
+    missing = kit.get("missing_links") if isinstance(kit.get("missing_links"), dict) else {}
+    if not missing:
+        return
+    env = env_of(snap)
+    switches = [v for v in DS_CURAND_BUILD_VARS if str(env.get(v) or "").strip() not in ("", "0")]
+    versions = pk.get("versions") or {}
+    built = pk.get("deepspeed_build") if isinstance(pk.get("deepspeed_build"), dict) else {}
+    jit = bool(versions.get("deepspeed")) and not built.get("installed_ops")
+    if not switches and not jit:
+        return
+    why = (f"{', '.join(switches)} set: DeepSpeed's CPU ops are built at install" if switches
+           else f"DeepSpeed {versions['deepspeed']} has no pre-built ops: its CPU ops compile at their first use")
+    names = sorted(missing)
+    lib = kit.get("home") or "the toolkit"
+    yield warning(f"The CUDA toolkit at {lib} has no unversioned "
+                  + ", ".join(f"lib{n}.so" for n in names) + f" ({why}): linking -l{names[0]} fails",
+                  detail=("DeepSpeed links its CPU ops (cpu_adam, cpu_adagrad, cpu_lion) with -L<CUDA_HOME>/lib64 "
+                          "-lcudart -lcublas -lcurand (op_builder/builder.py TorchCPUOpBuilder); the linker finds -lX "
+                          "only as libX.so, which the toolkit's -dev packages provide. Found only "
+                          + ", ".join(f"{missing[n]}" for n in names) + f": \"/usr/bin/ld: cannot find -l{names[0]}\" "
+                          "(instructlab/training#593)."),
+                  fix=(f"cd {lib}/lib64 && " + " && ".join(f"sudo ln -s {missing[n]} lib{n}.so" for n in names)
+                       + "   # or install the toolkit's -dev packages (e.g. cuda-libraries-dev)"),
+                  subjects=["pkg:cuda-toolkit"] + (["pkg:deepspeed"] if versions.get("deepspeed") else []),
+                  evidence={"toolkit": kit, "missing_links": missing, "build_switches": switches, "jit": jit})
+
+
+def _ninja_missing(snap, pk):
+    """PKG014: no `ninja` on the job's PATH (packages.ninja.path None) while something compiles at run time. torch's
+    load() checks first, `ninja --version` (torch/utils/cpp_extension.py is_ninja_available, verify_ninja_availability):
+    "RuntimeError: Ninja is required to load C++ extensions"; DeepSpeed's jit_load raises "Unable to JIT load the
+    <op> op due to ninja not being installed" (op_builder/builder.py, from the same check). A ninja pip package
+    installed in an environment whose bin/ is not on PATH (a venv's python run without activating it, a batch job's
+    PATH) fails alike: the fix then names that bin/. A snapshot without the field says nothing."""
+    tool = pk.get("ninja") if isinstance(pk.get("ninja"), dict) else None
+    if tool is None or tool.get("path"):
+        return
+    builders = _jit_builders(snap, pk)
+    if not builders:
+        return
+    where = tool.get("package_bin")
+    if tool.get("package") and where:
+        title = (f"The ninja pip package ({tool['package']}) is installed but {where} is not on PATH, and "
+                 + builders[0] + " compiles at run time")
+        fix = f"export PATH={where}:$PATH   # in the job's environment (batch script, launcher), or activate the environment"
+    else:
+        title = "No ninja on PATH, and " + builders[0] + " compiles at run time"
+        fix = "pip install ninja   # in the job's environment, with its bin/ on PATH (or apt install ninja-build)"
+    yield warning(title,
+                  detail=("torch.utils.cpp_extension.load() runs `ninja --version` before building and stops with "
+                          "\"RuntimeError: Ninja is required to load C++ extensions\" (torch/utils/cpp_extension.py "
+                          "verify_ninja_availability); DeepSpeed's op builder turns it into \"Unable to JIT load the "
+                          "<op> op due to ninja not being installed\" (op_builder/builder.py jit_load). What compiles "
+                          "here: " + "; ".join(builders[:3]) + "."),
+                  fix=fix,
+                  subjects=["pkg:ninja"] + (["pkg:deepspeed"] if (pk.get("versions") or {}).get("deepspeed") else []),
+                  evidence={"ninja": tool, "builders": builders})
+
+
 def _no_cuda_toolkit(snap, pk):
     """No CUDA toolkit found (PKG014's gatherer records {}) under a CUDA build of torch while something compiles CUDA
     code at run time: a warning; nothing that compiles: nothing said (most jobs need no toolkit)."""
@@ -292,7 +362,7 @@ def _toolkit_newer_than_driver(snap, kit: dict, have: tuple, where: str, evidenc
                   evidence=dict(evidence, driver_version=gpus.get("driver_version"), driver_cuda=gpus.get("cuda_driver")))
 
 
-@check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint"))
+@check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint", "env"))
 def cuda_toolkit_mismatch(snap):
     """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
 
@@ -304,7 +374,9 @@ def cuda_toolkit_mismatch(snap):
         when something will compile at run time (DeepSpeed without pre-built ops, a cpp_extension load() in the
         script read), info otherwise. Also against the CUDA the driver supports: a toolkit newer than the
         driver builds code the driver refuses ("the provided PTX was compiled with an unsupported toolchain",
-        BachiLi/diffvg#84), always a warning.
+        BachiLi/diffvg#84), always a warning. And (check19) the link names DeepSpeed's CPU ops need from the
+        toolkit's lib64 (-lcudart -lcublas -lcurand): a libcurand.so.N without libcurand.so while a DS_BUILD_* switch
+        is set or DeepSpeed's ops compile at first use ("/usr/bin/ld: cannot find -lcurand", instructlab/training#593).
 
     Why it matters
         torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version
@@ -329,6 +401,11 @@ def cuda_toolkit_mismatch(snap):
         the headers ("#error C++14 or later compatible compiler is required to use ATen.", DeepSpeed#1435 with
         g++ 4.8.5; pytorch/pytorch#51339).
 
+        No `ninja` on the job's PATH (packages.ninja) while something compiles at run time is a warning too:
+        torch's load() stops with "RuntimeError: Ninja is required to load C++ extensions" (cpp_extension.py
+        verify_ninja_availability, which runs `ninja --version`), DeepSpeed's with "Unable to JIT load the <op> op
+        due to ninja not being installed"; a ninja pip package whose environment's bin/ is not on PATH is named.
+
     Example
         torch 2.1.2+cu121, CUDA_HOME=/usr/local/cuda-11.7, DeepSpeed installed without DS_BUILD_OPS, RTX 4090s.
 
@@ -338,10 +415,12 @@ def cuda_toolkit_mismatch(snap):
     """
     pk = snap.get("packages") or {}
     yield from _host_compiler_too_old(snap, pk)
+    yield from _ninja_missing(snap, pk)
     kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
     if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
         yield from _no_cuda_toolkit(snap, pk)
         return
+    yield from _toolkit_links_missing(snap, pk, kit)
     have = gpu_versions.release(kit.get("version"))
     if not have:
         return
@@ -494,3 +573,77 @@ def mmcv_without_ops(snap):
                        + "   # the build for this torch/CUDA (download.openmmlab.com/mmcv/dist/...), or MMCV_WITH_OPS=1 from source"),
                   subjects=["pkg:mmcv"], evidence={"mmcv": mmcv, "distributions": names, "mmcv_build": built,
                                                    "users": users})
+
+
+@check("PKG026", "extension-needs-newer-libstdcxx", family="packages", needs=("packages",), reads=("lint",))
+def extension_needs_newer_libstdcxx(snap):
+    """A compiled extension needs a GLIBCXX_/CXXABI_ version the libstdc++.so.6 the process loads does not define.
+
+    What it checks
+        The newest GLIBCXX_/CXXABI_ versions each compiled extension module needs from libstdc++.so.6 (its ELF
+        .gnu.version_r: the modules of torch's site-packages, of the checkouts it points into, and of torch's JIT
+        build directory, ~/.cache/torch_extensions or TORCH_EXTENSIONS_DIR) against the versions the libstdc++.so.6
+        found for torch defines (.gnu.version_d; packages.libstdcxx): one it lacks is an error. When something
+        compiles an extension at run time (torch.utils.cpp_extension load() in the script, DeepSpeed's JIT ops), the
+        host compiler's own libstdc++ (the newest versions its GCC release defines: gcc's
+        libstdc++-v3/doc/xml/manual/abi.xml, ddpdoctor/data/gcc_libstdcxx.json) newer than that copy is a warning.
+
+    Why it matters
+        A process loads one libstdc++.so.6: the first that ld.so finds (LD_LIBRARY_PATH, the RUNPATH of torch's
+        libraries, a conda environment's lib/, then the system's). A module built by a newer GCC than that copy
+        fails at import: "libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by .../gymtorch.so)"
+        (FFTAI/Wiki-GRx-Gym#6: a JIT extension built by Ubuntu 24.04's GCC 13 under a conda environment's older
+        libstdcxx-ng; pytorch/pytorch#115138: a module needing GLIBCXX_3.4.20 under CentOS 7's /lib64 copy).
+
+    Example
+        gymtorch.so needs GLIBCXX_3.4.32; $CONDA_PREFIX/lib/libstdc++.so.6 defines up to GLIBCXX_3.4.29.
+
+    Fix
+        conda install -c conda-forge "libstdcxx-ng>=<the GCC that built it>" (a newer copy defines every older
+        version), or put the newer copy first: export LD_LIBRARY_PATH=<dir of a libstdc++.so.6 with that version>;
+        or rebuild the extension with the GCC of the environment.
+    """
+    from ddpdoctor.facts import libstdcxx
+
+    pk = snap.get("packages") or {}
+    cxx = pk.get("libstdcxx") if isinstance(pk.get("libstdcxx"), dict) else {}
+    if not cxx.get("path") or not (cxx.get("glibcxx") or cxx.get("cxxabi")):
+        return
+    have = {"glibcxx": cxx.get("glibcxx"), "cxxabi": cxx.get("cxxabi")}
+    for ext in pk.get("extension_cxx_needs") or []:
+        if not isinstance(ext, dict):
+            continue
+        short = libstdcxx.short_of(ext, have)
+        if not short:
+            continue
+        tag, need, got = short[0]
+        yield error(f"{ext.get('file')} ({ext.get('package')}) needs {tag}_{need}; the libstdc++.so.6 this process "
+                    f"loads ({cxx['path']}) defines up to {tag}_{got}",
+                    detail=("A process loads one libstdc++.so.6, the first ld.so finds (" + str(cxx.get("from"))
+                            + f" here); the module was built by a newer GCC, so its import fails: \"{cxx['path']}: "
+                            f"version `{tag}_{need}' not found (required by {ext.get('file')})\"."),
+                    fix=(f"conda install -c conda-forge libstdcxx-ng   # a copy that defines {tag}_{need}; or export "
+                         "LD_LIBRARY_PATH=<directory of a newer libstdc++.so.6>; or rebuild the extension with the "
+                         "environment's GCC"),
+                    subjects=[f"pkg:{ext.get('package')}", "lib:libstdc++", f"path:{ext.get('file')}"],
+                    evidence={"extension": ext, "libstdcxx": cxx})
+        return
+    cc = pk.get("host_compiler") if isinstance(pk.get("host_compiler"), dict) else {}
+    row = libstdcxx.of_gcc(cc.get("version")) if cc.get("kind") == "gcc" else None
+    builders = _jit_builders(snap, pk) if row else []
+    short = libstdcxx.short_of(row, have) if builders else []
+    if not short:
+        return
+    tag, need, got = short[0]
+    yield warning(f"{builders[0]} compiles with GCC {cc.get('version')}, whose libstdc++ defines {tag}_{need}; the "
+                  f"libstdc++.so.6 this process loads ({cxx['path']}) defines up to {tag}_{got}",
+                  detail=("torch.utils.cpp_extension (and DeepSpeed's op builder) compile with $CXX, else c++, and link "
+                          "the host compiler's libstdc++: the module it builds may need symbols of GCC "
+                          f"{row['gcc']}'s libstdc++ (GLIBCXX_{row['glibcxx']}, gcc's abi.xml), but the process has "
+                          f"already loaded an older copy ({cxx.get('from')}), so the import of the new module fails: "
+                          f"\"version `{tag}_{need}' not found\" (FFTAI/Wiki-GRx-Gym#6)."),
+                  fix=(f"conda install -c conda-forge \"libstdcxx-ng>={row['gcc'].split('.')[0]}\"   # the environment's "
+                       "libstdc++ as new as the compiler; or build with the environment's compiler: conda install "
+                       "-c conda-forge gxx_linux-64 and export CXX=x86_64-conda-linux-gnu-g++"),
+                  subjects=["pkg:host-compiler", "lib:libstdc++"],
+                  evidence={"host_compiler": cc, "gcc_libstdcxx": row, "libstdcxx": cxx, "builders": builders})

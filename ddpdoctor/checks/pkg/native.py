@@ -1,7 +1,7 @@
 """The native libraries torch loads beside its own: PKG015 (a conda environment's CUDA packages), PKG016
 (LD_LIBRARY_PATH's CUDA libraries, libstdc++), PKG017 (glibc), PKG021
 (a second copy of Intel's OpenMP runtime), PKG024 (another torch's libraries in LD_LIBRARY_PATH),
-PKG023 (magma built for another CUDA)."""
+PKG023 (magma built for another CUDA), PKG027 (an Intel ITT symbol torch needs that its MKL no longer exports)."""
 from __future__ import annotations
 
 import re
@@ -305,7 +305,9 @@ def duplicate_intel_openmp(snap):
         torch/.dylibs), in the Python environment (sys.prefix/lib; Library/bin of a conda environment
         on Windows) and vendored by other wheels (*.libs). Two copies of Intel's runtime (libiomp5.so,
         libiomp5.dylib, libiomp5md.dll) in different directories, one of them torch's: the pip wheel's
-        copy beside a conda environment's intel-openmp, which MKL builds of numpy and scipy load.
+        copy beside a conda environment's intel-openmp, which MKL builds of numpy and scipy load. LLVM's
+        libomp counts as a copy of the same runtime (it is Intel's runtime, upstreamed into LLVM, and
+        registers itself the same way): torch's libomp beside an environment's libiomp5, or the reverse.
 
     Why it matters
         Intel's runtime refuses to start a second copy of itself in one process: "OMP: Error #15:
@@ -326,7 +328,11 @@ def duplicate_intel_openmp(snap):
     from ddpdoctor.facts.env import env_of  # noqa: PLC0415
 
     runtimes = (snap["packages"].get("openmp_runtimes") or [])
-    intel = [r for r in runtimes if isinstance(r, dict) and r.get("kind") == "intel"]
+    # LLVM's libomp is the same runtime as Intel's (llvm-project openmp/runtime: one kmp_runtime.cpp, whose
+    # __kmp_register_library_startup registers __KMP_REGISTERED_LIB_<pid> for either): a libomp beside a libiomp5
+    # is a second copy as well ("OMP: Error #15: Initializing libomp.dylib, but found libiomp5.dylib already
+    # initialized"; the DuplicateLibrary hint of openmp/runtime/src/i18n/en_US.txt @0267abce)
+    intel = [r for r in runtimes if isinstance(r, dict) and r.get("kind") in ("intel", "llvm")]
     dirs = {}
     for r in intel:
         dirs.setdefault(str(r.get("path") or "").replace("\\", "/").rsplit("/", 1)[0], r)
@@ -337,7 +343,10 @@ def duplicate_intel_openmp(snap):
     allowed = str(env.get("KMP_DUPLICATE_LIB_OK") or "").strip().upper() in ("TRUE", "1", "YES")
     paths = [r["path"] for r in dirs.values()][:4]
     level = info if allowed else warning
-    yield level(f"two copies of Intel's OpenMP runtime, torch's and another ({', '.join(paths)})",
+    kinds = {r.get("kind") for r in dirs.values()}
+    what = "Intel's OpenMP runtime" if kinds == {"intel"} else (
+        "LLVM's OpenMP runtime" if kinds == {"llvm"} else "the Intel/LLVM OpenMP runtime (libiomp5 and libomp)")
+    yield level(f"two copies of {what}, torch's and another ({', '.join(paths)})",
                 detail=("A process that loads both (torch, then numpy or scipy built with MKL) aborts with \"OMP: Error "
                         "#15: Initializing libiomp5..., but found libiomp5... already initialized\"."
                         + (" KMP_DUPLICATE_LIB_OK is set, so it runs on; the runtime calls that unsafe and says it may "
@@ -435,3 +444,43 @@ def magma_for_another_cuda(snap):
                           "(pytorch/pytorch#3018, #12283)."),
                   fix=f"conda install magma-cuda{''.join(map(str, want))}   # or conda remove {m['name']}",
                   subjects=["pkg:torch", f"pkg:{m['name']}"], evidence={"magma": bad[:4], "torch_cuda": cuda})
+
+
+@check("PKG027", "torch-needs-symbol-mkl-lacks", family="packages", needs=("packages",))
+def torch_needs_symbol_mkl_lacks(snap):
+    """torch's libtorch_cpu.so needs an Intel ITT symbol that the MKL it links no longer exports.
+
+    What it checks
+        packages.torch_mkl: libtorch_cpu.so's GLOBAL undefined iJIT_* symbols (its ELF .dynsym) and the MKL
+        libraries of its DT_NEEDED, found as ld.so finds them (LD_LIBRARY_PATH, its RUNPATH, torch/lib, the
+        system directories) with the MKL libraries they need in turn, each looked up through its .gnu.hash.
+        A symbol none of them exports, with every MKL library found and readable, is an error.
+
+    Why it matters
+        A conda build of torch (the pytorch channel) links MKL dynamically and takes iJIT_NotifyEvent from
+        it; MKL 2024.1 no longer exports it, and `import torch` stops: "ImportError: .../libtorch_cpu.so:
+        undefined symbol: iJIT_NotifyEvent" (pytorch/pytorch#123097; open-mmlab/mmpretrain#1900, fixed by
+        `conda install mkl==2024.0`). pip wheels link MKL statically and carry the symbol.
+
+    Example
+        conda install pytorch==2.0.1 pytorch-cuda=11.8 -c pytorch -c nvidia, which resolves mkl 2024.1.
+
+    Fix
+        conda install mkl==2024.0 (pin mkl<2024.1 in the environment file), or install torch from pip.
+    """
+    pk = snap.get("packages") or {}
+    fact = pk.get("torch_mkl") if isinstance(pk.get("torch_mkl"), dict) else {}
+    und = [s for s in fact.get("undefined") or [] if isinstance(s, str)]
+    libs = [p for p in fact.get("mkl_libs") or [] if isinstance(p, str)]
+    if not und or not libs or fact.get("unresolved"):
+        return  # nothing needed, or an MKL library not found / not readable: not judged
+    missing = [s for s in und if s not in set(fact.get("exported") or [])]
+    if not missing:
+        return
+    yield error(f"torch's libtorch_cpu.so needs {missing[0]}, which none of the MKL libraries it links exports",
+                detail=("The conda build of torch links MKL dynamically and takes Intel's ITT symbols from it; MKL "
+                        "2024.1 stopped exporting iJIT_NotifyEvent, so `import torch` fails with \"ImportError: "
+                        f"{fact.get('lib')}: undefined symbol: {missing[0]}\" (pytorch/pytorch#123097). MKL libraries "
+                        "read: " + ", ".join(libs[:4]) + "."),
+                fix="conda install mkl==2024.0   # pin mkl<2024.1 in the environment; or install torch from pip (MKL linked in)",
+                subjects=["pkg:torch", "pkg:mkl"], evidence={"torch_mkl": fact, "missing": missing})
