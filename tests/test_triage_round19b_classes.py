@@ -65,3 +65,39 @@ def test_a_question_about_backends_without_the_message_is_none(tmp_path):
     text = ("# Which backend is expected for objects on CPU?\n\nuser · description · 2020-01-01\n"
             "Is an object of backend CPU expected to work with NCCL, or only gloo?\n")
     assert not _failed(_found(tmp_path, text))
+
+
+# b175_05's shape (facebookresearch/habitat-challenge#26): the traceback's header glued to the fence's opening marker,
+# the frames cut before the exception line
+_GLUED_HEADER = ("user · comment · 2020-04-30\nnow I get the following error:\n"
+                 "```Traceback (most recent call last):\n  File \"ppo_agent.py\", line 41, in <module>\n    main()\n"
+                 "  File \"ppo_agent.py\", line 37, in main\n    challenge.submit(agent)\n"
+                 "  File \"/habitat-api/habitat/core/benchmark.py\", line 137, in local_evaluate\n"
+                 "    action = agent.act(observations)\n```\n")
+
+
+def test_a_traceback_header_glued_to_a_fence_is_output(tmp_path):
+    assert _failed(_found(tmp_path, _GLUED_HEADER))
+
+
+def test_a_fence_whose_info_string_only_names_an_error_is_still_a_fence(tmp_path):
+    # "RuntimeError handling example" is an info string naming an error, no message glued to the fence (as a line of
+    # its own it would read as a failure: the fence is what makes it quiet)
+    text = "# how to retry\n\n```RuntimeError handling example\nstep() is retried three times.\n```\n\nThat works.\n"
+    assert not _failed(_found(tmp_path, text))
+
+
+def test_xformers_no_operator_found_without_its_type_is_catalogued(tmp_path):
+    # xformers/ops/fmha/dispatch.py _run_priority_list's message, its NotImplementedError type not pasted
+    text = ("Training a controlnet, xformers=0.0.16 is installed\n```\n"
+            "No operator found for `memory_efficient_attention_backward` with inputs: \n"
+            "      query :       shape=(16, 1824, 1, 80) (torch.float32) \n"
+            "`flshattB` is not supported because: dtype=torch.float32 (supported: {torch.bfloat16, torch.float16}) \n"
+            "```\n")
+    assert [f.id for f in _failed(_found(tmp_path, text))][:1] == ["LOG027"]
+
+
+def test_a_question_about_xformers_operators_is_none(tmp_path):
+    text = ("# Which operator does memory_efficient_attention pick on an A100?\n\nuser · description\n"
+            "Is an operator found for fp32 inputs, or only for fp16 and bf16?\n")
+    assert not _failed(_found(tmp_path, text))
