@@ -10,6 +10,10 @@
   but got backend CPU ...", "... device type cuda but got device type cpu ...", "... scalar type Float but got scalar
   type Double ...") are catalogued (LOG027), quoted in prose or printed; the same words as a question without the
   message's format are none.
+- After the first read of 175: a program's first output line glued to a fence's opening marker ("```Traceback (most
+  recent call last):") is output, while an info string that only names an error stays a fence; xformers' "No operator
+  found for `memory_efficient_attention_*` with inputs:" (xformers/ops/fmha/dispatch.py) is catalogued (LOG027), a
+  question about its operators is none.
 """
 from __future__ import annotations
 
