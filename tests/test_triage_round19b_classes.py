@@ -105,3 +105,17 @@ def test_a_question_about_xformers_operators_is_none(tmp_path):
     text = ("# Which operator does memory_efficient_attention pick on an A100?\n\nuser · description\n"
             "Is an operator found for fp32 inputs, or only for fp16 and bf16?\n")
     assert not _failed(_found(tmp_path, text))
+
+
+def test_torch_0x_tensor_type_mismatch_is_catalogued(tmp_path):
+    # aten/src/ATen/Utils.h checked_cast (torch 0.3/0.4): the type string names device and dtype
+    text = ("Yes, I tested with `cuda_device=[1,2]` and is raised an error:\n\n"
+            "> RuntimeError: Expected object of type torch.cuda.LongTensor but found type torch.LongTensor for "
+            "argument #3 'index'\n2018-11-16 10:47:37,239 - INFO - allennlp.semparse - Stopped SEMPRE server\n")
+    assert [f.id for f in _failed(_found(tmp_path, text))][:1] == ["LOG027"]
+
+
+def test_a_type_name_in_prose_without_the_message_is_none(tmp_path):
+    text = ("# Which object of type torch.cuda.LongTensor does index_select expect?\n\nuser · description\n"
+            "Is an object of type torch.LongTensor found on the CPU first, or moved?\n")
+    assert not _failed(_found(tmp_path, text))
