@@ -170,6 +170,12 @@ _EXCEPTION_HEAD = re.compile(r"(?:^|[\s:])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Ex
 # an exception line whose message is printed below it (see _message_below)
 _EMPTY_EXCEPTION = re.compile(r"(?:^|[\s:])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):\s*$")
 _MAX_WRAPPED = 3   # continuation lines looked at after the exception line
+# A debugger's exception widget, copied as text: VS Code's (microsoft/vscode src/vs/workbench/contrib/debug/browser/
+# exceptionWidget.ts, commit not pinned here: "Exception has occurred: {0}" / "User-unhandled exception has occurred:
+# {0}" with the exception's id, then its description, the message, in an element of its own) puts the exception's type
+# on one line and its message on the next ("Exception has occurred: KeyError" / "'RANK'"). The two read as the one
+# line Python prints, "KeyError: 'RANK'" (round 19 wave 2, issue 24: b170_25)
+_DEBUGGER_HEAD = re.compile(r"^\s*(?:User-unhandled e|E)xception has occurred: ((?:[A-Za-z_]\w*\.)*[A-Z]\w*)\s*$")
 
 
 def _same_stream(line, last) -> bool:
@@ -193,8 +199,15 @@ def _message_below(pending: list, text: str) -> bool:
     (round 16 wave 4, b112_19). Joined even when that line alone is a catalogued message, so the two read as one
     exception with its message."""
     t = text.strip()
-    return (len(pending) == 1 and pending[0].text.rstrip().endswith(":") and bool(t)
+    return (len(pending) == 1 and (pending[0].text.rstrip().endswith(":") or _DEBUGGER_HEAD.match(pending[0].text)
+                                   is not None) and bool(t)
             and "Traceback (most recent" not in t and not t.startswith('File "') and _EXCEPTION_HEAD.search(t) is None)
+
+
+def _debugger_joined(head, line):
+    """A debugger's "Exception has occurred: KeyError" and its message on the next line, as Python prints them."""
+    m = _DEBUGGER_HEAD.match(head.text)
+    return dataclasses.replace(head, text=f"{head.text.rstrip()}: {line.text.strip()}") if m else None
 
 
 def _join_wrapped(lines: list, sep: str = " "):
@@ -223,6 +236,11 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
             last = pending[-1]
             if line.lineno == last.lineno + 1 and _same_stream(line, last) and (
                     _may_continue(line.text) or _message_below(pending, line.text)):
+                dbg = _debugger_joined(pending[0], line) if len(pending) == 1 else None
+                if dbg is not None:
+                    pending.clear()
+                    job.feed_line(dbg, events(dbg))
+                    return
                 pending.append(line)
                 # a wrap at a word's edge lost a space; one inside a word ("ProcessGroupNCCL'" / "s watchdog") did not
                 joined = next((j for j in (_join_wrapped(pending), _join_wrapped(pending, ""))
@@ -238,6 +256,9 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
                 or line.text.endswith(("rror:", "xception:", "rror: ", "xception: ")) and _EMPTY_EXCEPTION.search(line.text)
                 or _PG_NCCL_HEAD.search(line.text)) and _messages.match(line.text) is None:
             pending.append(line)
+            return
+        if "xception has occurred: " in line.text and _DEBUGGER_HEAD.match(line.text):
+            pending.append(line)   # its message is on the next line
             return
         job.feed_line(line, events(line))
 

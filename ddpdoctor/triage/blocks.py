@@ -41,6 +41,9 @@ yaml yml json jsonc json5 diff patch udiff dockerfile docker toml ini cfg conf m
 """.split())
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^\s`{]*)")
+# a program's first output line glued to a fence's opening marker: Python's traceback header, or an exception line
+# ("```RuntimeError: ..."), the two lines a traceback module prints first and last (Lib/traceback.py)
+_GLUED_OUTPUT = re.compile(r"Traceback \(most recent call last\):|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 _DIFF_HEAD = re.compile(r"^(?:diff --git |index [0-9a-f]+\.\.[0-9a-f]+|--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null))")
 _SHEBANG = re.compile(r"^#!\s*/\S*(?:bin|env)\S*")
@@ -86,7 +89,11 @@ class SourceBlocks:
                     self._fence[src] = (mark[0], len(mark), lang in SOURCE_LANGUAGES, False, lang in DATA_LANGUAGES)
                     self._script.pop(src, None)
                     self._hunk.pop(src, None)
-                    return True
+                    # the fence's info string is the text after the marker (CommonMark 0.31.2, 4.5), shown by nobody;
+                    # a writer who glued the output's first line to the fence ("```Traceback (most recent call
+                    # last):") left that line in the raw text: it is output, not a language (round 19 wave 2, issue 24:
+                    # b175_05 read as no failure)
+                    return _GLUED_OUTPUT.match(text[m.end(1):].lstrip()) is None
                 elif mark[0] == fence[0] and len(mark) >= fence[1] and not text.strip().strip(mark[0]):
                     del self._fence[src]
                     self._script.pop(src, None)

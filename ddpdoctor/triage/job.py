@@ -540,6 +540,12 @@ class Job:
             # a C++ backtrace's frame (c10::Error's, the watchdog's), its exception's message cut from the paste
             first, n = self.headless_frames.get(key, (line, 0))
             self.headless_frames[key] = (first, n + 1)
+        elif (frame is None and line.text[:1] == "#" and "frame #" in line.text and key not in self._tb_header
+              and _HEADED_CPP_FRAME.match(line.text)):
+            # a title quoting the frames ("# frame #4: <unknown function> + 0xdbbf4 (0x7eff in .../libstdc++.so.6)
+            # frame #5: ..."): the issue's writer pasted the backtrace's last lines as its title; each frame counts
+            first, n = self.headless_frames.get(key, (line, 0))
+            self.headless_frames[key] = (first, n + len(_CPP_FRAME_IN.findall(line.text)))
         if frame is None and key not in self._tb_header and _RICH_FRAME.match(line.text):
             # rich's frame header in a box whose top the paste cut ("│ /x/state_dict.py:834 in _load_optim │", rich
             # traceback.py _render_stack; wrapped at the box's width, "│ /x/state_dict.py:83 │" then "│ 4 in ... │")
@@ -1185,6 +1191,10 @@ class Job:
 # "<unknown function>" are in libc10.so): printed only under an error, so frames alone are a traceback cut above them
 _ESCAPED_FRAME = re.compile(r'File \\"[^"\\]+\.py\\"')
 _CPP_FRAME = re.compile(r"frame #\d{1,4}: (?:<unknown function>|\S.*? \+ 0x[0-9a-f]+\b|\S.*?\(0x[0-9a-f]+ in )")
+# the same frames quoted in a Markdown heading (an issue's title), one or more on the line (round 19 wave 2, issue 24:
+# b174_25); each frame of the line found by its "frame #N: " and the " + 0x" offset or "(0x... in " library after it
+_HEADED_CPP_FRAME = re.compile(r"^ {0,3}#{1,6}[ \t]+" + _CPP_FRAME.pattern)
+_CPP_FRAME_IN = re.compile(r"\bframe #\d{1,4}: (?:<unknown function>|[^#]*? \+ 0x[0-9a-f]+\b|[^#]*?\(0x[0-9a-f]+ in )")
 # rich's frame header (rich/traceback.py, Traceback._render_stack: "{filename}:{lineno} in {name}" for a file on disk,
 # "in {name}:{lineno}" otherwise) on a line of its box, possibly wrapped after the line number's first digits
 _RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in [\w<>.]+)?|in [\w<>.]+:\d+)\s*│\s*$")
