@@ -1583,7 +1583,10 @@ def straggler(snap):
              f"of the {s['step_ms']:.0f} ms step); {stepsplit.long_part_text(s)}" + (f": {c['text']}" if c.get("text") else ""))
     waits = ", ".join(f"rank {r} {v:.1f} ms" for r, v in (s.get("collective_ms") or {}).items())
     parts = "; ".join(f"{p} {v['straggler_ms']:.1f} vs {v['others_ms']:.1f} ms" for p, v in (s.get("parts") or {}).items())
-    detail = (f"Steps {steps[0]}-{steps[-1]} (the last ones every rank ran, at least 20 and 3 s of them): median time blocked in collectives per step: {waits}. {who} waits least in "
+    which = ("every sampled step of a job that ended within 20 common steps, spanning at least 3 s: the short rule, "
+             f"every step led by the same rank(s) by at least {stepsplit.SHORT_COST_FRAC:.0%} of the step"
+             if s.get("rule") == "short" else "the last ones every rank ran, at least 20 and 3 s of them")
+    detail = (f"Steps {steps[0]}-{steps[-1]} ({which}): median time blocked in collectives per step: {waits}. {who} waits least in "
               f"{100 * s.get('consistent', 0):.0f}% of these steps"
               + (f" that show a lead ({s['neutral_steps']} where no rank waited for another by the cost bar count neither way)"
                  if s.get("neutral_steps") else "")
