@@ -144,3 +144,56 @@ def test_real_warm_up_on_one_rank_of_a_40_step_job_is_not_named(tmp_path):
     assert all(((r.get("split") or {}).get("steps") or 0) > st.WINDOW for r in ranks.values()), out[-3000:]
     assert ranks[1]["split"]["compute"]["p95"] >= 400, out[-3000:]  # the injected 0.5 s sleep happened
     assert [f for f in run_findings(rep) if f["id"] == "RUN020"] == [] and rc == 0, out[-3000:]
+
+
+# ---- 3. every SIGKILL explained: the kernel's OOM report in each of its forms (mm/oom_kill.c, see run/kills.py)
+
+def _evidence(tmp_path, lines):
+    from ddpdoctor.run import kills
+
+    ev = kills.KillEvidence(environ={}, cgroup_dir=str(tmp_path / "none"), kmsg_path=str(tmp_path / "no-kmsg"), xid=False)
+    ev.kmsg.lines = list(lines)
+    return ev
+
+
+MODERN_NODE = [  # 5.x/6.x, a node-wide OOM (dump_oom_summary, then __oom_kill_process)
+    "python invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
+    "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/user.slice,"
+    "task=python,pid=4242,uid=1000",
+    "Out of memory: Killed process 4242 (python) total-vm:9000000kB, anon-rss:8000000kB, file-rss:0kB, shmem-rss:0kB, "
+    "UID:1000 pgtables:17000kB oom_score_adj:0"]
+ALLOCATING = [  # vm.oom_kill_allocating_task=1: the allocating task is killed, with its own prefix
+    "Out of memory (oom_kill_allocating_task): Killed process 6161 (python) total-vm:100kB, anon-rss:90kB, "
+    "file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"]
+OLD_MEMCG = [  # <= 4.x (RHEL 7/8): the scope on the lines before a bare "Killed process"
+    "python invoked oom-killer: gfp_mask=0xd0, order=0, oom_score_adj=0",
+    "Task in /slurm/uid_1000/job_77/step_0 killed as a result of limit of /slurm/uid_1000/job_77",
+    "memory: usage 8388608kB, limit 8388608kB, failcnt 451",
+    "Memory cgroup out of memory: Kill process 7171 (python) score 998 or sacrifice child",
+    "Killed process 7171 (python) total-vm:9000000kB, anon-rss:8000000kB, file-rss:0kB, shmem-rss:0kB"]
+OLD_CHILD = [  # <= 4.x: the rank (8181) chosen, its DataLoader worker (8282) sacrificed
+    "Out of memory: Kill process 8181 (python) score 900 or sacrifice child",
+    "Killed process 8282 (pt_data_worker) total-vm:900kB, anon-rss:800kB, file-rss:0kB, shmem-rss:0kB"]
+
+
+def test_each_form_of_the_kernels_oom_report_explains_the_sigkill(tmp_path):
+    """The 5.x/6.x node and memcg forms (read before too), the oom_kill_allocating_task prefix and the <= 4.x two-line
+    form with its scope before it (both unexplained before: 'nothing on this node says who sent it')."""
+    got = _evidence(tmp_path, MODERN_NODE).explain(4242)
+    assert got["cause"] == "oom-killer" and "Killed process 4242" in got["evidence"]
+    got = _evidence(tmp_path, ALLOCATING).explain(6161)
+    assert got["cause"] == "oom-killer" and "oom_kill_allocating_task" in got["evidence"]
+    got = _evidence(tmp_path, OLD_MEMCG).explain(7171)
+    assert got["cause"] == "cgroup-limit" and "Killed process 7171" in got["evidence"]
+    assert "its report: Memory cgroup out of memory: Kill process 7171" in got["evidence"]
+    got = _evidence(tmp_path, OLD_CHILD).explain(8282)
+    assert got["cause"] == "oom-killer"
+
+
+def test_the_process_chosen_but_not_killed_and_other_pids_are_not_explained_by_it(tmp_path):
+    """Quiet: in the <= 4.x form the chosen rank (8181) whose child was sacrificed was not killed; another pid's kill
+    is not this rank's; nothing readable says what to read on the node."""
+    assert _evidence(tmp_path, OLD_CHILD).explain(8181)["cause"] is None
+    for lines in (MODERN_NODE, ALLOCATING, OLD_MEMCG):
+        got = _evidence(tmp_path, lines).explain(1)
+        assert got["cause"] is None and "dmesg" in got["read"]
