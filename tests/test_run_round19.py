@@ -197,3 +197,87 @@ def test_the_process_chosen_but_not_killed_and_other_pids_are_not_explained_by_i
     for lines in (MODERN_NODE, ALLOCATING, OLD_MEMCG):
         got = _evidence(tmp_path, lines).explain(1)
         assert got["cause"] is None and "dmesg" in got["read"]
+
+
+# ---- first read run-r19, its class: a rank's own failure before torchrun's teardown is no consequence of it
+
+def _death(procs):
+    from ddpdoctor.run import section
+
+    from test_run_split import findings
+
+    sec = section.build(procs, 60.0, death=True)
+    return sec, findings(sec, "RUN010")
+
+
+def _exc(typ, msg, t, line=17):
+    return {"type": typ, "message": msg, "t": t,
+            "user": {"file": "/job/app.py", "line": line, "func": "<module>", "code": "x"}}
+
+
+def _terminated(t, after):
+    return {"role": "terminated", "signal": "SIGTERM", "after": after, "t": t, "reason": "a worker failed"}
+
+
+def test_an_exception_raised_before_torchruns_teardown_is_the_first_failure_not_its_consequence():
+    """j5's shape: rank 1 raises ValueError at 100.00 and stays alive finalising (Gloo's group); rank 0 raises
+    TypeError at 100.20 and exits; torchrun tears rank 1 down at 101.60 'after rank 0 failed'. Rank 1 failed first:
+    RUN010 names it (before: rank 0, and rank 1's ValueError 'a consequence of it, -0.20 s'); rank 0's TypeError is
+    told as a failure of its own, not a consequence."""
+    from run_factory import proc
+
+    r0 = proc(10, 0, exc=_exc("TypeError", "Trainer.__init__() got an unexpected keyword argument 'tokenizer'", 100.2, 22),
+              end_t=100.3, status=1)
+    r1 = proc(11, 1, exc=_exc("ValueError", "injected: a malformed example", 100.0), end_t=101.7,
+              launcher=_terminated(101.6, [0]))
+    sec, [f] = _death([r0, r1])
+    assert sec["death"]["first_rank"] == 1 and "rank 1 died first" in f.title and "ValueError" in f.title
+    assert "Also failed of itself, later (not a consequence): rank 0 (raised TypeError" in f.detail
+    assert "consequences of it" not in f.detail
+
+
+def test_an_exception_after_the_teardown_record_or_naming_a_lost_peer_stays_a_consequence():
+    """Quiet: the same ranks, but rank 1's exception comes after torchrun recorded its teardown (the peer's end may
+    have reached it first), or it is a lost peer's error, or the SystemExit a SIGTERM handler raises: rank 0 first."""
+    from run_factory import proc
+
+    r0 = proc(10, 0, exc=_exc("TypeError", "bad kwarg", 100.2, 22), end_t=100.3, status=1)
+    for exc in (_exc("ValueError", "late", 101.65), _exc("RuntimeError", "Connection closed by peer [127.0.0.1]:1", 100.0),
+                _exc("SystemExit", "15", 100.0)):
+        r1 = proc(11, 1, exc=exc, end_t=101.7, launcher=_terminated(101.6, [0]))
+        sec, [f] = _death([dict(r0), r1])
+        assert sec["death"]["first_rank"] == 0 and "rank 0 died first" in f.title, exc
+        assert "consequences of it: rank 1" in f.detail
+
+
+def test_a_killed_ranks_end_is_bounded_by_the_teardown_that_names_it():
+    """j4's shape: rank 1 SIGKILLed at ~100.00, seen gone by the poll at 100.15; torchrun records tearing rank 0 down
+    'after rank 1 failed' at 100.05; rank 0's TypeError at 100.10 (after that record: a consequence, as before). Rank
+    1's end is at most 100.05 (t_src launcher): rank 0 reads +0.05 s after it, not -0.05 s."""
+    from run_factory import proc
+
+    r1 = proc(11, 1, status=-9, end_t=100.15)
+    r0 = proc(10, 0, exc=_exc("TypeError", "bad kwarg", 100.10, 22), end_t=100.3, launcher=_terminated(100.05, [1]))
+    sec, [f] = _death([r0, r1])
+    e1 = next(r for r in sec["ranks"] if r["rank"] == 1)["end"]
+    assert (e1["t"], e1["t_src"]) == (100.05, "launcher")
+    assert sec["death"]["first_rank"] == 1 and "+0.05 s" in f.detail and "-0.05 s" not in f.detail
+    # no teardown record names it: its poll time stands
+    sec, _ = _death([proc(11, 1, status=-9, end_t=100.15), proc(10, 0, exc=_exc("TypeError", "x", 100.3, 22), end_t=100.4,
+                                                                   status=1)])
+    assert next(r for r in sec["ranks"] if r["rank"] == 1)["end"]["t_src"] == "poll"
+
+
+def test_the_same_error_on_every_rank_is_said_to_be_the_scripts():
+    """j1's shape: both ranks raise the same TypeError at the same line (the script's bug): the detail says so; two
+    different errors do not get that line."""
+    from run_factory import proc
+
+    msg = "Trainer.__init__() got an unexpected keyword argument 'tokenizer'"
+    r0 = proc(10, 0, exc=_exc("TypeError", msg, 100.0, 22), end_t=100.3, status=1)
+    r1 = proc(11, 1, exc=_exc("TypeError", msg, 100.27, 22), end_t=100.4, status=1)
+    _, [f] = _death([r0, r1])
+    assert "Every rank that failed raised the same TypeError at app.py:22" in f.detail
+    r1 = proc(11, 1, exc=_exc("ValueError", "other", 100.27, 17), end_t=100.4, status=1)
+    _, [f] = _death([dict(r0), r1])
+    assert "Every rank that failed" not in f.detail

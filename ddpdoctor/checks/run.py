@@ -781,17 +781,34 @@ def _order_text(sec: dict, first: Optional[dict], as_ends: bool = False) -> str:
     ordered = sorted(dead.values(), key=lambda r: (r is not first, r["end"].get("secondary", False),
                                                    r["end"].get("t") if r["end"].get("t") is not None else float("inf")))
     t0 = first["end"].get("t") if first is not None else None
-    parts = []
+    parts, own = [], []
     for r in ordered:
         dt = r["end"].get("t")
         when = f", {dt - t0:+.2f} s" if t0 is not None and dt is not None and r is not first else ""
         at = f", at {_where(r.get('user_frame'))}" if r is not first and r.get("user_frame") else ""
-        parts.append(f"{_who(r)} ({_how(r['end'])}{when}{at})")
+        text = f"{_who(r)} ({_how(r['end'])}{when}{at})"
+        # a later rank that failed of itself (its own exception, not a lost peer's: section.end_of) is no consequence
+        (own if (not as_ends and r is not ordered[0] and not r["end"].get("secondary")) else parts).append(text)
     if not parts:
         return ""
     head = ("The ends, in order: " if as_ends else "Root cause: ") + parts[0] + "."
+    also = " Also failed of itself, later (not a consequence): " + "; ".join(own) + "." if own else ""
     then = " Then: " if as_ends else " Then, consequences of it: "
-    return head + (then + "; ".join(parts[1:]) + "." if len(parts) > 1 else "")
+    return head + also + (then + "; ".join(parts[1:]) + "." if len(parts) > 1 else "") + _same_error(dead.values())
+
+
+def _same_error(ends) -> str:
+    """Every failed rank raised the same exception at the same line: the script's error, not one rank's."""
+    keys = {((r["end"].get("exception") or {}).get("type"), ((r["end"].get("exception") or {}).get("message") or "")[:200],
+             _where((r["end"].get("exception") or {}).get("user")) if (r["end"].get("exception") or {}).get("user") else None)
+            for r in ends}
+    if len(keys) != 1 or len(list(ends)) < 2:
+        return ""
+    typ, _msg, where = next(iter(keys))
+    if not typ or any(r["end"].get("how") != "exception" for r in ends):
+        return ""
+    return (f" Every rank that failed raised the same {typ}" + (f" at {where}" if where else "") +
+            ": the script's error, which every rank reaches (fix it once; no rank caused it in another).")
 
 
 def _never_arrived(sec: dict, late: dict):
