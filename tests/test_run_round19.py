@@ -281,3 +281,61 @@ def test_the_same_error_on_every_rank_is_said_to_be_the_scripts():
     r1 = proc(11, 1, exc=_exc("ValueError", "other", 100.27, 17), end_t=100.4, status=1)
     _, [f] = _death([dict(r0), r1])
     assert "Every rank that failed" not in f.detail
+
+
+# ---- first read run-r19: ddpdoctor's own stack signal ended ranks that were finishing ("exitcode -40")
+
+_LATE_CHILD = r"""
+import ctypes, os, sys
+from ddpdoctor.run import recorder
+recorder.S.dir, recorder.S.pid, recorder.S.files = sys.argv[1], os.getpid(), []
+recorder._register_faulthandler()
+libc = ctypes.CDLL(None)
+# C exit handlers run in exit(), after Py_FinalizeEx (faulthandler's fini among it), in reverse order: close(fd) tells
+# the parent this process got there, then pause() holds it there, as Gloo's teardown holds a rank waiting for a peer
+libc.__cxa_atexit(ctypes.cast(libc.pause, ctypes.c_void_p), None, None)
+libc.__cxa_atexit(ctypes.cast(libc.close, ctypes.c_void_p), ctypes.c_void_p(int(sys.argv[2])), None)
+raise ValueError("the rank's own failure")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_stack_signal_after_the_interpreter_finalised_does_not_end_the_process(tmp_path):
+    """A rank that raised and is held in its C exit handlers (after CPython unregistered faulthandler's handlers) gets
+    the stack signal (torchrun's agent takes every live worker's stacks before its SIGTERM): it must not die of it
+    (before: killed by SIGRTMIN+6, torchrun's table "exitcode -40 ... Signal 40"). First the state: the child closed
+    its pipe from its C exit handlers (EOF here); the signal is then no longer pending (delivered or ignored); only then
+    SIGTERM ends it: -15 means the stack signal did not."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ddpdoctor.run import recorder
+
+    sig = recorder.default_signal()
+    r, w = os.pipe()
+    child = subprocess.Popen([sys.executable, "-c", _LATE_CHILD, str(tmp_path), str(w)], pass_fds=(w,),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    os.close(w)
+    try:
+        assert os.read(r, 1) == b"", "the child should close the pipe in its C exit handlers"
+        os.kill(child.pid, sig)
+        for _ in range(500):  # until the kernel no longer holds it pending for the process (or the process is gone)
+            try:
+                with open(f"/proc/{child.pid}/status") as fh:
+                    pend = next(int(ln.split()[1], 16) for ln in fh if ln.startswith("ShdPnd:"))
+            except (OSError, StopIteration):
+                break
+            if not pend & (1 << (sig - 1)) or child.poll() is not None:
+                break
+            time.sleep(0.01)
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=30) == -signal.SIGTERM, child.stderr.read().decode()[-2000:]
+    finally:
+        os.close(r)
+        if child.poll() is None:
+            child.kill()

@@ -1917,11 +1917,29 @@ def _at_exit() -> None:
         pass
 
 
+def _ignore_when_unregistered(sig: int) -> None:
+    """The stack signal must never end the process. faulthandler restores the action it replaced when it unregisters,
+    and CPython unregisters every user signal while it finalises (faulthandler's fini, in Py_FinalizeEx); the
+    default action of SIGRTMIN+6 ends the process. A rank that still runs after that (the C exit handlers: Gloo's
+    teardown waiting for its peer) and got a stack signal then (torchrun's agent taking every live worker's stacks
+    before its SIGTERM, launcher_hook) was killed by it: "exitcode -40 ... Signal 40 received", not its own exit 1
+    (round 19, batch run-r19 j1 and j5). So the action replaced is SIG_IGN: restored at finalisation, the late signal
+    is ignored. Only a default action is replaced (a job's own handler stays what faulthandler restores)."""
+    import signal
+
+    try:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, signal.SIG_IGN)
+    except (ValueError, OSError, TypeError):  # not the main thread, or not a signal here: as before
+        pass
+
+
 def _register_faulthandler() -> None:
     import faulthandler
 
     sig = int(os.environ.get(ENV_SIGNAL) or default_signal())
     stack = open(os.path.join(S.dir, f"stack.{S.pid}.txt"), "w")
+    _ignore_when_unregistered(sig)
     faulthandler.register(sig, file=stack, all_threads=True, chain=False)
     S.files.append(stack)
     S.sig = sig
