@@ -339,3 +339,29 @@ def test_a_stack_signal_after_the_interpreter_finalised_does_not_end_the_process
         os.close(r)
         if child.poll() is None:
             child.kill()
+
+
+# ---- first read run-r19: a library on PYTHONPATH read as the user's code
+
+def test_import_path_dirs_holding_installed_projects_are_library_prefixes(tmp_path):
+    """A directory on the import path with a *.dist-info (pip install --target, a module tree on PYTHONPATH) is a
+    library: its frames are not the user's line (before: datasets' fingerprint.py:214 named as a rank's line). Quiet:
+    a directory of plain modules, the script's own directory and the working directory even with a dist-info, an
+    egg-info only (setup.py develop writes one into the user's source tree)."""
+    from ddpdoctor.run.recorder import installed_dirs
+
+    lib, plain, script, egg = (tmp_path / n for n in ("lib", "plain", "script", "egg"))
+    for d in (lib, plain, script, egg):
+        d.mkdir()
+    (lib / "datasets").mkdir()
+    (lib / "datasets-5.2.0.dist-info").mkdir()
+    (plain / "helpers.py").write_text("")
+    (script / "tool-1.0.dist-info").mkdir()
+    (egg / "proj.egg-info").mkdir()
+    got = installed_dirs([str(lib), str(plain), str(script), str(egg), "", str(tmp_path / "missing")],
+                         skip=(str(script),))
+    assert got == {str(lib) + "/"}
+    from ddpdoctor.run.stacks import is_library
+
+    assert is_library(str(lib / "datasets" / "fingerprint.py"), tuple(got))
+    assert not is_library(str(plain / "helpers.py"), tuple(got))

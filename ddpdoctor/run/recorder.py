@@ -903,7 +903,33 @@ def _lib_prefixes() -> tuple:
             pass
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out.add(pkg + os.sep)
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    out.update(installed_dirs(sys.path, skip=(os.getcwd(), os.path.dirname(os.path.abspath(main)) if main else "")))
     return tuple(sorted(out))
+
+
+def installed_dirs(paths, skip=()) -> set:
+    """The import-path directories that hold installed projects, as prefixes: libraries, not the user's code, wherever
+    they were installed (`pip install --target DIR` on PYTHONPATH, a cluster's module tree): "Each project installed
+    from a distribution must ... install a .dist-info directory located alongside importable modules and packages"
+    (pypa/packaging.python.org source/specifications/recording-installed-packages.rst @ bc091ed9). Round 19: datasets
+    on PYTHONPATH read as the user's code ("at fingerprint.py:214 `return cls.hash_bytes(dumps(value))`" as a rank's
+    line). Not the script's directory or the working directory (a project checkout is the user's, whatever it holds),
+    not egg-info (`setup.py develop` writes one into the user's own source tree)."""
+    skip = {os.path.realpath(x) for x in skip if x}
+    out = set()
+    for p in paths:
+        if not p or not os.path.isdir(p) or os.path.realpath(p) in skip:
+            continue
+        try:
+            with os.scandir(p) as it:
+                if not any(e.name.endswith(".dist-info") and e.is_dir() for e in it):
+                    continue
+        except OSError:
+            continue
+        out.add(os.path.realpath(p) + os.sep)
+        out.add(p.rstrip(os.sep) + os.sep)
+    return out
 
 
 def is_library(filename: str, prefixes: tuple) -> bool:
