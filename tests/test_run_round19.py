@@ -365,3 +365,26 @@ def test_import_path_dirs_holding_installed_projects_are_library_prefixes(tmp_pa
 
     assert is_library(str(lib / "datasets" / "fingerprint.py"), tuple(got))
     assert not is_library(str(plain / "helpers.py"), tuple(got))
+
+
+# ---- item 5: a SIGKILL that is torchrun's own escalation (its SIGTERM not obeyed within the timeout)
+
+def test_torchruns_sigkill_after_an_unobeyed_sigterm_is_explained_as_its_teardown():
+    """torch/distributed/elastic/multiprocessing/api.py SubprocessContext._close (torch 2.13.0, cf30153c): SIGTERM to
+    each live worker, then after `timeout` (30 s) "Unable to shutdown process ... forcefully exiting via" SIGKILL.
+    The agent's record (launcher_hook) says torchrun ended the rank and its exit code -9: the kill is torchrun's, after
+    rank 0 failed, not a node's OOM killer or an unknown sender. Quiet: the same teardown obeyed (SIGTERM: no kill to
+    explain), and a SIGKILL only guessed (no exit status on record) is not claimed for torchrun."""
+    from ddpdoctor.run.supervisor import Supervisor
+
+    sup = Supervisor(["true"])
+    by = {"who": "torchrun", "signal": "SIGTERM", "after_ranks": [0], "reason": "a worker failed", "t": 10.0}
+    killed = {"rank": 1, "pid": 11, "end": {"how": "signal", "signal": "SIGKILL", "terminated_by": dict(by)}}
+    obeyed = {"rank": 2, "pid": 12, "end": {"how": "signal", "signal": "SIGTERM", "terminated_by": dict(by)}}
+    guessed = {"rank": 3, "pid": 13, "end": {"how": "vanished", "signal": "SIGKILL", "signal_guessed": True,
+                                             "terminated_by": dict(by)}}
+    sec = {"ranks": [killed, obeyed, guessed]}
+    sup._explain_kills(sec)
+    kill = killed["end"]["kill"]
+    assert kill["cause"] == "torchrun" and "after its SIGTERM was not obeyed" in kill["text"] and "rank 0" in kill["text"]
+    assert "kill" not in obeyed["end"] and "kill" not in guessed["end"]
