@@ -115,7 +115,8 @@ def test_a_short_jobs_lead_of_a_third_of_the_step_is_said_not_named():
     assert nj["reason"] == "short" and nj["leader"]["ranks"] == [1] and nj["leader"]["led"] == 10
     assert 0.25 <= nj["leader"]["cost_frac"] < 0.5
     text = st.not_judged_text(nj)
-    assert "Seen: rank 1 waited least in 10 of its 10" in text and "33% of the" in text and "not named" in text
+    assert "Seen: rank 1 waited least in 10 of its 10 sampled common step(s) (step(s) 1-10)" in text
+    assert "33% of the" in text and "not named" in text
     # fewer steps than the short rule's 8 (reason "steps"): the same figure
     assert st.not_judged(short_job(steps=5, base=1000.0, slow=1, extra=500.0))["leader"]["ranks"] == [1]
 

@@ -307,9 +307,10 @@ LEADER_MIN_STEPS = 3   # the fewest common steps whose leader is said at all
 def leader(al: Dict[int, List[Sequence[float]]]) -> Optional[dict]:
     """The rank(s) that waited least in the collectives of these common steps (the same step numbers on every rank),
     when they did by at least the full rule's cost bar (the others' median wait less theirs, >= MIN_COST_FRAC of the
-    median step and MIN_COST_MS): {"ranks", "cost_ms", "cost_frac", "step_ms", "led", "shown", "steps"}; else None.
-    `led`: the steps in which they waited least by the cost bar of `shown` steps that show a lead. A figure for the
-    user, not a verdict (see LEADER_MIN_STEPS)."""
+    median step and MIN_COST_MS): {"ranks", "cost_ms", "cost_frac", "step_ms", "led", "shown", "steps", "led_steps"};
+    else None. `led`: the steps in which they waited least by the cost bar of `shown` steps that show a lead, and their
+    numbers (a lead confined to the first steps reads like a warm-up: the text says which). A figure for the user, not
+    a verdict (see LEADER_MIN_STEPS)."""
     if len(al) < 2 or not all(al.values()):
         return None
     n = min(len(v) for v in al.values())
@@ -327,21 +328,26 @@ def leader(al: Dict[int, List[Sequence[float]]]) -> Optional[dict]:
     if cost < bar:
         return None
     led = shown = 0
+    led_steps = []
     for i in range(n):
         waits = [al[r][i][_AT["collective"]] for r in order]
         if max(waits) - min(waits) < bar:
             continue
         shown += 1
-        led += min(al[r][i][_AT["collective"]] for r in slow) < min(al[r][i][_AT["collective"]] for r in others)
+        if min(al[r][i][_AT["collective"]] for r in slow) < min(al[r][i][_AT["collective"]] for r in others):
+            led += 1
+            led_steps.append(int(al[slow[0]][i][0]))
     return {"ranks": sorted(slow), "cost_ms": round(cost, 3), "cost_frac": round(cost / step_med, 4) if step_med else None,
-            "step_ms": round(step_med, 3), "led": led, "shown": shown, "steps": n}
+            "step_ms": round(step_med, 3), "led": led, "shown": shown, "steps": n, "led_steps": led_steps}
 
 
 def leader_text(lead: dict) -> str:
     who = "rank " + str(lead["ranks"][0]) if len(lead["ranks"]) == 1 else "ranks " + ranks_text(lead["ranks"])
-    return (f"{who} waited least in {lead['led']} of its {lead['steps']} common step(s) ({lead['shown']} showed a lead); "
-            f"the others waited {lead['cost_ms']:.0f} ms per step for it, {lead['cost_frac']:.0%} of the "
-            f"{lead['step_ms']:.0f} ms step: a possible straggler, not named (below what a job this short needs to name one)")
+    at = f" (step(s) {runs_text(lead['led_steps'])})" if lead.get("led_steps") else ""
+    return (f"{who} waited least in {lead['led']} of its {lead['steps']} sampled common step(s){at}, "
+            f"{lead['shown']} of them showing a lead; the others waited {lead['cost_ms']:.0f} ms per step for it, "
+            f"{lead['cost_frac']:.0%} of the {lead['step_ms']:.0f} ms step: a possible straggler, or a slow start if those "
+            "are the first steps (a warm-up looks the same), not named (below what a job this short needs to name one)")
 
 
 def not_judged_text(nj: dict) -> str:
