@@ -389,3 +389,25 @@ def test_torchruns_sigkill_after_an_unobeyed_sigterm_is_explained_as_its_teardow
     kill = killed["end"]["kill"]
     assert kill["cause"] == "torchrun" and "after its SIGTERM was not obeyed" in kill["text"] and "rank 0" in kill["text"]
     assert "kill" not in obeyed["end"] and "kill" not in guessed["end"]
+
+
+def test_a_peers_own_error_inside_a_killed_ranks_unknown_moment_is_a_tie_not_a_first():
+    """The re-read's j4: rank 1 SIGKILLed at ~856.72 (run last saw it running at 856.63; torchrun recorded tearing rank 0
+    down "after rank 1 failed" at 856.832), rank 0 raised its own TypeError at 856.790, before that record. Rank 1's end
+    lies in (856.63, 856.832], which holds 856.790: nothing orders them, RUN010 says so (before this: "rank 0 died
+    first"). Quiet: rank 1 seen running after rank 0's exception (856.80): rank 0 first; rank 0's exception after the
+    record: rank 1 first (torchrun had seen it fail by then)."""
+    from run_factory import proc
+
+    def job(alive_t, exc_t):
+        r1 = proc(11, 1, status=-9, end_t=856.95, alive_t=alive_t)
+        r0 = proc(10, 0, exc=_exc("TypeError", "bad kwarg", exc_t, 30), end_t=857.0, launcher=_terminated(856.832, [1]))
+        return _death([r0, r1])
+
+    sec, [f] = job(856.63, 856.790)
+    assert sorted(sec["death"]["tied"]) == [0, 1] and sec["death"]["first_rank"] is None
+    assert "nothing recorded which came first" in f.title
+    sec, [f] = job(856.80, 856.790)
+    assert sec["death"]["first_rank"] == 0 and "rank 0 died first" in f.title
+    sec, [f] = job(856.63, 856.850)
+    assert sec["death"]["first_rank"] == 1 and "rank 1 died first" in f.title

@@ -873,8 +873,9 @@ def rank_died(snap):
         tied = [r for r in sec.get("ranks") or [] if r.get("end") and r.get("rank") in d["tied"]]
         hows = "; ".join(f"{_who(r)} {_how(r['end'])}" for r in tied)
         yield error(f"{_ranks(tied)} ended within {0.3:.1f} s of each other and nothing recorded which came first: {hows}",
-                    detail="No exception, fatal-signal dump or launcher record orders them; each is listed with its "
-                           "evidence. " + _order_text(sec, None),
+                    detail="Nothing recorded orders them: an end known only from a poll or the launcher's record lies "
+                           "somewhere between the last time its process was seen running and that record, and the other "
+                           "end falls inside that interval; each is listed with its evidence. " + _order_text(sec, None),
                     fix="Look at each rank's own log and at the node (dmesg -T | tail -50; the scheduler's log) for "
                         "what ended them",
                     subjects=_subjects(tied), evidence={"tied": d["tied"], "ends": {str(r.get("rank")): r["end"] for r in tied}})

@@ -455,6 +455,8 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
             break
     else:
         out["t"], out["t_src"] = None, None
+    if out["t_src"] in ("poll", "launcher", "launcher-poll") and p.get("alive_t") and out["t"] and p["alive_t"] < out["t"]:
+        out["t_lo"] = p["alive_t"]  # seen running then: its end lies in (t_lo, t]
     out["rss_mb"] = p.get("rss_mb")
     if exiting:
         out["exiting"] = True
@@ -740,6 +742,8 @@ def bound_by_teardown(recs: list) -> None:
             e = (by_rank.get(q) or {}).get("end") or {}
             if e and e.get("t_src") in ("poll", "launcher-poll") and (e.get("t") is None or t < e["t"]):
                 e["t"], e["t_src"] = t, "launcher"
+                if e.get("t_lo") is not None and e["t_lo"] >= t:
+                    e.pop("t_lo")  # the two clocks' reads disagree: no interval known
 
 
 PEER_SLACK_S = 5.0  # a poll-timed end this soon after a peer-loss error may be the peer it lost (polls lag under load)
@@ -795,6 +799,18 @@ def _closer(ordered: list) -> Optional[dict]:
     return None
 
 
+def _overlaps(first: dict, later: dict) -> bool:
+    """A precisely timed end (its exception's or fatal dump's own time) and a later one known only as an interval
+    (last seen running, `t_lo`, to seen gone or the launcher's record, `t`) that contains it: which came first is not
+    known (round 19, batch run-r19 re-read: a SIGKILL at 856.720, seen gone by the teardown record at 856.832, a peer's
+    own TypeError at 856.790). Only where the last sight is recorded (`run`'s polls record it): without it the precise
+    end stays first, as before."""
+    if first.get("t_src") not in ("exception", "fatal") or later.get("t_src") not in ("poll", "launcher-poll", "launcher"):
+        return False
+    lo = later.get("t_lo")
+    return lo is not None and lo < first["t"] <= later["t"]
+
+
 def order_deaths(recs: list) -> Optional[dict]:
     """The first failure and the order of the others. Root causes (not `secondary`) before
     consequences, then by time; never by rank number. Two root-cause ends whose times are known only
@@ -818,8 +834,9 @@ def order_deaths(recs: list) -> Optional[dict]:
     fe = first["end"]
     tied = [r for r in ordered[1:] if not r["end"].get("secondary") and not fe.get("secondary")
             and fe.get("t") is not None and r["end"].get("t") is not None
-            and abs(r["end"]["t"] - fe["t"]) <= TIE_S
-            and fe.get("t_src") in ("poll", "launcher-poll") and r["end"].get("t_src") in ("poll", "launcher-poll")]
+            and (abs(r["end"]["t"] - fe["t"]) <= TIE_S
+                 and fe.get("t_src") in ("poll", "launcher-poll") and r["end"].get("t_src") in ("poll", "launcher-poll")
+                 or _overlaps(fe, r["end"]))]
     if tied:
         out["tied"] = [first["rank"]] + [r["rank"] for r in tied]
         out["first_rank"] = None

@@ -217,7 +217,9 @@ class Proc:
                 ok = False
             # its cgroup, as last seen alive: the limit that binds it is read along it after a SIGKILL (kills.py)
             self.cgroup = kills.read_proc_cgroup(self.pid) or self.cgroup
-        if not ok:
+        if ok:
+            self.seen_t = now  # the last poll that found it running: a death seen later lies after this
+        else:
             self.alive = False
             self.end_t = now
             self.close()
@@ -312,6 +314,7 @@ class Proc:
                "running_frac": (self.state_sample or {}).get("running_frac") if alive else None,
                "native": self.native,
                "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
+               "alive_t": getattr(self, "seen_t", None),
                "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump, "split": self.split() if split else None}
         if alive and b.get("phase") == "exception":
             # it raised and still tears down: its exception (and its time) is its failure (section.end_of)
