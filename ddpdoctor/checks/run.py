@@ -781,17 +781,34 @@ def _order_text(sec: dict, first: Optional[dict], as_ends: bool = False) -> str:
     ordered = sorted(dead.values(), key=lambda r: (r is not first, r["end"].get("secondary", False),
                                                    r["end"].get("t") if r["end"].get("t") is not None else float("inf")))
     t0 = first["end"].get("t") if first is not None else None
-    parts = []
+    parts, own = [], []
     for r in ordered:
         dt = r["end"].get("t")
         when = f", {dt - t0:+.2f} s" if t0 is not None and dt is not None and r is not first else ""
         at = f", at {_where(r.get('user_frame'))}" if r is not first and r.get("user_frame") else ""
-        parts.append(f"{_who(r)} ({_how(r['end'])}{when}{at})")
+        text = f"{_who(r)} ({_how(r['end'])}{when}{at})"
+        # a later rank that failed of itself (its own exception, not a lost peer's: section.end_of) is no consequence
+        (own if (not as_ends and r is not ordered[0] and not r["end"].get("secondary")) else parts).append(text)
     if not parts:
         return ""
     head = ("The ends, in order: " if as_ends else "Root cause: ") + parts[0] + "."
+    also = " Also failed of itself, later (not a consequence): " + "; ".join(own) + "." if own else ""
     then = " Then: " if as_ends else " Then, consequences of it: "
-    return head + (then + "; ".join(parts[1:]) + "." if len(parts) > 1 else "")
+    return head + also + (then + "; ".join(parts[1:]) + "." if len(parts) > 1 else "") + _same_error(dead.values())
+
+
+def _same_error(ends) -> str:
+    """Every failed rank raised the same exception at the same line: the script's error, not one rank's."""
+    keys = {((r["end"].get("exception") or {}).get("type"), ((r["end"].get("exception") or {}).get("message") or "")[:200],
+             _where((r["end"].get("exception") or {}).get("user")) if (r["end"].get("exception") or {}).get("user") else None)
+            for r in ends}
+    if len(keys) != 1 or len(list(ends)) < 2:
+        return ""
+    typ, _msg, where = next(iter(keys))
+    if not typ or any(r["end"].get("how") != "exception" for r in ends):
+        return ""
+    return (f" Every rank that failed raised the same {typ}" + (f" at {where}" if where else "") +
+            ": the script's error, which every rank reaches (fix it once; no rank caused it in another).")
 
 
 def _never_arrived(sec: dict, late: dict):
@@ -856,8 +873,9 @@ def rank_died(snap):
         tied = [r for r in sec.get("ranks") or [] if r.get("end") and r.get("rank") in d["tied"]]
         hows = "; ".join(f"{_who(r)} {_how(r['end'])}" for r in tied)
         yield error(f"{_ranks(tied)} ended within {0.3:.1f} s of each other and nothing recorded which came first: {hows}",
-                    detail="No exception, fatal-signal dump or launcher record orders them; each is listed with its "
-                           "evidence. " + _order_text(sec, None),
+                    detail="Nothing recorded orders them: an end known only from a poll or the launcher's record lies "
+                           "somewhere between the last time its process was seen running and that record, and the other "
+                           "end falls inside that interval; each is listed with its evidence. " + _order_text(sec, None),
                     fix="Look at each rank's own log and at the node (dmesg -T | tail -50; the scheduler's log) for "
                         "what ended them",
                     subjects=_subjects(tied), evidence={"tied": d["tied"], "ends": {str(r.get("rank")): r["end"] for r in tied}})
@@ -1583,7 +1601,10 @@ def straggler(snap):
              f"of the {s['step_ms']:.0f} ms step); {stepsplit.long_part_text(s)}" + (f": {c['text']}" if c.get("text") else ""))
     waits = ", ".join(f"rank {r} {v:.1f} ms" for r, v in (s.get("collective_ms") or {}).items())
     parts = "; ".join(f"{p} {v['straggler_ms']:.1f} vs {v['others_ms']:.1f} ms" for p, v in (s.get("parts") or {}).items())
-    detail = (f"Steps {steps[0]}-{steps[-1]} (the last ones every rank ran, at least 20 and 3 s of them): median time blocked in collectives per step: {waits}. {who} waits least in "
+    which = ("every sampled step of a job that ended within 20 common steps, spanning at least 3 s: the short rule, "
+             f"every step led by the same rank(s) by at least {stepsplit.SHORT_COST_FRAC:.0%} of the step"
+             if s.get("rule") == "short" else "the last ones every rank ran, at least 20 and 3 s of them")
+    detail = (f"Steps {steps[0]}-{steps[-1]} ({which}): median time blocked in collectives per step: {waits}. {who} waits least in "
               f"{100 * s.get('consistent', 0):.0f}% of these steps"
               + (f" that show a lead ({s['neutral_steps']} where no rank waited for another by the cost bar count neither way)"
                  if s.get("neutral_steps") else "")

@@ -30,8 +30,79 @@ import threading
 import time
 from typing import Dict, List, Optional
 
-_KILLED = re.compile(r"(Out of memory|Memory cgroup out of memory): Killed process (\d+)")
+# The kernel's OOM report, as /dev/kmsg carries it (mm/oom_kill.c). The victim's line comes from the message catalogue
+# (ddpdoctor/data/messages.json, linux.oom_kill.*, with their sources); its forms differ by kernel version:
+#   5.x/6.x  "<msg>: Killed process PID (comm) total-vm:..."  (__oom_kill_process, pr_err("%s: Killed process %d ..."),
+#            torvalds/linux mainline mirror AOSC-Tracking/ubuntu-linux-mainline-crack @ 72c0e479), <msg> one of "Out of
+#            memory", "Memory cgroup out of memory" (out_of_memory: is_memcg_oom) and "Out of memory
+#            (oom_kill_allocating_task)" (vm.oom_kill_allocating_task=1); a memory.oom.group kill prints one such line
+#            per member, after "Tasks in CGROUP are going to be killed due to memory.oom.group set";
+#   <= 4.x   "<msg>: Kill process CHOSEN (comm) score N or sacrifice child", then "Killed process VICTIM (comm)
+#            total-vm:..." with no prefix (oom_kill_process, torvalds/linux @ c797bc88): the victim may be a child of
+#            the chosen process (a DataLoader worker of a rank), and whether a memory cgroup's limit was hit is said
+#            only by the lines before it: the "Kill process" line's <msg>, or mm/memcontrol.c's "Task in CGROUP killed
+#            as a result of limit of CGROUP" (RHEL 7 and 8, Ubuntu 18.04 kernels: common on clusters);
+#   4.19+    also "oom-kill:constraint=CONSTRAINT_MEMCG|CONSTRAINT_NONE,...,oom_memcg=CGROUP,...,pid=PID,uid=N"
+#            (dump_oom_summary, same mainline mirror).
 _OOMKILL = re.compile(r"oom-kill:.*?\bpid=(\d+)")
+_LIMIT_OF = re.compile(r"Task in (\S+) killed as a result of limit of (\S+)")
+_KILLED_FALLBACK = (r"(?:(?P<scope>Out of memory|Memory cgroup out of memory)(?: \([^)]*\))?: )?Kill(?:ed)? process "
+                    r"(?P<pid>\d+) \((?P<comm>[^)]*)\)")  # linux.oom_kill.killed_process's pattern, if unreadable
+_SCOPE_BACK = 80  # lines before a bare "Killed process" searched for its report's scope (dump_header's lines between)
+
+
+def _killed_rx() -> "re.Pattern":
+    try:
+        from ..facts import messages
+
+        entry = messages.by_id("linux.oom_kill.killed_process")
+        return re.compile(entry["pattern"] if entry else _KILLED_FALLBACK)
+    except Exception:  # noqa: BLE001 - a reader never raises
+        return re.compile(_KILLED_FALLBACK)
+
+
+def oom_victims(lines: List[str]) -> Dict[int, dict]:
+    """pid -> {"line", "memcg": True (a memory cgroup's limit) | False (the node) | None (not said), "limit_of",
+    "said_by" (the earlier line that said which, in the <= 4.x form)} for
+    every process the kernel's OOM killer killed in these kmsg lines, in the forms above. A "Kill process CHOSEN ... or
+    sacrifice child" line names the process chosen, not the one killed: it scopes the report, it is no victim."""
+    rx = _killed_rx()
+    out: Dict[int, dict] = {}
+    for i, ln in enumerate(lines):
+        m = rx.search(ln)
+        if m and "Killed process" in m.group(0):
+            scope = m.groupdict().get("scope")
+            memcg, limit_of, said = (scope.startswith("Memory cgroup") if scope else None), None, None
+            for prev in reversed(lines[max(0, i - _SCOPE_BACK):i]):
+                lm = _LIMIT_OF.search(prev)
+                if lm:
+                    limit_of = limit_of or lm.group(2)
+                    if memcg is None:
+                        memcg, said = True, prev
+                    break
+                pm = rx.search(prev)
+                if pm and "Killed process" in pm.group(0):
+                    break  # the report before this one
+                if pm and memcg is None and pm.groupdict().get("scope"):
+                    memcg, said = pm.group("scope").startswith("Memory cgroup"), prev
+                if "CONSTRAINT_MEMCG" in prev and memcg is None:
+                    memcg, said = True, prev
+            d = out.setdefault(int(m.group("pid")), {"line": ln, "memcg": None, "limit_of": None})
+            d["line"] = ln  # the victim's own line is the evidence (an oom-kill: summary may have come first)
+            if said and not scope:
+                d["said_by"] = said  # the line of its report that said which OOM it was (the <= 4.x form)
+            d["memcg"] = memcg if memcg is not None else d["memcg"]
+            d["limit_of"] = limit_of or d["limit_of"]
+            continue
+        m = _OOMKILL.search(ln)
+        if m:
+            mc = re.search(r"oom_memcg=([^,\s]+)", ln)
+            d = out.setdefault(int(m.group(1)), {"line": ln, "memcg": None, "limit_of": None})
+            if d["memcg"] is None:
+                d["memcg"] = "CONSTRAINT_MEMCG" in ln
+            if mc and mc.group(1) != "/":
+                d["limit_of"] = d["limit_of"] or mc.group(1)
+    return out
 _XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
 
 
@@ -308,7 +379,7 @@ class KillEvidence:
         """Why process `pid` got SIGKILL: {'cause', 'text', 'evidence', 'fix'} or {'cause': None, 'read'}."""
         self.kmsg.read()
         lines = self.kmsg.lines
-        mine = [ln for ln in lines if _kills(ln, pid)]
+        victim = oom_victims(lines).get(pid)
         now, base = memory_counters(self.cg), self.base
         text = self.rank_cgroup.get(pid) if pid is not None else None
         own = memory_cgroup_dir_of(text, os.path.join(self.sys_root, "sys/fs/cgroup")) if text else None
@@ -322,13 +393,12 @@ class KillEvidence:
         walked = self.limit_of(pid)
         if walked.get("memory_max_bytes") and (not limit or walked["memory_max_bytes"] < limit):
             limit = walked["memory_max_bytes"]  # an ancestor's (or the rank's own) limit binds
-        if mine:
-            memcg = any(ln.startswith("Memory cgroup out of memory") or "CONSTRAINT_MEMCG" in ln for ln in mine)
-            ev = mine[0]
-            m = re.search(r"oom_memcg=([^,\s]+)", " ".join(mine))
-            if m and m.group(1) != "/":  # the cgroup whose limit was hit, as the kernel names it
+        if victim is not None:
+            memcg = bool(victim["memcg"])
+            ev = victim["line"] + (f" (its report: {victim['said_by']})" if victim.get("said_by") else "")
+            if victim["limit_of"]:  # the cgroup whose limit was hit, as the kernel names it
                 for root, name in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"), ("/sys/fs/cgroup", "memory.max")):
-                    got = memory_counters(os.path.join(root, m.group(1).lstrip("/"))).get("limit_bytes")
+                    got = memory_counters(os.path.join(root, victim["limit_of"].lstrip("/"))).get("limit_bytes")
                     if got:
                         limit = got
                         break
@@ -412,11 +482,6 @@ class KillEvidence:
         return {"cause": None, "read": "; ".join(read), "unreadable": why_not,
                 "text": "nothing on this node says who sent it (no OOM kill counted, no kernel message, no GPU Xid, "
                         "no scheduler signal)"}
-
-
-def _kills(line: str, pid: int) -> bool:
-    m = _KILLED.search(line) or _OOMKILL.search(line)
-    return bool(m) and int(m.group(m.lastindex)) == pid
 
 
 def _past(when: Optional[str]) -> bool:

@@ -903,7 +903,33 @@ def _lib_prefixes() -> tuple:
             pass
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out.add(pkg + os.sep)
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    out.update(installed_dirs(sys.path, skip=(os.getcwd(), os.path.dirname(os.path.abspath(main)) if main else "")))
     return tuple(sorted(out))
+
+
+def installed_dirs(paths, skip=()) -> set:
+    """The import-path directories that hold installed projects, as prefixes: libraries, not the user's code, wherever
+    they were installed (`pip install --target DIR` on PYTHONPATH, a cluster's module tree): "Each project installed
+    from a distribution must ... install a .dist-info directory located alongside importable modules and packages"
+    (pypa/packaging.python.org source/specifications/recording-installed-packages.rst @ bc091ed9). Round 19: datasets
+    on PYTHONPATH read as the user's code ("at fingerprint.py:214 `return cls.hash_bytes(dumps(value))`" as a rank's
+    line). Not the script's directory or the working directory (a project checkout is the user's, whatever it holds),
+    not egg-info (`setup.py develop` writes one into the user's own source tree)."""
+    skip = {os.path.realpath(x) for x in skip if x}
+    out = set()
+    for p in paths:
+        if not p or not os.path.isdir(p) or os.path.realpath(p) in skip:
+            continue
+        try:
+            with os.scandir(p) as it:
+                if not any(e.name.endswith(".dist-info") and e.is_dir() for e in it):
+                    continue
+        except OSError:
+            continue
+        out.add(os.path.realpath(p) + os.sep)
+        out.add(p.rstrip(os.sep) + os.sep)
+    return out
 
 
 def is_library(filename: str, prefixes: tuple) -> bool:
@@ -1917,11 +1943,29 @@ def _at_exit() -> None:
         pass
 
 
+def _ignore_when_unregistered(sig: int) -> None:
+    """The stack signal must never end the process. faulthandler restores the action it replaced when it unregisters,
+    and CPython unregisters every user signal while it finalises (faulthandler's fini, in Py_FinalizeEx); the
+    default action of SIGRTMIN+6 ends the process. A rank that still runs after that (the C exit handlers: Gloo's
+    teardown waiting for its peer) and got a stack signal then (torchrun's agent taking every live worker's stacks
+    before its SIGTERM, launcher_hook) was killed by it: "exitcode -40 ... Signal 40 received", not its own exit 1
+    (round 19, batch run-r19 j1 and j5). So the action replaced is SIG_IGN: restored at finalisation, the late signal
+    is ignored. Only a default action is replaced (a job's own handler stays what faulthandler restores)."""
+    import signal
+
+    try:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, signal.SIG_IGN)
+    except (ValueError, OSError, TypeError):  # not the main thread, or not a signal here: as before
+        pass
+
+
 def _register_faulthandler() -> None:
     import faulthandler
 
     sig = int(os.environ.get(ENV_SIGNAL) or default_signal())
     stack = open(os.path.join(S.dir, f"stack.{S.pid}.txt"), "w")
+    _ignore_when_unregistered(sig)
     faulthandler.register(sig, file=stack, all_threads=True, chain=False)
     S.files.append(stack)
     S.sig = sig

@@ -21,6 +21,11 @@ PEER_LOSS = ("connection closed by peer", "connection reset", "broken pipe", "do
              "is there a distributed collective mismatch")
 
 
+# The exceptions a signal handler raises in a process being ended (Python's SIGINT handler, sys.exit from a SIGTERM
+# handler): the signal's consequence, not a failure of the rank's own.
+SIGNAL_EXCEPTIONS = ("SystemExit", "KeyboardInterrupt")
+
+
 def _names_lost_peer(exc: Optional[dict]) -> bool:
     """An exception whose type or message says a peer went away (PEER_LOSS): a consequence of another rank's end."""
     exc = exc or {}
@@ -408,22 +413,36 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
         if oom_delta > 0:
             out["oom_kill"] = oom_delta
     exc_d = out.get("exception") or {}
+    # Its own failure before the teardown (round 19, issue 27): an exception this rank raised of itself (not a lost
+    # peer's error, not the SystemExit/KeyboardInterrupt a signal handler raises) BEFORE the launcher decided to end
+    # it (its record's time, taken when it had seen the other rank fail) cannot be a consequence of that failure:
+    # the teardown only ended a process still finalising (Gloo's group keeps it alive until its peer leaves). Its
+    # exception is its end. After that time it may be one (the peer's end reached it first): a consequence, as before.
+    def own_before(t_end) -> bool:
+        return bool(exc and exc.get("t") and t_end and exc["t"] < t_end and not _names_lost_peer(exc_d)
+                    and exc_d.get("type") not in SIGNAL_EXCEPTIONS)
+
     why = classify_failure(f"{exc_d.get('type')}: {exc_d.get('message')}\n{exc_d.get('message')}")
     if why:
         out["why"] = why
     elif out.get("oom_kill"):
         out["why"] = "oom-killer"
+    own = False
     if ag.get("role") == "terminated":
         out["terminated_by"] = {"who": "torchrun", "signal": ag.get("signal"), "after_ranks": ag.get("after"),
                                 "reason": ag.get("reason"), "t": ag.get("t")}
-        out["secondary"] = True
+        own = own_before(ag.get("t"))
+        if own:
+            out["terminated_by"]["after_own_failure"] = True
+        else:
+            out["secondary"] = True
         if ag.get("t"):
             times.append((ag["t"], "launcher"))
     if sp.get("role") == "terminated":
         out["terminated_by"] = {"who": "mp.spawn", "signal": sp.get("signal"), "after_ranks": sp.get("after"),
                                 "reason": "the parent's teardown after a child failed", "line": sp.get("line")}
         out["secondary"] = True
-    out["secondary"] = bool(out.get("secondary") or _names_lost_peer(exc_d) or out.get("signal") == "SIGTERM")
+    out["secondary"] = bool(out.get("secondary") or _names_lost_peer(exc_d) or (out.get("signal") == "SIGTERM" and not own))
     if ag.get("role") == "failed" and ag.get("t"):
         times.append((ag["t"], "launcher-poll"))
     known = [(t, src) for t, src in times if t]
@@ -436,6 +455,8 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
             break
     else:
         out["t"], out["t_src"] = None, None
+    if out["t_src"] in ("poll", "launcher", "launcher-poll") and p.get("alive_t") and out["t"] and p["alive_t"] < out["t"]:
+        out["t_lo"] = p["alive_t"]  # seen running then: its end lies in (t_lo, t]
     out["rss_mb"] = p.get("rss_mb")
     if exiting:
         out["exiting"] = True
@@ -493,6 +514,7 @@ def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool 
                "processes": len(procs), "stall": stall, "mismatch": mismatch(recs)}
     if death:
         fold_exit_codes(recs)
+        bound_by_teardown(recs)
         death_order = order_deaths(recs)
         if death_order:
             late = never_arrived(recs, death_order)
@@ -704,6 +726,26 @@ def fold_exit_codes(recs: list) -> None:
             e["after_peer"] = min(before, key=lambda x: x["end"]["t"]).get("rank")
 
 
+def bound_by_teardown(recs: list) -> None:
+    """A rank whose end is known only from a poll (a SIGKILL, a vanished process: 0.2 s late, more under load) had
+    failed by the time the launcher recorded tearing another rank down "after" it (launcher_hook's record, written when
+    torchrun's agent had seen that failure): that record's time bounds its end (`t_src` "launcher"). Without it, a peer
+    that raised its own error a few ms after the kill read as first (round 19: a SIGKILL at 559.013 seen by the poll at
+    559.151, the peer's TypeError at 559.099, the teardown recorded at 559.047)."""
+    by_rank = {r.get("rank"): r for r in recs if r.get("end") and r.get("rank") is not None}
+    for r in recs:
+        by = (r.get("end") or {}).get("terminated_by") or {}
+        t = by.get("t")
+        if by.get("who") != "torchrun" or not t:
+            continue
+        for q in by.get("after_ranks") or []:
+            e = (by_rank.get(q) or {}).get("end") or {}
+            if e and e.get("t_src") in ("poll", "launcher-poll") and (e.get("t") is None or t < e["t"]):
+                e["t"], e["t_src"] = t, "launcher"
+                if e.get("t_lo") is not None and e["t_lo"] >= t:
+                    e.pop("t_lo")  # the two clocks' reads disagree: no interval known
+
+
 PEER_SLACK_S = 5.0  # a poll-timed end this soon after a peer-loss error may be the peer it lost (polls lag under load)
 
 
@@ -757,6 +799,18 @@ def _closer(ordered: list) -> Optional[dict]:
     return None
 
 
+def _overlaps(first: dict, later: dict) -> bool:
+    """A precisely timed end (its exception's or fatal dump's own time) and a later one known only as an interval
+    (last seen running, `t_lo`, to seen gone or the launcher's record, `t`) that contains it: which came first is not
+    known (round 19, batch run-r19 re-read: a SIGKILL at 856.720, seen gone by the teardown record at 856.832, a peer's
+    own TypeError at 856.790). Only where the last sight is recorded (`run`'s polls record it): without it the precise
+    end stays first, as before."""
+    if first.get("t_src") not in ("exception", "fatal") or later.get("t_src") not in ("poll", "launcher-poll", "launcher"):
+        return False
+    lo = later.get("t_lo")
+    return lo is not None and lo < first["t"] <= later["t"]
+
+
 def order_deaths(recs: list) -> Optional[dict]:
     """The first failure and the order of the others. Root causes (not `secondary`) before
     consequences, then by time; never by rank number. Two root-cause ends whose times are known only
@@ -780,8 +834,9 @@ def order_deaths(recs: list) -> Optional[dict]:
     fe = first["end"]
     tied = [r for r in ordered[1:] if not r["end"].get("secondary") and not fe.get("secondary")
             and fe.get("t") is not None and r["end"].get("t") is not None
-            and abs(r["end"]["t"] - fe["t"]) <= TIE_S
-            and fe.get("t_src") in ("poll", "launcher-poll") and r["end"].get("t_src") in ("poll", "launcher-poll")]
+            and (abs(r["end"]["t"] - fe["t"]) <= TIE_S
+                 and fe.get("t_src") in ("poll", "launcher-poll") and r["end"].get("t_src") in ("poll", "launcher-poll")
+                 or _overlaps(fe, r["end"]))]
     if tied:
         out["tied"] = [first["rank"]] + [r["rank"] for r in tied]
         out["first_rank"] = None

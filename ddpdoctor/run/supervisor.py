@@ -217,7 +217,9 @@ class Proc:
                 ok = False
             # its cgroup, as last seen alive: the limit that binds it is read along it after a SIGKILL (kills.py)
             self.cgroup = kills.read_proc_cgroup(self.pid) or self.cgroup
-        if not ok:
+        if ok:
+            self.seen_t = now  # the last poll that found it running: a death seen later lies after this
+        else:
             self.alive = False
             self.end_t = now
             self.close()
@@ -312,6 +314,7 @@ class Proc:
                "running_frac": (self.state_sample or {}).get("running_frac") if alive else None,
                "native": self.native,
                "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
+               "alive_t": getattr(self, "seen_t", None),
                "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump, "split": self.split() if split else None}
         if alive and b.get("phase") == "exception":
             # it raised and still tears down: its exception (and its time) is its failure (section.end_of)
@@ -481,6 +484,9 @@ class Supervisor:
         self.steal_series: dict = {}  # rank -> [(time.time(), steal ticks, all ticks)] of its CPUs, the same checks
         self.last_host_sample: tuple = (0.0, {})  # (time, rank -> run-queue s) of the last _sample_host
         self.aligner = stepsplit.Aligner()  # the straggler window, kept up to date between checks (facts.steps)
+        # a short job's straggler, seen live and held until the job ends (facts.steps.straggler's `ended`): (ranks, the
+        # facts taken while it ran); published only if the job ends within the window's steps
+        self.short_pending: Optional[tuple] = None
         self.winch = False  # the terminal was resized: SIGWINCH to pass on to the job (_on_winch)
         self.woken = False  # a signal handler asked the watch loop to wake (through the pipe, once run() made it)
         self._wake_fds: Optional[tuple] = None
@@ -658,6 +664,7 @@ class Supervisor:
             p.poll(time.time(), False)
         self._check_death(time.time(), final=True)
         self._check_framework(final=True)
+        self._check_short_straggler()
         if any(p.steps for p in self._rank_procs()):
             self.write("\n".join(self.table_lines(END)))
 
@@ -1066,20 +1073,53 @@ class Supervisor:
         if len(by_rank) < 2:
             return
         self._sample_host(by_rank)
-        verdict = stepsplit.straggler(by_rank, aligner=self.aligner)
+        verdict = stepsplit.straggler(by_rank, aligner=self.aligner, ended=False)  # live: the job may go on
         if verdict is None:
             if self.straggler_open is not None and self._straggler_gone(by_rank):
                 self.write(f"ddpdoctor run: the straggler (rank(s) {stepsplit.ranks_text(list(self.straggler_open[0]))}) "
                            "has caught up")
                 self.straggler_open = None
+            self._hold_short(by_rank)
             return
+        self._publish_straggler(verdict, by_rank, now)
+
+    def _hold_short(self, by_rank: dict) -> None:
+        """Fewer common steps than the window so far: what the short rule would say if the job ended now. Not said
+        (the first steps of a long job are its warm-up); its facts (workers, threads, the line it spends its time at)
+        are taken now, while its ranks run, for the job's end (_check_short_straggler), once per straggler ranks."""
+        if self.straggler_reports:
+            return
+        v = stepsplit.straggler(by_rank, aligner=self.aligner, ended=True)
+        if v is None or v["rule"] != "short":
+            return
+        if self.short_pending is not None and self.short_pending[0] == tuple(v["ranks"]):
+            return
+        self.short_pending = (tuple(v["ranks"]), self.straggler_facts(v))
+
+    def _check_short_straggler(self) -> None:
+        """At the job's end: a job that ended within the window's steps (no live verdict, no death or stall) is judged
+        by the short rule over all its steps; the facts are those held while it ran (_hold_short), else none."""
+        if self.straggler_reports or self.death_done or self.stall_open:
+            return
+        by_rank = self.steps_by_rank()
+        if len(by_rank) < 2:
+            return
+        verdict = stepsplit.straggler(by_rank, ended=True)
+        if verdict is None or verdict["rule"] != "short":
+            return
+        pend = self.short_pending
+        facts = pend[1] if pend is not None and pend[0] == tuple(verdict["ranks"]) else {}
+        self._publish_straggler(verdict, by_rank, time.time(), facts)
+
+    def _publish_straggler(self, verdict: dict, by_rank: dict, now: float, facts: Optional[dict] = None) -> None:
         # the straggler's run-queue delay over the window beside the other ranks': the host's share of its cost
         held = stepsplit.host_held(verdict, self.runq_rates(verdict, by_rank), self.steal_fracs(verdict, by_rank))
         key = (tuple(verdict["ranks"]), bool(held and held["held"]))
         if self.straggler_open == key:
             return
         self.straggler_open = key
-        facts = self.straggler_facts(verdict)
+        if facts is None:
+            facts = self.straggler_facts(verdict)
         if held is not None:
             verdict["host_held"] = held
             if held["held"] and any(stepsplit.crowded(facts.get(str(r)) or {}) for r in verdict["ranks"]):
