@@ -1,0 +1,127 @@
+"""Round 19's adversarial audit (bad inputs, --json, no hangs, no orphans, no secrets): one test per class it found
+broken, each failing before its fix. The audit itself (every command x every bad-input class) lives outside the
+repository; docs/measured/suite.md records its figures."""
+import gzip
+import json
+import os
+import threading
+
+import pytest
+
+from ddpdoctor.cli import main
+
+
+def _call(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+class _Writer(threading.Thread):
+    """Opens `fifo` for writing after `opened` is set (or after `valve` s, so that a reader that blocks in open() or
+    in read() is released and the test fails instead of hanging), writes `data` after `write` is set, closes it."""
+
+    def __init__(self, fifo, data=b"", valve=30.0):
+        super().__init__(daemon=True)
+        self.fifo, self.data, self.valve = fifo, data, valve
+        self.write = threading.Event()
+
+    def run(self):
+        fd = os.open(self.fifo, os.O_WRONLY)   # blocks until a reader has it open
+        try:
+            self.write.wait(self.valve)
+            if self.data:
+                os.write(fd, self.data)
+        finally:
+            os.close(fd)
+
+
+# ----------------------------------------------------------------------------- a FIFO or a pipe that never writes
+
+@pytest.mark.parametrize("argv", [["triage", "--json"], ["check", "--json", "--snapshot"]])
+def test_a_fifo_whose_writer_never_writes_is_an_input_error_not_a_hang(capsys, tmp_path, monkeypatch, argv):
+    fifo = str(tmp_path / "silent")
+    os.mkfifo(fifo)
+    monkeypatch.setenv("DDPDOCTOR_INPUT_IDLE_S", "0.5")
+    writer = _Writer(fifo)   # opens, never writes; its valve (30 s) releases a reader that waits for ever
+    writer.start()
+    code, out, err = _call(capsys, [*argv, fifo])
+    writer.write.set()
+    writer.join()
+    assert code == 2 and err.count("\n") == 1
+    assert "no data from" in err and "DDPDOCTOR_INPUT_IDLE_S" in err, err
+    assert json.loads(out)["error"]["exit_status"] == 2
+
+
+def test_a_fifo_that_nobody_opens_for_writing_is_an_input_error_not_a_hang(capsys, tmp_path, monkeypatch):
+    # open() of a FIFO without a writer blocks in the kernel; the reader must not. The valve below opens it for
+    # writing after 30 s, so that a reader blocked in open() ends and fails the assertions instead of hanging.
+    fifo = str(tmp_path / "nowriter")
+    os.mkfifo(fifo)
+    monkeypatch.setenv("DDPDOCTOR_INPUT_IDLE_S", "0.5")
+    valve = threading.Timer(30.0, lambda: os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)))
+    valve.daemon = True
+    valve.start()
+    try:
+        code, out, err = _call(capsys, ["triage", fifo])
+    finally:
+        valve.cancel()
+    assert code == 2 and "no data from" in err, err
+
+
+def test_a_fifo_that_writes_is_read_whole_once(capsys, tmp_path):
+    # `ddpdoctor triage <(zcat job.log.gz)`: the FIFO is read once, its first bytes included (sniffing it by opening
+    # it a first time consumed them: 0 lines read, the root cause lost).
+    fifo = str(tmp_path / "logpipe")
+    os.mkfifo(fifo)
+    writer = _Writer(fifo, b"step 1 loss 2.0\n[rank3]: RuntimeError: NCCL communicator was aborted on rank 3.\n")
+    writer.write.set()
+    writer.start()
+    code, out, err = _call(capsys, ["triage", "--json", fifo])
+    writer.join()
+    doc = json.loads(out)
+    assert code == 1, err
+    assert "LOG022" in [f["id"] for f in doc["findings"]], doc["findings"]
+
+
+def test_a_silent_pipe_on_standard_input_is_an_input_error(tmp_path, monkeypatch):
+    from ddpdoctor.model.inputs import InputStalled, stdin_input
+
+    read_fd, write_fd = os.pipe()
+    monkeypatch.setenv("DDPDOCTOR_INPUT_IDLE_S", "0.3")
+    monkeypatch.setattr("sys.stdin", os.fdopen(read_fd, "r"))
+    try:
+        with pytest.raises(InputStalled):
+            stdin_input().read(10)
+        os.write(write_fd, b"abc")
+        os.close(write_fd)
+        assert stdin_input().read(10) == b"abc"   # data and then EOF: read to its end, no bound reached
+    finally:
+        os.close(read_fd)
+
+
+def test_a_regular_file_is_read_as_before(tmp_path):
+    from ddpdoctor.model.inputs import open_input
+
+    path = tmp_path / "a.log"
+    path.write_bytes(b"x" * 100)
+    with open_input(str(path)) as fh:
+        assert type(fh).__name__ == "FileIO" and fh.read() == b"x" * 100
+
+
+# ----------------------------------------------------------------------------- a damaged .gz
+
+def test_a_gz_whose_deflate_data_is_damaged_is_an_input_error(capsys, tmp_path):
+    bad = tmp_path / "job.log.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00" + b"\x00garbage" * 100)   # a gzip header, then no valid deflate block
+    code, out, err = _call(capsys, ["triage", "--json", str(bad)])
+    assert code == 2 and "damaged gzip data" in err, err
+    assert json.loads(out)["error"]["exit_status"] == 2
+
+
+def test_a_good_gz_is_still_read(capsys, tmp_path):
+    good = tmp_path / "job.log.gz"
+    good.write_bytes(gzip.compress(b"[rank3]: RuntimeError: NCCL communicator was aborted on rank 3.\n"))
+    code, out, err = _call(capsys, ["triage", "--json", str(good)])
+    assert code == 1 and "LOG022" in [f["id"] for f in json.loads(out)["findings"]]
