@@ -23,6 +23,10 @@ IDLE_ENV = "DDPDOCTOR_INPUT_IDLE_S"
 DEFAULT_IDLE_S = 15.0
 
 
+class InputError(ValueError):
+    """An input the user named cannot be used (unreadable, not parseable): the CLI prints it as one line, exit 2."""
+
+
 class InputStalled(TimeoutError):
     """A pipe, FIFO or terminal gave no byte for the idle bound."""
 
