@@ -125,3 +125,60 @@ def test_a_good_gz_is_still_read(capsys, tmp_path):
     good.write_bytes(gzip.compress(b"[rank3]: RuntimeError: NCCL communicator was aborted on rank 3.\n"))
     code, out, err = _call(capsys, ["triage", "--json", str(good)])
     assert code == 1 and "LOG022" in [f["id"] for f in json.loads(out)["findings"]]
+
+
+# ----------------------------------------------------------------------------- standard input closed
+
+def test_check_snapshot_from_a_closed_standard_input_is_an_input_error(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", None)   # `ddpdoctor check --snapshot - <&-`
+    code, out, err = _call(capsys, ["check", "--json", "--snapshot", "-"])
+    assert code == 2 and "standard input is closed" in err, err
+    assert json.loads(out)["error"]["exit_status"] == 2
+
+
+# ----------------------------------------------------------------------------- an output that cannot encode the report
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_a_non_utf8_stdout_gets_the_report_escaped_not_a_crash(monkeypatch, tmp_path, encoding):
+    # PYTHONIOENCODING=latin-1, a C locale without coercion: the text report's [✓] raised UnicodeEncodeError (exit 3)
+    import io
+
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding=encoding, errors="strict", write_through=True)
+    monkeypatch.setattr("sys.stdout", out)
+    log = tmp_path / "job.log"
+    log.write_text("[rank3]: RuntimeError: NCCL communicator was aborted on rank 3 \u2014 caf\u00e9 \U0001F600\n")
+    for argv, parse in ((["triage", "-v", str(log)], False), (["triage", "--json", str(log)], True),
+                        (["check", "--no-comm", "--snapshot", str(_SNAP)], False)):
+        raw.seek(0)
+        raw.truncate()
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code in (0, 1), (argv, exc.value.code)
+        # click rewraps an ASCII stdout as UTF-8 itself; latin-1 it writes as it is: there the escapes show
+        text = raw.getvalue().decode("utf-8" if encoding == "ascii" else encoding)
+        if encoding == "latin-1" and not parse:
+            assert "\\u" in text
+        if parse:
+            doc = json.loads(text)   # the escapes are JSON's own: the document parses to the same text
+            assert doc["schema"] == "ddpdoctor/report/1" and doc["findings"]
+
+
+_SNAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "fixtures", "snapshots")
+_SNAP = os.path.join(_SNAP, sorted(n for n in os.listdir(_SNAP) if n.endswith(".json"))[0])
+
+
+# ----------------------------------------------------------------------------- a config that cannot be read
+
+def test_a_config_that_cannot_be_read_is_an_input_error_not_silence(capsys, tmp_path):
+    bad = tmp_path / "accelerate.yaml"
+    bad.write_bytes(b"gpu_ids: \xff\xfe\n")   # not UTF-8: its facts were dropped and the run said nothing
+    code, out, err = _call(capsys, ["check", "--no-comm", "--json", "--snapshot", str(_SNAP), "--config", str(bad)])
+    assert code == 2 and "cannot read --config" in err and "accelerate.yaml" in err, err
+
+
+def test_a_config_that_reads_is_judged(capsys, tmp_path):
+    good = tmp_path / "accelerate.yaml"
+    good.write_text("gpu_ids: 0,1\nnum_processes: 2\n")
+    code, out, err = _call(capsys, ["check", "--no-comm", "--json", "--snapshot", str(_SNAP), "--config", str(good)])
+    assert code in (0, 1) and json.loads(out)["command"] == "check"
