@@ -256,7 +256,9 @@ def _fail(args: list, status: int, message: str, prefix: str = "ddpdoctor: error
     """One line on stderr and the contract's exit status; when the command line asked for JSON, also a
     valid report on stdout that carries the error, so `ddpdoctor triage --json x.log | jq` never reads
     an empty document (`--json` always prints a valid report)."""
-    line = _one_line(message)
+    from ddpdoctor.model.redact import redact_text
+
+    line = redact_text(_one_line(message))   # it echoes what the user typed: a path or name may be a token
     click.echo(f"{prefix}{line}", err=True)
     command = _json_requested(args)
     if command is not None:
