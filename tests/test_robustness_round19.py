@@ -182,3 +182,46 @@ def test_a_config_that_reads_is_judged(capsys, tmp_path):
     good.write_text("gpu_ids: 0,1\nnum_processes: 2\n")
     code, out, err = _call(capsys, ["check", "--no-comm", "--json", "--snapshot", str(_SNAP), "--config", str(good)])
     assert code in (0, 1) and json.loads(out)["command"] == "check"
+
+
+# ----------------------------------------------------------------------------- secrets on a command line, and in errors
+
+TOKEN = "hf_QzXw9RtYuIoPaSdFgHjKlZxCvBnM1234"
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("sh -c 'exit 3' argv0 --password=s3cr3t-PassW0rd-robust19", "s3cr3t-PassW0rd-robust19"),  # by its flag's name
+    ("train.py --api-key Zq9word --nproc 2", "Zq9word"),
+    ("HF_TOKEN=plainword torchrun train.py", "plainword"),
+    ("MY_DB_PASSWORD=hunter2 python x.py", "hunter2"),
+])
+def test_a_value_named_secret_on_a_command_line_is_redacted(text, secret):
+    from ddpdoctor.model.redact import redact_text
+
+    assert secret not in redact_text(text) and "<redacted>" in redact_text(text)
+
+
+@pytest.mark.parametrize("text", ["sorted(x, key=len)", "--master-port 29500 --nproc 2", "TOKENIZERS_PARALLELISM=false",
+                                  "MASTER_PORT=29500 WORLD_SIZE=2", "NCCL_IB_PKEY=3", "PWD=/home/u", "--no-auth --x 1"])
+def test_settings_that_are_not_secrets_stay_readable(text):
+    from ddpdoctor.model.redact import redact_text
+
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize("argv", [["triage", "--json", f"/nonexistent/{TOKEN}.log"], ["explain", TOKEN],
+                                  ["check", "--no-comm", "--json", "--only", TOKEN], ["lint", f"/nonexistent/{TOKEN}.py"]])
+def test_an_input_error_that_echoes_a_token_the_user_typed_redacts_it(capsys, argv):
+    code, out, err = _call(capsys, argv)
+    assert code == 2 and err.startswith("ddpdoctor: error: ") and TOKEN[3:] not in err + out
+
+
+def test_the_probe_progress_line_redacts_the_options_it_echoes():
+    import io
+
+    from ddpdoctor.probe.runner import Progress
+
+    stream = io.StringIO()
+    Progress(stream=stream).say(f"2 rank(s) through torch's elastic launcher (--trainer-arg hub_token={TOKEN} "
+                                "--trainer-arg push_to_hub_token=plainword)")
+    assert TOKEN[3:] not in stream.getvalue() and "plainword" not in stream.getvalue()
