@@ -108,13 +108,16 @@ def stdin_input() -> BinaryIO:
     import errno
 
     stream = sys.stdin
-    try:
-        fd = stream.fileno() if stream is not None else -1
-        mode = os.fstat(fd).st_mode if fd >= 0 else None
-    except (OSError, ValueError, AttributeError):
-        mode = None
-    if mode is None:
+    if stream is None:
         raise OSError(errno.EBADF, "standard input is closed")
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):   # in memory (a test's, an embedding program's): it cannot block
+        return getattr(stream, "buffer", stream)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        raise OSError(errno.EBADF, "standard input is closed") from None
     if not is_stream(mode):
         return stream.buffer
     return io.BufferedReader(Bounded(fd, "standard input", idle_seconds(), owns_fd=False))
