@@ -115,8 +115,10 @@ def snapshot(output):
     if output == "-":
         click.echo(text)
         return
+    from ddpdoctor.model.inputs import open_output
+
     try:
-        with open(output, "w", encoding="utf-8") as fh:
+        with open_output(output) as fh:   # a FIFO without a reader: an error after the idle bound, not a hang
             fh.write(text + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None

@@ -133,3 +133,33 @@ def read_limited(stream: BinaryIO, limit: int) -> bytes:
         parts.append(data)
         total += len(data)
     return b"".join(parts)
+
+
+def open_output(path: str):
+    """`path` opened for writing text (UTF-8). A FIFO (`-o >(gzip > s.json.gz)`) is opened without blocking, retried
+    until a reader opens it, for at most the idle bound: a FIFO nobody reads is an OSError (InputStalled), never a
+    wait for ever in open(). Anything else as open(path, "w") does."""
+    import errno
+    import time
+
+    try:
+        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        fifo = False
+    if not fifo:
+        return open(path, "w", encoding="utf-8")
+    idle = idle_seconds()
+    give_up = time.monotonic() + idle
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:   # ENXIO: no reader has the FIFO open yet
+                raise
+            if time.monotonic() >= give_up:
+                raise InputStalled(errno.ETIMEDOUT, f"no reader opened {path} for {idle:g} s (a FIFO nobody reads; "
+                                   f"{IDLE_ENV}=SECONDS waits longer)") from None
+            time.sleep(0.05)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "w", encoding="utf-8")
