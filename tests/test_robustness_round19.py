@@ -225,3 +225,37 @@ def test_the_probe_progress_line_redacts_the_options_it_echoes():
     Progress(stream=stream).say(f"2 rank(s) through torch's elastic launcher (--trainer-arg hub_token={TOKEN} "
                                 "--trainer-arg push_to_hub_token=plainword)")
     assert TOKEN[3:] not in stream.getvalue() and "plainword" not in stream.getvalue()
+
+
+# ----------------------------------------------------------------------------- an output FIFO that nobody reads
+
+@pytest.mark.slow   # the live snapshot's gatherers start processes
+def test_snapshot_to_a_fifo_nobody_reads_is_an_error_not_a_hang(capsys, tmp_path, monkeypatch):
+    fifo = str(tmp_path / "out")
+    os.mkfifo(fifo)
+    monkeypatch.setenv("DDPDOCTOR_INPUT_IDLE_S", "0.3")
+
+    def drain():   # the valve: a writer blocked in open() for 30 s is released, and the test fails instead of hanging
+        with open(fifo, "rb") as fh:
+            fh.read()
+
+    valve = threading.Timer(30.0, drain)
+    valve.daemon = True
+    valve.start()
+    try:
+        code, out, err = _call(capsys, ["snapshot", "-o", fifo])
+    finally:
+        valve.cancel()
+    assert code == 2 and "no reader opened" in err, err
+
+
+@pytest.mark.slow   # the live snapshot's gatherers start processes
+def test_snapshot_to_a_fifo_with_a_reader_is_written_whole(capsys, tmp_path):
+    fifo = str(tmp_path / "out")
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    code, out, err = _call(capsys, ["snapshot", "-o", fifo])
+    reader.join(60)
+    assert code == 0 and json.loads(got[0])["schema"].startswith("ddpdoctor/snapshot/")
