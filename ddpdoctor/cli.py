@@ -122,8 +122,10 @@ def snapshot(output):
     if output == "-":
         click.echo(text)
         return
+    from ddpdoctor.model.inputs import open_output
+
     try:
-        with open(output, "w", encoding="utf-8") as fh:
+        with open_output(output) as fh:   # a FIFO without a reader: an error after the idle bound, not a hang
             fh.write(text + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
@@ -190,9 +192,11 @@ def entry() -> None:
 
 def main(argv: Optional[list] = None) -> None:
     """Entry point. Turns every error into one line and the contract's exit status."""
+    from ddpdoctor.model.inputs import InputError
     from ddpdoctor.pipeline.snapshot import SnapshotError
 
     args = list(sys.argv[1:] if argv is None else argv)
+    _escape_what_the_output_cannot_encode()
     try:
         cli.main(args=argv, prog_name="ddpdoctor", standalone_mode=False)
     except SystemExit:
@@ -207,7 +211,7 @@ def main(argv: Optional[list] = None) -> None:
         _fail(args, EXIT_USAGE, exc.format_message())
     except click.ClickException as exc:
         _fail(args, EXIT_USAGE, exc.format_message())
-    except (UsageError, SnapshotError) as exc:
+    except (UsageError, SnapshotError, InputError) as exc:
         _fail(args, EXIT_USAGE, str(exc))
     except KeyboardInterrupt:
         click.echo("ddpdoctor: interrupted", err=True)
@@ -222,11 +226,48 @@ def main(argv: Optional[list] = None) -> None:
     sys.exit(EXIT_OK)
 
 
+def _escape_what_the_output_cannot_encode() -> None:
+    """Every report goes through stdout/stderr; where their encoding is not UTF-8 (PYTHONIOENCODING=latin-1, a C
+    locale without coercion, a Windows code page), a character it cannot hold (the report's ✓/✗, a non-ASCII path or
+    log line) is written as \\uXXXX instead of raising UnicodeEncodeError half-way through the report (exit 3). The
+    escape is valid inside a JSON string, where the JSON report's only non-ASCII text is, so --json still parses."""
+    import codecs
+
+    try:
+        codecs.lookup_error("ddpdoctor-escape")
+    except LookupError:
+        codecs.register_error("ddpdoctor-escape", _json_escape)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if codecs.lookup(stream.encoding).name != "utf-8" and stream.errors in ("strict", "surrogateescape"):
+                stream.reconfigure(errors="ddpdoctor-escape")
+        except (AttributeError, LookupError, TypeError, ValueError, OSError):
+            continue  # not a text stream of io's (a test's capture, None): left as it is
+
+
+def _json_escape(exc: UnicodeError):
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    out = []
+    for ch in exc.object[exc.start:exc.end]:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 on input (surrogateescape): shown as that byte
+            code -= 0xDC00
+        if code > 0xFFFF:  # a UTF-16 surrogate pair, as JSON writes one
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out), exc.end
+
+
 def _fail(args: list, status: int, message: str, prefix: str = "ddpdoctor: error: ") -> None:
     """One line on stderr and the contract's exit status; when the command line asked for JSON, also a
     valid report on stdout that carries the error, so `ddpdoctor triage --json x.log | jq` never reads
     an empty document (`--json` always prints a valid report)."""
-    line = _one_line(message)
+    from ddpdoctor.model.redact import redact_text
+
+    line = redact_text(_one_line(message))   # it echoes what the user typed: a path or name may be a token
     click.echo(f"{prefix}{line}", err=True)
     command = _json_requested(args)
     if command is not None:

@@ -82,8 +82,10 @@ def command(stall_after, on_stall, report_path, trace_path, grace, store, measur
     if report_path:
         from ..pipeline.render import render_json
 
+        from ..model.inputs import open_output
+
         try:
-            with open(report_path, "w", encoding="utf-8") as fh:
+            with open_output(report_path) as fh:   # a FIFO without a reader: an error after the idle bound, not a hang
                 fh.write(render_json(report) + "\n")
         except OSError as exc:
             click.echo(f"ddpdoctor run: cannot write {report_path}: {exc.strerror or exc}", err=True)

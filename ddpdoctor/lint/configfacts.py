@@ -48,8 +48,10 @@ def _ids(value) -> List[int]:
 
 
 def _load(path: str):
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
+    from ddpdoctor.model.inputs import open_input, read_limited
+
+    with open_input(path) as fh:   # a FIFO (`--config <(...)`) is read under the idle bound, never waited on forever
+        text = read_limited(fh, 64 * 2 ** 20).decode("utf-8")
     if path.endswith(".json"):
         return json.loads(text)
     try:

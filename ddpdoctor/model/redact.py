@@ -111,11 +111,34 @@ def name_is_secret(name: str) -> bool:
     return any(_SECRET_PART.match(part) for part in re.split(r"[_\-.]", upper) if part)
 
 
+# A value named by a secret-looking name in the two forms a command line or a shell line gives it, judged as env names
+# are (name_is_secret): a flag (`--password=X`, `--hf-token X`), an upper-case assignment (`HF_TOKEN=X cmd`) and a
+# snake_case one (`--trainer-arg hub_token=X`). The value is not required to look random: the name is the evidence,
+# as for the env section. A one-word lower-case `key=value` (source code, `sorted(x, key=len)`) is left to the value
+# patterns.
+_NAMED_VALUE = (  # `name=value` in any of the three forms, then `--flag value`: two passes, so that neither hides the other
+    re.compile(r"(?<![\w\-])(?P<name>--?[A-Za-z][A-Za-z0-9_\-]*|[A-Z][A-Z0-9_]*|[a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?P<sep>=)"
+               r"(?P<val>(?!<redacted>)[^\s\"'`]+)"),
+    re.compile(r"(?<![\w\-])(?P<name>--?[A-Za-z][A-Za-z0-9_\-]*[A-Za-z0-9])(?P<sep>\s+)(?P<val>(?!<redacted>)(?!-)[^\s\"'`=]+)"
+               r"(?![\w=])"),
+)
+
+
+def _named(m: "re.Match[str]") -> str:
+    name = m["name"]
+    if name_is_secret(name.lstrip("-").replace("-", "_")):
+        return f"{name}{m['sep']}{REDACTED}"
+    return m[0]
+
+
 def redact_text(text: str) -> str:
     """Replace anything in `text` that looks like a credential."""
     if not text:
         return text
     out = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
+    if "=" in out or "-" in out:
+        for pat in _NAMED_VALUE:
+            out = pat.sub(_named, out)
     for pat in _PATTERNS:
         out = pat.sub(REDACTED, out)
     # Prefixed tokens in one left-to-right pass over every candidate, so a token that contains

@@ -129,6 +129,11 @@ def add_config_facts(snapshot: Snapshot, configs: list) -> None:
     from ddpdoctor.lint.configfacts import config_facts
 
     cfg = config_facts(configs)
+    if cfg["errors"]:   # a config the user named and ddpdoctor could not read is said, never dropped in silence
+        from ddpdoctor.model.inputs import InputError
+
+        bad = cfg["errors"][0]
+        raise InputError(f"cannot read --config {bad['path']}: {bad['error']}")
     section = snapshot.sections.get("lint")
     if not isinstance(section, dict):
         section = snapshot.sections["lint"] = {"unavailable": NO_SCRIPT}

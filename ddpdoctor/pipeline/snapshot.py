@@ -90,14 +90,14 @@ class Snapshot:
     @classmethod
     def load(cls, path: str) -> "Snapshot":
         try:
-            if path == "-":  # `ddpdoctor snapshot | ddpdoctor check --snapshot -`, as `snapshot -o -` writes
-                import sys
+            from ddpdoctor.model.inputs import open_input, read_limited, stdin_input
 
-                raw = sys.stdin.buffer.read(MAX_SNAPSHOT_BYTES + 1)
+            if path == "-":  # `ddpdoctor snapshot | ddpdoctor check --snapshot -`, as `snapshot -o -` writes
                 path = "<stdin>"
-            else:
-                with open(path, "rb") as fh:
-                    raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
+                raw = read_limited(stdin_input(), MAX_SNAPSHOT_BYTES + 1)
+            else:  # a FIFO or a terminal is read under the idle bound of model.inputs, never waited on forever
+                with open_input(path) as fh:
+                    raw = read_limited(fh, MAX_SNAPSHOT_BYTES + 1)
         except OSError as exc:
             raise SnapshotError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
         if len(raw) > MAX_SNAPSHOT_BYTES:

@@ -97,7 +97,9 @@ class Progress:
 
     def say(self, text: str) -> None:
         if self.enabled:
-            print(f"ddpdoctor probe: {text}", file=self.stream, flush=True)
+            from ddpdoctor.model.redact import redact_text   # the options echoed (--trainer-arg hub_token=...)
+
+            print(f"ddpdoctor probe: {redact_text(text)}", file=self.stream, flush=True)
 
     def watch(self, label: str, directory: str, nproc: int) -> "Progress":
         if not self.enabled:

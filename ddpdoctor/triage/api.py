@@ -59,9 +59,15 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
     for src, inp in enumerate(inputs):
         row = {"path": inp.path, "kind": inp.kind}
         kind = inp.kind
+        opened = None
         try:
-            if kind == "stdin":
-                stream = stdin if stdin is not None else reader._stdin()
+            if kind in ("stdin", "stream"):   # standard input, or a FIFO/device named on the command line
+                if kind == "stream":
+                    from ..model.inputs import open_input
+
+                    stream = opened = open_input(inp.path)
+                else:
+                    stream = stdin if stdin is not None else reader._stdin()
                 head = _read_head(stream)
                 kind, reason = reader.sniff(head, len(head) + 1)
                 if kind in ("fr-pickle", "report", "elastic", "fr-json") or (kind == "log" and head.lstrip()[:1] == b"{"):
@@ -96,6 +102,13 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
             row["problem"] = f"cannot read: {getattr(exc, 'strerror', None) or exc}"
         except (flight.DumpError, records.RecordError) as exc:
             row["problem"] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - only a decompressor's own error class: a damaged .gz is input
+            if type(exc).__module__ != "zlib":  # zlib.error, raised mid-stream by gzip on a corrupt deflate block
+                raise
+            row["problem"] = f"cannot read: damaged gzip data ({exc})"
+        finally:
+            if opened is not None:
+                opened.close()
         summary.append(row)
     job.finish()
     return summary

@@ -163,8 +163,12 @@ def classify(path: str, in_folder: bool = False) -> Optional[Input]:
         st = os.stat(path)
     except OSError as exc:
         return Input(path, "unreadable", f"cannot read: {exc.strerror or exc}")
-    if not stat.S_ISREG(st.st_mode) and not stat.S_ISFIFO(st.st_mode):
-        return None if in_folder else Input(path, "unreadable", "not a regular file")
+    if not stat.S_ISREG(st.st_mode):
+        if in_folder or stat.S_ISDIR(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+            return None if in_folder else Input(path, "unreadable", "not a regular file")
+        # A FIFO (`<(zcat job.log.gz)`) or a device: read once, as standard input is (sniffing it here would consume
+        # its first bytes, and opening one that has no writer would block), under model.inputs' idle bound.
+        return Input(path, "stream")
     try:
         with open(path, "rb") as fh:
             head = fh.read(SNIFF)
@@ -258,9 +262,9 @@ def _gzipped(stream) -> bool:
 
 
 def _stdin() -> BinaryIO:
-    import sys
+    from ..model.inputs import stdin_input
 
-    return sys.stdin.buffer
+    return stdin_input()
 
 
 class Prefixed(io.RawIOBase):
