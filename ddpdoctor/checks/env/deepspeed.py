@@ -85,7 +85,7 @@ def _resource_filter(spec: str) -> list:
     return out
 
 
-@check("ENV021", "deepspeed-include-slot-missing", family="launcher", needs=("launch", "gpus"), reads=("env", "host"))
+@check("ENV021", "deepspeed-include-slot-missing", family="launcher", needs=("gpus", "launch"), reads=("env", "host"))
 def deepspeed_include_slot_missing(snap):
     """The `deepspeed` launch names, for this host, a GPU slot (--include/--exclude host:N) it does not have.
 
