@@ -408,6 +408,10 @@ TRIGGERS = [
     ("PKG023", dict(packages={"torch_build": {"cuda": "9.0", "hip": None}, "conda_magma": [{"name": "magma-cuda80", "version": "2.1.0"}]}), "warning", {"pkg:torch", "pkg:magma-cuda80"}),  # check18
     ("PKG025", dict(packages={"torch": "2.6.0", "triton": "3.3.0", "torch_pins": {"triton": "3.2.0"}}), "warning", {"pkg:triton", "pkg:torch"}),  # check18b
     ("ENV020", dict(launch={"commands": [{"launcher": "srun", "options": {}, "depth": 0, "from_script": "train.sh:1", "program_word": "srun", "found": False}], "depth_read": 0}), "error", {"path:train.sh"}),  # check19
+    # deepspeedai/DeepSpeed#3624 (check19b, batch 99): --include=work1:2,3 on work1, a host of two GPUs (slots 0,1)
+    ("ENV021", dict(host={"hostname": "work1"}, gpus={"devices": [{"index": 0}, {"index": 1}]},
+                    launch={"commands": [{"launcher": "deepspeed", "options": {"hostfile": "hostfile", "include": "work1:2,3"}, "program": "training.py", "depth": 0}], "depth_read": 0}),
+     "error", {"pkg:deepspeed"}),
     ("SYS011", dict(launch={"commands": [{"launcher": "python", "options": {}, "program": "train.py", "depth": 0, "save_dirs": [{"option": "--output_dir", "path": "/w/out", "checked": "/w/out", "exists": True, "free_bytes": 3221225472, "total_bytes": 536870912000, "largest_checkpoint": "checkpoint-500", "largest_checkpoint_bytes": 13958643712}]}], "depth_read": 0}), "error", {"path:/w/out"}),  # check19
     ("PKG026", dict(packages={"torch": "2.4.1", "libstdcxx": {"path": "/opt/conda/lib/libstdc++.so.6", "from": "RUNPATH", "glibcxx": "3.4.29", "cxxabi": "1.3.13"}, "extension_cxx_needs": [{"package": "gymtorch", "file": "/root/.cache/torch_extensions/py38_cu121/gymtorch/gymtorch.so", "glibcxx": "3.4.32", "cxxabi": "1.3.14"}]}), "error", {"pkg:gymtorch", "lib:libstdc++"}),  # check19
     ("PKG027", dict(packages={"torch": "2.0.1", "torch_mkl": {"lib": "/opt/conda/lib/python3.10/site-packages/torch/lib/libtorch_cpu.so", "undefined": ["iJIT_NotifyEvent"], "mkl_libs": ["/opt/conda/lib/libmkl_core.so.2"], "unresolved": [], "exported": []}}), "error", {"pkg:torch", "pkg:mkl"}),  # check19
@@ -710,6 +714,11 @@ CLEAN = [
         {"name": "enp37s0f0", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.5.14", "netmask": "255.255.240.0"}]}]})),  # one node
     ("PKG012", dict(packages={"torch": "2.6.0", "torch_extensions": []})),  # check17c
     ("ENV020", dict(launch={"commands": [{"launcher": "srun", "options": {}, "depth": 0, "from_script": "train.sh:1", "program_word": "srun", "found": True}], "depth_read": 0})),  # check19
+    # check19b: the slots this host has; another host's slots; the CUDA_VISIBLE_DEVICES case (ENV016's)
+    ("ENV021", dict(host={"hostname": "work1"}, gpus={"devices": [{"index": 0}, {"index": 1}]},
+                    launch={"commands": [{"launcher": "deepspeed", "options": {"include": "work1:0,1@work2:2,3"}, "program": "training.py", "depth": 0}], "depth_read": 0})),
+    ("ENV021", dict(env={"CUDA_VISIBLE_DEVICES": "0,1"}, host={"hostname": "work1"}, gpus={"devices": [{"index": 0}, {"index": 1}]},
+                    launch={"commands": [{"launcher": "deepspeed", "options": {"include": "localhost:2"}, "program": "training.py", "depth": 0}], "depth_read": 0})),
     ("SYS011", dict(launch={"commands": [{"launcher": "python", "options": {}, "program": "train.py", "depth": 0, "save_dirs": [{"option": "--output_dir", "path": "/w/out", "checked": "/w/out", "exists": True, "free_bytes": 42949672960, "total_bytes": 536870912000, "largest_checkpoint": "checkpoint-500", "largest_checkpoint_bytes": 13958643712}]}], "depth_read": 0})),  # check19
     ("PKG026", dict(packages={"torch": "2.4.1", "libstdcxx": {"path": "/opt/conda/lib/libstdc++.so.6", "from": "RUNPATH", "glibcxx": "3.4.29", "cxxabi": "1.3.13"}, "extension_cxx_needs": [{"package": "apex", "file": "amp_C.so", "glibcxx": "3.4.29", "cxxabi": "1.3.13"}]})),  # check19
     ("PKG027", dict(packages={"torch": "2.0.1", "torch_mkl": {"lib": "/opt/conda/lib/python3.10/site-packages/torch/lib/libtorch_cpu.so", "undefined": ["iJIT_NotifyEvent"], "mkl_libs": ["/opt/conda/lib/libmkl_core.so.2"], "unresolved": [], "exported": ["iJIT_NotifyEvent"]}})),  # check19
