@@ -167,8 +167,13 @@ _INFO_LEVEL = re.compile(r"^\[?I\d{4} \d|^\[I [\w./]+:\d+\]|^(?:INFO|DEBUG):[\w.
                          + _SKY_LEVEL % "[ID]" + "|"
                          r"^.{0,80}?\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s+[\w.<>\-]+\s+)?(?:[-|]\s*)?\[?(?:INFO|DEBUG)\]?\s*[-|:\]]\s")
 # "[2024-09-09 19:22:16] [INFO] Traceback (most recent call last):", "INFO:root:Traceback (most recent call last):": the
-# header of a traceback printed through another program's INFO-level logger, which prefixes every line it relays
-_RELOGGED_TRACEBACK = re.compile(r"^(?:\[[^\]]{0,40}\]\s*)?(?:\[INFO\]|INFO\b:?|\| INFO \|)[^\n]{0,80}?\bTraceback \(most recent call last\):\s*$")
+# header of a traceback printed through another program's INFO-level logger, which prefixes every line it relays.
+# The relaying logger's time may open the line unbracketed, in logging's default asctime layout ("%Y-%m-%d %H:%M:%S"
+# then ",msecs"; CPython Lib/logging/__init__.py @v3.12.0, Formatter.default_time_format / default_msec_format) or with
+# a '.' before the fraction: "2023-05-08 10:33:13.000 [INFO] [Driver] Traceback (most recent call last):" (a job
+# driver relaying the child's stderr; round 19 wave 3, issue 24: b179_02, read as "cannot show health")
+_RELOGGED_TRACEBACK = re.compile(r"^(?:\[[^\]]{0,40}\]\s*|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[,.]\d+)?\s+)?"
+                                 r"(?:\[INFO\]|INFO\b:?|\| INFO \|)[^\n]{0,80}?\bTraceback \(most recent call last\):\s*$")
 # git's answer to a script that asks it for the commit it runs from (mmcv/mmengine's collect_env, a logger's
 # "git rev-parse HEAD") outside a repository: "fatal: not a git repository (or any parent up to mount point /x)" and
 # "Stopping at filesystem boundary (GIT_DISCOVERY_ACROSS_FILESYSTEM not set)." (git/git setup.c @e5cdb64,
