@@ -332,6 +332,8 @@ class Job:
             self.run_lines += 1
         elif '", line ' in t and 'File "' in t and not code:
             self.frame_lines += 1   # a Python traceback's frame: two or more are a process's output (a traceback printed)
+        elif t[:5] in ("File ", "Cell ") and not code and _IPY_FRAME.match(t):
+            self.frame_lines += 1   # IPython's frame header ("File ~/x/trainer.py:2237, in Trainer.train(self, ...)")
         elif evs and not code and any(ev.kind in _FAILURE_KINDS for ev in evs) and (
                 any(ev.kind in _RUN_FAILURE_KINDS for ev in evs) or self._tb.get(self._stream(line))):
             self.run_lines += 1   # a launcher's or a watchdog's failure line, or an exception under its traceback's frames
@@ -1160,6 +1162,13 @@ _RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in [\w<>.]+)?|in [\w<
 # the current line of a frame is numbered after debugger.make_arrow(pad), "-" * (pad - 3) + "-> " in the older code,
 # pad = 7 - len(lineno)): "---> 78     launch_training(c=c, ...)"; only in a traceback (round 19, issue 24: b168_17)
 _IPY_ARROW = re.compile(r"^-{1,6}> ?\d{1,6}(?: |$)")
+# IPython's verbose traceback names each frame on its own line: "File <path>[:<lineno>], in <func>(<args>)", or for a
+# notebook cell "Cell In[9], line 1" (ipython/ipython IPython/core/ultratb.py @02660f35, VerboseTB.format_record:
+# '%s, %s' % (link, call), link = _format_filename's "File %s", call "in %s%s"; later 8.x releases add ":<lineno>" and the
+# "Cell In[n], line m" link, as users' pastes show). Two or more are a traceback a process printed, as Python's own
+# 'File "x.py", line 3, in f' frames are (round 19 wave 3, issue 24: b179_06, a pull request whose author's own
+# notebook run failed, read as a quote)
+_IPY_FRAME = re.compile(r"^(?:File (?:~|/|[A-Za-z]:[\\/]|\.{1,2}/)\S*?\.pyx?(?::\d+)?, in [\w.<>]+|Cell In ?\[\d+\], line \d+)")
 _RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
 _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
 _SPAWN_OWNER = spawn_lines.RAISED        # matched at the line's start (.match)
