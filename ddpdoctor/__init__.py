@@ -20,7 +20,7 @@ every import, function-level ones included). The most specific prefix decides a 
     facts      ddpdoctor.facts ddpdoctor.lint.analysis ddpdoctor.lint.conditions ddpdoctor.lint.names
                ddpdoctor.lint.facts ddpdoctor.lint.launchinfo
                ddpdoctor.triage.job ddpdoctor.triage.lines ddpdoctor.triage.signatures ddpdoctor.triage.verdict
-               ddpdoctor.triage.flight ddpdoctor.triage.safe_pickle ddpdoctor.triage.blocks
+               ddpdoctor.triage.flight ddpdoctor.triage.safe_pickle ddpdoctor.triage.blocks ddpdoctor.triage.prose
     model      ddpdoctor.model ddpdoctor ddpdoctor.recache
 
 - cli/commands: parse arguments, call the pipeline, print, choose the exit status. A new command is

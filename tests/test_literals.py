@@ -117,10 +117,10 @@ def test_prefiltered_with_many_needles_scans_and_says_what_the_regex_says(hs, mo
         pytest.importorskip("hyperscan")
     else:
         monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_HYPERSCAN", "1")
-    from ddpdoctor.triage import job
+    from ddpdoctor.triage import job, prose
 
     lines = list(_lines())[::2]
-    for pre in (job._SETUP, job._FAILED_WORDS):
+    for pre in (job._SETUP, prose._FAILED_WORDS):
         fresh = messages.Prefiltered(pre.rx)
         assert fresh._scan is not None and len(fresh.needles) >= messages._SCAN_NEEDLES
         got = [bool(fresh.search(line)) for line in lines]

@@ -200,12 +200,12 @@ def test_required_words_equal_the_char_by_char_walk():
 def test_prefiltered_search_is_the_regex_search_on_every_fixture_line_and_example():
     """triage's set-up and failure-word regexes behind their needles: the same match (span and groups) on every
     fixture line and catalogue example, and most lines are spared the regex."""
-    from ddpdoctor.triage import job
+    from ddpdoctor.triage import job, prose
 
     lines = list(_fixture_lines()) + [ex for e in messages.entries() for ex in e.get("examples") or []]
     from ddpdoctor.triage import signatures
 
-    for gated in (job._SETUP, job._FAILED_WORDS, job._PROGRESS, job._UNRAISABLE, signatures._USER_FRAME):
+    for gated in (job._SETUP, prose._FAILED_WORDS, job._PROGRESS, job._UNRAISABLE, signatures._USER_FRAME):
         assert isinstance(gated, messages.Prefiltered) and gated.needles
         hits = spared = 0
         for line in lines:
@@ -271,12 +271,12 @@ def test_prefiltered_needles_kept_between_runs_are_those_derived(tmp_path, monke
     interpreter and messages.py's bytes); what it serves is what `needles` derives, a damaged file is derived again."""
     import marshal
 
-    from ddpdoctor.triage import job, signatures
+    from ddpdoctor.triage import job, prose, signatures
 
     monkeypatch.setenv("DDPDOCTOR_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("DDPDOCTOR_NO_RE_CACHE", raising=False)
     monkeypatch.setattr(messages, "_KEPT", [])
-    pats = [p.rx.pattern for p in (job._SETUP, job._FAILED_WORDS, job._FATAL_LINE, signatures._USER_FRAME)]
+    pats = [p.rx.pattern for p in (job._SETUP, prose._FAILED_WORDS, prose._FATAL_LINE, signatures._USER_FRAME)]
     assert [messages._kept_needles(p) for p in pats] == [messages.needles(p) for p in pats]
     files = [f for f in os.listdir(tmp_path) if f.startswith("needles-")]
     assert len(files) == 1

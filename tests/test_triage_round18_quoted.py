@@ -11,7 +11,7 @@ Pure in-process.
 """
 from __future__ import annotations
 
-from ddpdoctor.triage.job import is_format_template
+from ddpdoctor.triage.prose import is_format_template
 
 from triage_factory import failed as _failed, found as _found
 

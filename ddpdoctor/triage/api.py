@@ -368,7 +368,7 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
 
 
 def quoted_in_change(job: Job):
-    """The line that marks this text a pull request's or a feature request's (job.py _CHANGE_DOC), when nothing in
+    """The line that marks this text a pull request's or a feature request's (prose.py _CHANGE_DOC), when nothing in
     the log is a run's own output: no line with a rank, NCCL or host prefix, no launcher's exit, no traceback's frames
     (two or more), no training progress.
     The failures such a text shows are the ones its change removes or its request is about, quoted; else None."""
