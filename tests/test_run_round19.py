@@ -411,3 +411,96 @@ def test_a_peers_own_error_inside_a_killed_ranks_unknown_moment_is_a_tie_not_a_f
     assert sec["death"]["first_rank"] == 0 and "rank 0 died first" in f.title
     sec, [f] = job(856.63, 856.850)
     assert sec["death"]["first_rank"] == 1 and "rank 1 died first" in f.title
+
+
+# ---- round 19 wave 2 (run19b): a warm-up lasting the whole first window is a start-up, judged at the job's end
+
+def _run_sup(job):
+    sup = _Sup()
+    sup.sup._judge_and_print = lambda sec, what, kind=None, only=None: sup.published.append(sec["straggler"]) or []
+    sup.run(job)
+    sup.sup._check_startup()
+    return sup
+
+
+def test_a_warm_up_lasting_the_whole_first_window_is_a_start_up_at_the_jobs_end():
+    """Rank 1 held +1 s (1 s steps) for its first 25 steps of a 60-step job: the window's rule names it live (it cannot
+    tell while it lasts), and at the end it is judged again as a start-up: slow in steps 1-25, then 35 steady steps
+    in which it does not lead by the cost bar."""
+    for seed in range(5):
+        job = short_job(steps=60, base=1000.0, noise=0.1, seed=seed, held={1: (1, 25, 1000.0)})
+        sup = _run_sup(job)
+        assert sup.published and sup.published[0]["ranks"] == [1] and "startup" not in sup.published[0], seed
+        su = sup.published[-1].get("startup")
+        assert su is not None and su["ranks"] == [1] and su["slow_steps"] == [1, 25], (seed, su)
+        assert su["steady_n"] == 35 and su["steady_lead_ms"] < su["bar_ms"]
+
+
+def test_a_straggler_that_began_later_eased_or_has_too_few_steady_steps_stays_a_straggler():
+    """Quiet twins: the same 25 slow steps starting at step 15 (not the job's start), a straggler for the whole job,
+    a warm-up followed by only 15 steady steps (fewer than the window), and a straggler that eased from +1 s to
+    +400 ms (still above the cost bar): no start-up said."""
+    cases = {"later": short_job(steps=80, base=1000.0, noise=0.1, held={1: (15, 40, 1000.0)}),
+             "whole": short_job(steps=60, base=1000.0, noise=0.1, slow=1, extra=1000.0, part="compute"),
+             "few": short_job(steps=40, base=1000.0, noise=0.1, held={1: (1, 25, 1000.0)})}
+    eased = short_job(steps=60, base=1000.0, noise=0.1, slow=1, extra=400.0, part="compute")
+    for r in eased:
+        eased[r] = [a if a[0] > 25 else b for a, b in zip(eased[r], cases["whole"][r])]
+    cases["eased"] = eased
+    for name, job in cases.items():
+        sup = _run_sup(job)
+        assert sup.published and sup.published[0]["ranks"] == [1], name
+        assert not any(v.get("startup") for v in sup.published), name
+
+
+def test_the_start_up_finding_is_an_info_with_its_statistics():
+    from ddpdoctor.pipeline.judge import judge
+    from ddpdoctor.pipeline.runner import load_all
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    load_all()
+    job = short_job(steps=60, base=1000.0, noise=0.1, held={1: (1, 25, 1000.0)})
+    v = st.straggler({r: s[:22] for r, s in job.items()}, ended=False)
+    v.update(cause={}, facts={}, startup=st.startup(job, v))
+    rep = judge(Snapshot(sections={"run": {"straggler": v}}), command="run", only={"RUN020"}, when="run")
+    (f,) = rep.findings
+    assert str(f.severity).lower().endswith("info") and "slow only at the job's start (steps 1-25" in f.title
+    assert "a start-up, not a straggler" in f.title and "phase:start-up" in f.subjects
+    del v["startup"]
+    (g,) = judge(Snapshot(sections={"run": {"straggler": v}}), command="run", only={"RUN020"}, when="run").findings
+    assert str(g.severity).lower().endswith("warning") and "is the straggler" in g.title
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_real_warm_up_lasting_the_first_window_is_told_as_a_start_up(tmp_path):
+    """Rank 1's backward sleeps 0.5 s in its first 25 steps, then 300 more steps of >= 20 ms on every rank (every sample
+    takes 5 ms to load on every rank: the steady steps span >= 6 s on any machine): named live (RUN020 warning, the
+    window's rule at step ~20), then at the end judged again: an info, slow in steps 1-25, then steady."""
+    rc, out, rep = doctor(tmp_path, torchrun("trainer_job.py", "--steps", "325", "--delay-backward", "1=0.5",
+                                             "--delay-until", "25", "--delay-data", "*=0.005"), "--stall-after", "60")
+    ranks = {r["rank"]: r for r in rep["run"]["ranks"]}
+    assert set(ranks) == {0, 1} and rc == 0, out[-3000:]
+    assert all(((r.get("split") or {}).get("steps") or 0) > 300 for r in ranks.values()), out[-3000:]
+    assert "! warning RUN020" in out and "rank 1 is the straggler" in out, out[-3000:]  # named live first
+    (f,) = [f for f in run_findings(rep) if f["id"] == "RUN020"]
+    assert f["severity"] == "info" and "rank 1 was slow only at the job's start" in f["title"], out[-3000:]
+    su = f["evidence"]["startup"]
+    assert su["slow_steps"][0] == 1 and 20 <= su["slow_steps"][1] <= 26 and su["steady_s"] >= 3.0, su
+    assert f["evidence"]["supersedes"][0]["title"].startswith("rank 1 is the straggler")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_real_straggler_that_began_after_the_start_stays_a_straggler(tmp_path):
+    """Quiet twin: the same job, rank 1's backward +0.5 s in steps 30-55 only (not from the start): RUN020 stays the
+    straggler warning (and 'has caught up' is said), no start-up."""
+    rc, out, rep = doctor(tmp_path, torchrun("trainer_job.py", "--steps", "350", "--delay-backward", "1=0.5",
+                                             "--delay-after", "30", "--delay-until", "55", "--delay-data", "*=0.005"),
+                          "--stall-after", "60")
+    ranks = {r["rank"]: r for r in rep["run"]["ranks"]}
+    assert set(ranks) == {0, 1} and rc == 0, out[-3000:]
+    assert all(((r.get("split") or {}).get("steps") or 0) > 300 for r in ranks.values()), out[-3000:]
+    found = [f for f in run_findings(rep) if f["id"] == "RUN020"]
+    assert len(found) == 1 and found[0]["severity"] == "warning" and "rank 1 is the straggler" in found[0]["title"], out[-3000:]
+    assert "startup" not in found[0]["evidence"] and "slow only at the job's start" not in out

@@ -1570,7 +1570,10 @@ def straggler(snap):
         host (steal, load), extra work on that rank (rank-0 logging or saving), or a rank that waits
         outside any collective (a sleep, I/O, a lock), with the line where samples of its stack
         found it. A rank whose lead is its threads' wait for a CPU (the host holds it back: run-queue
-        delay) is RUN023, not a straggler of the job.
+        delay) is RUN023, not a straggler of the job. At the job's end a rank named live whose lead
+        began with the job's first steps and ended, followed by at least the test's window of steps
+        (20, 3 s) in which it no longer leads by the cost bar, is told as the job's start-up (an
+        info: a warm-up, a cold cache), not a straggler.
 
     Why it matters
         The whole job runs at the speed of its slowest rank: a rank that is 200 ms late per step
@@ -1592,6 +1595,29 @@ def straggler(snap):
     c = s.get("cause") or {}
     ranks = [{"rank": r} for r in s["ranks"]]
     who = _ranks(ranks)
+    su = s.get("startup")
+    if su:  # named live, then judged at the job's end: its lead was the job's start-up (facts.steps.startup)
+        a, b = su["slow_steps"]
+        yield info(f"{who} was slow only at the job's start (steps {a}-{b}: the other ranks waited {su['slow_cost_ms']:.0f} "
+                   f"ms per step for it), then kept pace for {su['steady_n']} sampled steps: a start-up, not a straggler "
+                   "of the job",
+                   detail=(f"Named live as the straggler (steps {s['window'][0]}-{s['window'][-1]}, {100 * (s.get('cost_frac') or 0):.0f}% of "
+                           f"the {s['step_ms']:.0f} ms step; the window's rule cannot tell a start-up from a straggler "
+                           f"while it lasts). Its lead began with the job's first recorded steps and ended at step {b}; over "
+                           f"the {su['steady_n']} sampled steps common to every rank that followed (steps "
+                           f"{su['steady_steps'][0]}-{su['steady_steps'][1]}, {su['steady_s']:g} s of {su['steady_step_ms']:.1f} ms "
+                           f"steps: at least what the straggler test needs to name a rank) its median lead was "
+                           f"{su['steady_lead_ms']:.1f} ms, under the cost bar of {su['bar_ms']:.1f} ms. What it cost: about "
+                           f"{su['slow_cost_ms'] * (b - a + 1) / 1000:.1f} s of the other ranks' time. Usual causes: cudnn "
+                           "benchmark and the caching allocator's first steps, torch.compile, a cold page cache, rank 0's "
+                           "extra first-step work (tokenising inside main_process_first, the first evaluation or save)."),
+                   fix=(f"Nothing to fix if a slow start is expected; if it costs too much, move the work out of the first "
+                        f"steps on {who} (tokenise and cache the data set before the job: datasets.map(...).save_to_disk, "
+                        "or load_from_cache_file; warm up compilation with a few steps of the same shapes)"),
+                   subjects=[f"rank:{r}" for r in s["ranks"]] + ["phase:start-up"],
+                   evidence={"startup": su, "straggler": {k: s.get(k) for k in ("ranks", "cost_ms", "cost_frac", "step_ms",
+                                                                               "window", "detected_at_step")}})
+        return
     steps = s.get("window") or [None, None]
     cost = s["cost_ms"]
     part = s["part"]

@@ -341,6 +341,73 @@ def leader(al: Dict[int, List[Sequence[float]]]) -> Optional[dict]:
             "step_ms": round(step_med, 3), "led": led, "shown": shown, "steps": n, "led_steps": led_steps}
 
 
+# A rank slow only at the job's start (round 19 wave 2, issue 27): a warm-up that lasts the whole first window (cudnn and
+# the allocator, compilation, a cold page cache, rank 0 tokenising inside main_process_first) is named by the window's
+# rule at step ~20 (it cannot tell a start-up from a straggler while it lasts), then "has caught up". At the job's end
+# such a verdict is re-judged on the steps that followed: a lead that began with the job's first recorded steps and
+# ended, followed by at least the window's steps (>= WINDOW sampled steps common to every rank, >= MIN_WINDOW_S of
+# them: what the window's rule needs to name anyone) in which it no longer leads by the cost bar (the others' median
+# wait less its own, MIN_COST_FRAC of the step and MIN_COST_MS: `leader`), is a start-up, not a straggler of the job.
+
+
+def startup(by_rank: Dict[int, List[Sequence[float]]], verdict: dict, window: int = WINDOW,
+            min_window_s: float = MIN_WINDOW_S) -> Optional[dict]:
+    """A straggler verdict (`straggler`) that was the job's start-up, judged on all of the job's records at its end, or
+    None. Needs all of: every rank's records begin at the job's first step (1; a job longer than the records kept is
+    not judged); the verdict's ranks led the common sampled steps before its window too (or there are fewer than
+    LEADER_MIN_STEPS of them); after the last step they led by the verdict's cost bar, at least `window` common sampled
+    steps spanning `min_window_s`, over which they do not lead by the cost bar (`leader` names nobody, or others).
+    Returns {"ranks", "slow_steps": [first, last], "slow_cost_ms" (the others' median extra wait per step over the slow
+    steps), "slow_step_ms", "steady_steps": [first, last], "steady_n", "steady_s", "steady_lead_ms" (the former
+    straggler's median lead over the steady steps, below the bar), "steady_step_ms", "bar_ms"}."""
+    ranks = sorted(r for r, v in by_rank.items() if v)
+    slow = list(verdict.get("ranks") or [])
+    if len(ranks) < 2 or not slow or not set(slow) < set(ranks) or not verdict.get("window"):
+        return None
+    if any(min(s[0] for s in by_rank[r]) > 1 for r in ranks):
+        return None  # the job's first steps are not in the records: whether the lead began with the job is unknown
+    others = [r for r in ranks if r not in slow]
+    sampled = {r: {s[0]: s for s in by_rank[r] if s[3] == s[3]} for r in ranks}
+    common = sorted(set.intersection(*(set(d) for d in sampled.values())))
+    w0 = verdict["window"][0]
+    pre = [n for n in common if n < w0]
+    if len(pre) >= LEADER_MIN_STEPS:
+        lead = leader({r: [sampled[r][n] for n in pre] for r in ranks})
+        if lead is None or lead["ranks"] != sorted(slow):
+            return None  # the lead did not begin with the job
+    bar = _cost_bar(verdict.get("step_ms") or 0.0)
+
+    def led(n: int) -> bool:
+        return (min(sampled[r][n][_AT["collective"]] for r in others)
+                - max(sampled[r][n][_AT["collective"]] for r in slow)) >= bar
+
+    last = max((n for n in common if led(n)), default=None)
+    if last is None:
+        return None
+    steady = [n for n in common if n > last]
+    if len(steady) < window:
+        return None
+    steady_ms = statistics.median(sum(sampled[r][n][3:8]) for r in ranks for n in steady)
+    stride = max(1.0, (steady[-1] - steady[0]) / (len(steady) - 1))
+    steady_s = len(steady) * stride * steady_ms / 1000.0
+    if steady_s < min_window_s:
+        return None
+    lead = leader({r: [sampled[r][n] for n in steady] for r in ranks})
+    if lead is not None and set(lead["ranks"]) & set(slow):
+        return None  # it still leads the steady steps by the cost bar: a straggler that eased, not a start-up
+
+    def med_lead(nums: List[int]) -> float:
+        return (statistics.median(statistics.median(sampled[r][n][_AT["collective"]] for n in nums) for r in others)
+                - max(statistics.median(sampled[r][n][_AT["collective"]] for n in nums) for r in slow))
+
+    head = [n for n in common if n <= last]
+    return {"ranks": sorted(slow), "slow_steps": [head[0], last], "slow_cost_ms": round(med_lead(head), 3),
+            "slow_step_ms": round(statistics.median(sum(sampled[r][n][3:8]) for r in ranks for n in head), 3),
+            "steady_steps": [steady[0], steady[-1]], "steady_n": len(steady), "steady_s": round(steady_s, 2),
+            "steady_lead_ms": round(med_lead(steady), 3), "steady_step_ms": round(steady_ms, 3),
+            "bar_ms": round(_cost_bar(steady_ms), 3)}
+
+
 def leader_text(lead: dict) -> str:
     who = "rank " + str(lead["ranks"][0]) if len(lead["ranks"]) == 1 else "ranks " + ranks_text(lead["ranks"])
     at = f" (step(s) {runs_text(lead['led_steps'])})" if lead.get("led_steps") else ""

@@ -665,6 +665,7 @@ class Supervisor:
         self._check_death(time.time(), final=True)
         self._check_framework(final=True)
         self._check_short_straggler()
+        self._check_startup()
         if any(p.steps for p in self._rank_procs()):
             self.write("\n".join(self.table_lines(END)))
 
@@ -1046,13 +1047,16 @@ class Supervisor:
         strag = self.straggler_reports[-1]["ranks"] if self.straggler_reports else []
         held = bool(self.straggler_reports and (self.straggler_reports[-1].get("host_held") or {}).get("held"))
         lines = [f"ddpdoctor run: step split {when} ({len(sums)} rank(s) on this node)"]
-        lines += stepsplit.table_lines(sums, strag, "held back by the host" if held else "the straggler")
+        startup = bool(self.straggler_reports and self.straggler_reports[-1].get("startup"))
+        lines += stepsplit.table_lines(sums, strag, "held back by the host" if held else
+                                       "slow at the start only" if startup else "the straggler")
         missed = sum(v.get("missed", 0) for v in sums.values())
         if missed:
             lines.append(f"  ({missed} step(s) ended faster than the beacon was read and are not in the table)")
         if self.straggler_reports:
             last = self.straggler_reports[-1]
-            what = "held by the host" if (last.get("host_held") or {}).get("held") else "straggler"
+            what = ("held by the host" if (last.get("host_held") or {}).get("held") else
+                    "slow at the start only" if last.get("startup") else "straggler")
             lines.append(f"  {what}: {last.get('headline')}")
         nj = self.straggler_not_judged() if when == END else None  # mid-job (SIGUSR1) the window may yet form
         if nj:
@@ -1110,6 +1114,31 @@ class Supervisor:
         pend = self.short_pending
         facts = pend[1] if pend is not None and pend[0] == tuple(verdict["ranks"]) else {}
         self._publish_straggler(verdict, by_rank, time.time(), facts)
+
+    def _check_startup(self) -> None:
+        """At the job's end: a straggler named live whose lead began with the job and ended, followed by the window's
+        steps without it (facts.steps.startup), was the job's start-up (a warm-up lasting the whole first window): its
+        RUN020 is judged again with those statistics and replaces the one printed live (evidence["supersedes"])."""
+        if not self.straggler_reports:
+            return
+        last = self.straggler_reports[-1]
+        if last.get("startup") or (last.get("host_held") or {}).get("held"):
+            return
+        su = stepsplit.startup(self.steps_by_rank(), last)
+        if su is None:
+            return
+        verdict = dict(last, startup=su)
+        ranks = frozenset(f"rank:{r}" for r in verdict["ranks"])
+        old = [f for f in self.findings if f.id == "RUN020" and _rank_subjects(f) == ranks]
+        self.findings = [f for f in self.findings if not any(f is o for o in old)]
+        sec = self.build()
+        sec["straggler"] = verdict
+        new = self._judge_and_print(sec, "the straggler judged again at the job's end", kind="straggler",
+                                    only={"RUN020"})
+        for f in new:
+            f.evidence["supersedes"] = [{"id": g.id, "title": g.title} for g in old]
+        verdict["headline"] = new[0].title if new else last.get("headline")
+        self.straggler_reports.append(verdict)
 
     def _publish_straggler(self, verdict: dict, by_rank: dict, now: float, facts: Optional[dict] = None) -> None:
         # the straggler's run-queue delay over the window beside the other ranks': the host's share of its cost
