@@ -174,14 +174,19 @@ def _unwrapped_forward_findings(t, index, seen: set):
         return
     for call in index.calls:
         func = call.node.func
-        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)):
+        # `unwrap_model(m).loss(x)`, and `unwrap_model(m)["decoder"](x)`: a member of a prepared ModuleDict/ModuleList
+        # called directly (fr117, round 19) runs the same plain sub-module without DDP's forward.
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+            inner, what = func.value, call.name
+        elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call):
+            inner, what = func.value, "[" + (ast.unparse(func.slice) if hasattr(ast, "unparse") else "key") + "]"
+        else:
             continue
-        inner = func.value
         if not (isinstance(inner.func, ast.Attribute) and inner.func.attr == "unwrap_model" and inner.args):
             continue
         base = dotted(inner.args[0])
-        if base not in prepared or call.ctx.no_grad or call.name in _NOT_A_FORWARD or \
-                call.name.startswith(("set_", "register_")) or _SAMPLING.search(call.name):
+        if base not in prepared or call.ctx.no_grad or what in _NOT_A_FORWARD or \
+                what.startswith(("set_", "register_")) or _SAMPLING.search(what):
             continue
         scope = call.scope
         if id(scope) in seen:
@@ -198,7 +203,8 @@ def _unwrapped_forward_findings(t, index, seen: set):
         seen.add(id(scope))
         yield t.finding(
             "warning", call.node,
-            f"`accelerator.unwrap_model({base}).{call.name}()` runs the module accelerate wrapped in DDP without its "
+            f"`accelerator.unwrap_model({base}){'' if what.startswith('[') else '.'}{what}()` runs the module "
+            "accelerate wrapped in DDP without its "
             f"wrapper and a backward follows (line {backward[0].line}): under a multi-process launch the gradients "
             "are not all-reduced across ranks",
             detail=("accelerator.prepare wraps the model in DistributedDataParallel when several processes run "
@@ -206,7 +212,7 @@ def _unwrapped_forward_findings(t, index, seen: set):
                     "forward (reducer.prepare_for_backward) never runs and every rank steps on its own gradients."),
             fix=("# route the loss through the prepared model: make the loss its forward (or dispatch to it)\n"
                  f"loss = {base}(batch)\naccelerator.backward(loss)"),
-            evidence={"model": base, "method": call.name, "backward_line": backward[0].line, "source": _SOURCE},
+            evidence={"model": base, "method": what, "backward_line": backward[0].line, "source": _SOURCE},
         )
 
 
