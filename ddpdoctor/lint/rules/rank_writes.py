@@ -783,7 +783,8 @@ def write_on_every_rank(t):
         placeholder is a note. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
         it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings, or, since round 18, the project's
-        README or shell scripts launch the file that way); `trainer.save_model`
+        README or shell scripts launch the file that way, and since round 19 `srun python train.py` / `mpirun -np N` with
+        more than one task, counted from the line or the batch script's #SBATCH lines); `trainer.save_model`
         and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
         (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
         The gates are the project's (facts computed once per run): flags that hold a rank test in a
