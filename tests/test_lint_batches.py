@@ -1901,3 +1901,29 @@ def test_round18b_loader_prepared_by_ray_train_is_quiet():
     # `DataLoader(shuffle=True)` then `train.torch.prepare_data_loader(loader)`: Ray Train gives it a DistributedSampler.
     # The same loader prepared with add_dist_sampler=False still shuffles the whole set on every worker: it warns.
     assert [f.evidence["line"] for f in found("r18/ray_prepare_data_loader.py", "LINT017")] == [24]
+
+
+def test_round19_a_file_that_does_not_parse_is_linted_without_the_lines_that_do_not(tmp_path):
+    # issue 25 (round 19): a file that does not parse hid every other fault in it (fr119's three LINT090 files, fr121
+    # daniel10015/project experiments/thru_com/main_ddp.py: a PEP 701 f-string under Python 3.11 hid its every-rank
+    # CIFAR download). The lines that parse are linted; LINT090 names the lines left out. Under Python 3.12 the PEP 701
+    # file parses whole: the same LINT013 and no LINT090.
+    import sys
+    src = ("import torch\nimport torch.distributed as dist\n"
+           "def train(model, rank):\n"
+           "    dist.init_process_group('nccl')\n"
+           "    print(f\"rank {rank\n"
+           "    } ready\")\n"
+           "    model(1).backward()\n"
+           "    torch.save(model.state_dict(), 'ckpt.pt')\n")
+    path = tmp_path / "newer.py"
+    path.write_text(src, encoding="utf-8")
+    got = {(f.id, f.evidence["line"]) for f in lint_paths([str(path)], preview=True).findings}
+    assert ("LINT013", 8) in got
+    if sys.version_info < (3, 12):
+        [f] = [f for f in lint_paths([str(path)]).findings if f.id == "LINT090"]
+        assert f.severity == "info" and "linted without lines 5-6" in f.title
+    py2 = tmp_path / "py2.py"
+    py2.write_text(src.replace("    print(f\"rank {rank\n    } ready\")\n", "    print 'rank', rank\n"), encoding="utf-8")
+    got = {(f.id, f.evidence["line"], f.severity) for f in lint_paths([str(py2)], preview=True).findings}
+    assert ("LINT090", 5, "error") in got and any(g[:2] == ("LINT013", 7) for g in got)

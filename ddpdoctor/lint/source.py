@@ -131,10 +131,19 @@ def _read(path: str) -> Union[Script, InputProblem]:
     except SyntaxError as exc:
         msg = exc.msg or "invalid syntax"
         if _pep701(text, exc):
-            return InputProblem(path, "syntax-error", f"syntax error under Python {sys.version_info[0]}.{sys.version_info[1]}: "
-                                f"{msg}, in an f-string (Python 3.12 accepts an f-string whose replacement field spans "
-                                "lines or reuses its quotes, PEP 701); not linted: run ddpdoctor under Python 3.12+",
-                                exc.lineno or 0, (exc.offset or 1) - 1, newer_python=True)
+            problem = InputProblem(path, "syntax-error", f"syntax error under Python {sys.version_info[0]}.{sys.version_info[1]}: "
+                                   f"{msg}, in an f-string (Python 3.12 accepts an f-string whose replacement field "
+                                   "spans lines or reuses its quotes, PEP 701)",
+                                   exc.lineno or 0, (exc.offset or 1) - 1, newer_python=True)
+            recovered = recover(text, path)
+            if recovered is None:
+                problem.message += "; not linted: run ddpdoctor under Python 3.12+"
+                return problem
+            tree, dropped = recovered
+            problem.message += (f"; the rest of the file was linted without {_lines(dropped)} (run ddpdoctor under "
+                                "Python 3.12+ to lint all of it)")
+            problem.recovered = True
+            return Script(path, text, tree, problem=problem)
         problem = InputProblem(path, "syntax-error", f"syntax error: {msg}", exc.lineno or 0, (exc.offset or 1) - 1)
         recovered = recover(text, path)
         if recovered is None:
