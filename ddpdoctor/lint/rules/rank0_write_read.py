@@ -132,7 +132,11 @@ def _pairs(t, index) -> Iterator[Tuple[Call, Call, bool]]:
                 own = {id(n) for n in ast.walk(r.node)}
                 if folder:
                     p = _touches(r)
-                    if p is None or not _contains(p, key) or r.qual in ("os.makedirs", "os.mkdir"):
+                    if p is None or r.qual in ("os.makedirs", "os.mkdir"):
+                        continue
+                    if isinstance(p, ast.Name) and p.id in r.scope.values and p.id != getattr(path, "id", None):
+                        p = r.scope.values[p.id]  # `csv_path = workpath + "/metrics.csv"` then open(csv_path, "w")
+                    if not _contains(p, key):
                         continue
                 else:
                     p = _read(r)
