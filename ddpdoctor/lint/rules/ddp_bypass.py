@@ -159,6 +159,41 @@ def _raw_forward_findings(t, index, seen: set):
             )
 
 
+def _frozen(index, base: str, scope) -> bool:
+    """Every parameter of the DDP model `base` is frozen in the file: `for p in base.parameters(): p.requires_grad =
+    False` (also over `base.module.parameters()`), or `base.requires_grad_(False)` / `base.module.requires_grad_(False)`
+    (fr122 jiamingzhang94/AnyAttack: a CLIP encoder wrapped in DDP and frozen on the next lines, then called through
+    `.module`). A frozen module's parameters get no gradient, so its reducer has nothing to all-reduce: bypassing its
+    forward loses nothing (the gradient flows through it to the trained model, which is called through its own DDP)."""
+    owners = (base, f"{base}.module")
+    # the function that calls it (a name of that function), or, for `self.net`, the class's methods
+    where = scope.cls.node if base.startswith("self.") and scope.cls is not None else scope.node
+    for c in index.calls:
+        if c.name == "requires_grad_" and c.recv in owners and c.node.args and \
+                isinstance(c.node.args[0], ast.Constant) and c.node.args[0].value is False and \
+                any(c.node is n for n in ast.walk(where)):
+            return True
+    for n in ast.walk(where):
+        if not isinstance(n, ast.For) or not isinstance(n.target, ast.Name):
+            continue
+        it = n.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "parameters"
+                and dotted(it.func.value) in owners):
+            continue
+        var = n.target.id
+        for st in n.body:
+            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Constant) and st.value.value is False and any(
+                    isinstance(tg, ast.Attribute) and tg.attr == "requires_grad" and isinstance(tg.value, ast.Name)
+                    and tg.value.id == var for tg in st.targets):
+                return True
+            if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and \
+                    isinstance(st.value.func, ast.Attribute) and st.value.func.attr == "requires_grad_" and \
+                    dotted(st.value.func.value) == var and st.value.args and \
+                    isinstance(st.value.args[0], ast.Constant) and st.value.args[0].value is False:
+                return True
+    return False
+
+
 def _unwrapped_forward_findings(t, index, seen: set):
     """A loss computed through `accelerator.unwrap_model(model).<method>(...)` of a model accelerate prepared, with a
     backward after it in the same function and no call of the prepared model there (fr113 zqevans/audio-diffusion
@@ -236,7 +271,9 @@ def ddp_forward_bypassed(t):
         a backward (accelerate wraps it in DDP under a multi-process launch). Also (after fr103) a loss computed by
         the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
         `loss = net(batch)`) or after `model = model.module` undoes the wrap, in a function that never calls the DDP
-        model. A preview rule (round 16): a note by default, a warning with `--preview`.
+        model. Quiet (round 19) when the wrapped module is frozen in the same function (`for p in
+        model.parameters(): p.requires_grad = False`, `model.requires_grad_(False)`): it has no gradient to all-reduce.
+        A preview rule (round 16): a note by default, a warning with `--preview`.
 
     Why it matters
         DDP synchronises gradients only for a backward prepared by its own forward: `DistributedDataParallel.forward`
@@ -326,6 +363,8 @@ def ddp_forward_bypassed(t):
             continue
         if any(isinstance(n, ast.Expr) and n.value is call.node for n in ast.walk(scope.node)):
             continue  # a statement of its own (`model.module.freeze_clip()`, an EMA update): its result feeds no loss
+        if _frozen(index, base, scope):
+            continue  # a frozen wrapped module: no gradient of its own to all-reduce (fr122 AnyAttack x2)
         if t.facts.dead(scope, index):
             continue
         seen.add(id(scope))
