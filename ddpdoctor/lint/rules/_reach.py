@@ -134,6 +134,7 @@ def _literal_one(index: ModuleIndex, expr: Optional[ast.AST], scope: Scope, dept
 
 
 _LOOPBACK = ("tcp://127.0.0.1", "tcp://localhost", "tcp://0.0.0.0")
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 
 
 def _literal_head(node: Optional[ast.AST]) -> Optional[str]:
@@ -150,6 +151,22 @@ def _literal_head(node: Optional[ast.AST]) -> Optional[str]:
     return None
 
 
+def project_one_node_world(indexes) -> Optional[str]:
+    """one_node_world over every module of the run that joins a process group: the world is one node when each of
+    them joins a one-node world (the init sits in a helper module, `ddp_utils.setup(rank, world_size)`, and the file
+    that places the model only reads RANK: fr122 Zhiyang-Z/robot_retarget). None when no module joins or one does not
+    provably join a one-node world."""
+    why = None
+    for ix in indexes:
+        if not ix.by_qual.get(INIT_PG, ()):
+            continue
+        one = one_node_world(ix)
+        if one is None:
+            return None
+        why = why or one
+    return why
+
+
 def one_node_world(index: ModuleIndex) -> Optional[str]:
     """Every init_process_group of the module joins a world that cannot span two nodes, whatever the launcher:
     its rendezvous address is the loopback (`init_method="tcp://127.0.0.1:{port}"`: a process on another node
@@ -161,11 +178,23 @@ def one_node_world(index: ModuleIndex) -> Optional[str]:
     if not calls:
         return None
     why = None
+    # env:// (no init_method) reads MASTER_ADDR (torch/distributed/rendezvous.py _env_rendezvous_handler): the module
+    # setting it to the loopback itself (`os.environ["MASTER_ADDR"] = "localhost"`, the mp.spawn tutorial set-up)
+    # joins a world no other node can reach (round 19: fr122 Zhiyang-Z/robot_retarget, 3 debatable LINT018s)
+    # (in the init's own function, before it, and not as a fallback under a test of os.environ: fr109 FLEX's
+    # `if "MASTER_ADDR" not in os.environ: ... = "localhost"` leaves the other branch to the launcher's address)
+    loop_envs = [e for e in index.env_sets if e.name == "MASTER_ADDR" and isinstance(e.value, ast.Constant)
+                 and str(e.value.value) in _LOOPBACK_HOSTS and not e.ctx.env_test]
     for call in calls:
         head = _literal_head(call.kw("init_method"))
         size = call.kw("world_size")
         if head is not None and head.startswith(_LOOPBACK):
             why = why or f"init_process_group joins at {head.split('://', 1)[1].split(':')[0]} (line {call.line})"
+        elif (head is None or head.startswith("env://")) and not call.node.args[1:2] and any(
+                e.scope is call.scope and e.node.lineno < call.line for e in loop_envs):
+            e = next(e for e in loop_envs if e.scope is call.scope and e.node.lineno < call.line)
+            why = why or (f"init_process_group reads MASTER_ADDR, which this module sets to "
+                          f"{e.value.value!r} (line {e.node.lineno})")
         elif isinstance(size, ast.Call) and (dotted(size.func) or "").endswith("cuda.device_count"):
             why = why or f"init_process_group's world_size is torch.cuda.device_count() (line {call.line})"
         elif _local_gpu_count(size, call):
