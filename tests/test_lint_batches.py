@@ -1938,3 +1938,11 @@ def test_round19_a_project_helper_on_the_loopback_makes_a_one_node_world():
                 if f.id == "LINT018"]
     assert sev("r19/one_node_spawn_helper") == [(11, "info")]
     assert sev("r19/torchrun_helper") == [(11, "warning")]
+
+
+def test_round19_every_rank_copying_its_own_source_is_a_note():
+    # fr122 gufranSabri/MM_SLT x2 (debatable at first read): shutil.copy2 of the script's own files into the run
+    # folder on every rank writes the same bytes from every rank: a note. A checkpoint saved on every rank: a warning.
+    got = [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / "r19/copy_own_code.py")], preview=True).findings
+           if f.id == "LINT013"]
+    assert got == [(15, "info"), (20, "warning")]
