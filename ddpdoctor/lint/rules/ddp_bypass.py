@@ -194,6 +194,58 @@ def _frozen(index, base: str, scope) -> bool:
     return False
 
 
+_OPTIMIZERS = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS", "Lamb",
+               "LAMB", "FusedAdam", "FusedLAMB", "AdamW8bit", "Adafactor", "Lion", "SparseAdam"}
+
+
+def _untrained(index, base: str, scope) -> bool:
+    """No optimizer of the file takes the DDP model's parameters: every optimizer built in the file
+    (`torch.optim.Adam(model_net.parameters())`) names its parameter source, and none of them is `base` (or the name
+    it wraps) (fr123 frankdarkluo/MaxReward: a DDP-wrapped editor called through `.module` whose only optimizer trains
+    another network). Its gradients are never applied, so skipping its all-reduce changes nothing. False when the file
+    builds no optimizer or one whose parameters come from an argument or a helper the file cannot see."""
+    raw = set()
+    for a in index.assigns:
+        if a.targets == [base] and isinstance(a.value, ast.Call) and a.value.args and \
+                (dotted(a.value.func) or "").rsplit(".", 1)[-1] in ("DistributedDataParallel", "DDP"):
+            inner = a.value.args[0]
+            while isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and \
+                    inner.func.attr in ("to", "cuda", "float", "half"):
+                inner = inner.func.value
+            if dotted(inner):
+                raw.add(dotted(inner))
+    names = {base, f"{base}.module"} | raw
+    found = False
+    for c in index.calls:
+        if c.name not in _OPTIMIZERS or not ((c.qual or "").startswith("torch.optim") or c.qual is None or
+                                             "optim" in (c.qual or "").lower()):
+            continue
+        src = c.node.args[0] if c.node.args else c.kw("params")
+        if src is None:
+            return False
+        if isinstance(src, ast.Name):
+            value = c.scope.values.get(src.id)
+            if value is None:
+                return False  # parameters handed in: not seen
+            src = value
+        mentioned = {dotted(n) for n in ast.walk(src) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+        owners = {m[: -len(".parameters")] if m.endswith(".parameters") else m for m in mentioned}
+        if any(o == n or o.startswith(n + ".") for o in owners for n in names):
+            return False  # this optimizer trains it
+        if not any(m.endswith(("parameters", "named_parameters")) for m in mentioned):
+            return False  # parameters from something the file does not show (a helper's result)
+        found = True
+    return found
+
+
+def _detached(call, scope) -> bool:
+    """The result is detached on the spot (`net.module.encode(x).detach()`, `.item()`): no gradient flows back
+    through it (fr123 fyy-debug/Improving-Deep-Watermarking-Robustness: `net_Necst.module.encode(messages).detach()`
+    with the module in eval mode)."""
+    return any(isinstance(n, ast.Attribute) and n.value is call.node and n.attr in ("detach", "item", "tolist", "numpy")
+               for n in ast.walk(scope.node))
+
+
 def _unwrapped_forward_findings(t, index, seen: set):
     """A loss computed through `accelerator.unwrap_model(model).<method>(...)` of a model accelerate prepared, with a
     backward after it in the same function and no call of the prepared model there (fr113 zqevans/audio-diffusion
@@ -272,7 +324,9 @@ def ddp_forward_bypassed(t):
         the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
         `loss = net(batch)`) or after `model = model.module` undoes the wrap, in a function that never calls the DDP
         model. Quiet (round 19) when the wrapped module is frozen in the same function (`for p in
-        model.parameters(): p.requires_grad = False`, `model.requires_grad_(False)`): it has no gradient to all-reduce.
+        model.parameters(): p.requires_grad = False`, `model.requires_grad_(False)`), when the result is detached on the
+        spot (`.detach()`, `.item()`), or when no optimizer of the file takes its parameters (every optimizer names its
+        source and none is this model): no gradient of its is ever all-reduced or applied.
         A preview rule (round 16): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -365,6 +419,8 @@ def ddp_forward_bypassed(t):
             continue  # a statement of its own (`model.module.freeze_clip()`, an EMA update): its result feeds no loss
         if _frozen(index, base, scope):
             continue  # a frozen wrapped module: no gradient of its own to all-reduce (fr122 AnyAttack x2)
+        if _detached(call, scope) or _untrained(index, base, scope):
+            continue  # no gradient flows back through it, or no optimizer applies its gradients (fr123 x2)
         if t.facts.dead(scope, index):
             continue
         seen.add(id(scope))
