@@ -1963,3 +1963,12 @@ def test_round19_rank_env_by_hand_is_a_note_when_nothing_reads_local_rank():
     sev = lambda src: [f.severity for f in lint_source(src, "t.py") if f.id == "LINT003"]
     assert sev(quiet) == ["info"]
     assert sev(loud) == ["warning"]
+
+
+def test_round19_dataparallel_over_one_visible_gpu_is_a_note():
+    # fr125 tonglizi/SfmLearner-Pytorch-master_new (judged wrong x2): CUDA_VISIBLE_DEVICES = "0" before the wrap, so
+    # DataParallel has one device and calls the module directly: a note; "3,4": a warning.
+    one = [f.severity for f in found("r19/dataparallel_one_visible_gpu.py", "LINT012")]
+    two = [f.severity for f in lint_paths([str(FIX / "r19/dataparallel_two_visible_gpus.py")], preview=True).findings
+           if f.id == "LINT012"]
+    assert one == ["info"] and two == ["warning"]
