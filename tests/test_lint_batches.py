@@ -1972,3 +1972,11 @@ def test_round19_dataparallel_over_one_visible_gpu_is_a_note():
     two = [f.severity for f in lint_paths([str(FIX / "r19/dataparallel_two_visible_gpus.py")], preview=True).findings
            if f.id == "LINT012"]
     assert one == ["info"] and two == ["warning"]
+
+
+def test_round19_an_uncalled_library_trainer_is_no_evidence_of_every_rank():
+    # fr126 wansiwei0521/SemanticSeg (judged wrong): utils.train_model (single GPU, ungated save) is named by nothing
+    # in the run; the script calls the DDP trainer. The save is a note, not a warning.
+    got = [(Path(f.evidence["path"]).name, f.evidence["line"], f.severity)
+           for f in lint_paths([str(FIX / "r19/uncalled_library_trainer")], preview=True).findings if f.id == "LINT013"]
+    assert got == [("utils.py", 22, "info")]
