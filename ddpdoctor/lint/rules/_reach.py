@@ -186,7 +186,10 @@ def one_node_world(index: ModuleIndex) -> Optional[str]:
     loop_envs = [e for e in index.env_sets if e.name == "MASTER_ADDR" and isinstance(e.value, ast.Constant)
                  and str(e.value.value) in _LOOPBACK_HOSTS and not e.ctx.env_test]
     for call in calls:
-        head = _literal_head(call.kw("init_method"))
+        method = call.kw("init_method")
+        if isinstance(method, ast.Name) and method.id in call.scope.values:
+            method = call.scope.values[method.id]  # `init_method = f"tcp://localhost:12356"` first (fr124 deepseek-mm-r1)
+        head = _literal_head(method)
         size = call.kw("world_size")
         if head is not None and head.startswith(_LOOPBACK):
             why = why or f"init_process_group joins at {head.split('://', 1)[1].split(':')[0]} (line {call.line})"
