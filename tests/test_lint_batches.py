@@ -631,9 +631,7 @@ def test_a_world_of_one_set_by_hand_needs_no_local_rank():
     # fr57 thefirehacker Test/train_simple.py: RANK "0", WORLD_SIZE "1" for a single-process gloo check
     assert found("fr55_57/world_of_one_by_hand.py", "LINT003") == []
     [f] = found("fr55_57/world_of_two_by_hand.py", "LINT003")
-    # round 19 (fr124 YiLiangBJ/SRS_AI, judged wrong at first read): nothing in the run reads LOCAL_RANK, so the
-    # missing LOCAL_RANK is latent: the twin still reports, as a note
-    assert f.severity == "info"
+    assert f.severity == "warning"
 
 
 def test_a_ddp_model_returned_by_a_project_factory_run_on_rank0():

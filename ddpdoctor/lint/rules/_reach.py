@@ -916,8 +916,10 @@ class Reach:
                     if scope.kind not in ("function", "lambda") or not self.plain_decorators(scope):
                         continue
                     if scope.kind == "function" and scope.parent is not None and scope.parent.kind == "module" and \
+                            len(self.indexes) > 1 and not any(c.ctx.guarded for c in index.calls) and \
                             self.facts.references(scope.name) <= 1:
-                        # a module-level function nothing in the run names (its `def` alone): it never runs, so it
+                        # a module-level function of a library module (no `__main__` block, in a run of several
+                        # files) that nothing in the run names (its `def` alone): it never runs, so it
                         # is no start of evidence (fr126 wansiwei0521/SemanticSeg utils.train_model, the single-GPU
                         # trainer beside the DDP one the script calls: a LINT013 judged wrong at first read)
                         continue
