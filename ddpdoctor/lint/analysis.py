@@ -258,6 +258,8 @@ class ModuleIndex:
         self._function_objects: Optional[Set[str]] = None
         # `ddp = False` bound once for good: `if ddp:` bodies are not indexed, as dead code (fr47)
         self.false_flags: Set[str] = cond.false_flags(tree)
+        self.none_flags: Set[str] = cond.none_flags(tree)
+        self._local_flags: dict = {}  # id(function node) -> (its false_flags, its none_flags)
         self._prepass(tree.body)
         self._block(tree.body, self.module, Ctx())
 
@@ -627,7 +629,7 @@ class ModuleIndex:
                     else_ctx = else_ctx._replace(env_test=True)
             body_ctx = body_ctx._replace(branch=body_ctx.branch + ((test, 0),))
             else_ctx = else_ctx._replace(branch=else_ctx.branch + ((test, 1),))
-            truth = cond.static_truth(test, self.false_flags)
+            truth = cond.static_truth(test, *self._flags_at(scope))
             if truth is not False:
                 self._block(stmt.body, scope, body_ctx)
             if truth is True:  # the else arm (and any elif chain below) never runs
@@ -637,6 +639,19 @@ class ModuleIndex:
                 continue
             self._block(stmt.orelse, scope, else_ctx)
             return
+
+    def _flags_at(self, scope: Scope):
+        """The names bound once to a falsy constant (and to None) that an `if` in `scope` sees: the module's, and
+        those of the enclosing function's own body (`ckpt_path = None` ... `if ckpt_path is not None:`)."""
+        if scope.kind != "function" or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return self.false_flags, self.none_flags
+        got = self._local_flags.get(id(scope.node))
+        if got is None:
+            local = cond.false_flags(scope.node)  # type: ignore[arg-type]
+            nones = cond.none_flags(scope.node) if local else set()
+            got = (self.false_flags | local, self.none_flags | nones) if local else (self.false_flags, self.none_flags)
+            self._local_flags[id(scope.node)] = got
+        return got
 
     @staticmethod
     def _mentions_environ(test: ast.AST) -> bool:

@@ -28,6 +28,7 @@ class Launch:
     folder: str = ""       # absolute folder of the README/script the line was read from
     fsdp: bool = False     # `accelerate launch --use_fsdp ...` (accelerate/commands/launch.py): the run shards with FSDP
     tasks: int = 0         # srun / mpirun: the task count the line or the batch script's #SBATCH lines ask for (0: unknown)
+    exports: frozenset = frozenset()  # variables the script that holds this line exports (MASTER_ADDR, ...)
 
 
 @dataclass
@@ -87,9 +88,13 @@ class ProjectContext:
         return None
 
     def exports_for(self, path: str) -> Set[str]:
-        """Variables exported by the shell scripts and READMEs in this file's folder or its parents."""
+        """Variables exported by the shell scripts and READMEs in this file's folder or its parents, and by a
+        script elsewhere whose launch line runs this file (scripts/run.sh: `export MASTER_ADDR=...`, `cd ..`,
+        `srun python train.py`)."""
         here = os.path.dirname(os.path.abspath(path))
         out: Set[str] = set()
+        for launch in self.launches_of(path):
+            out |= set(launch.exports)
         for folder, names in self.exports_at.items():
             if here == folder or here.startswith(folder.rstrip(os.sep) + os.sep):
                 out |= names
@@ -152,9 +157,19 @@ def _tasks(rest: str, text: str) -> int:
     return max(counts) if counts else 0
 
 
+# `cd ..` / `cd src` on a line of its own in a shell script: the launch lines after it run from that folder
+_CD = re.compile(r"^\s*cd\s+(?P<dir>[\w./-]+)\s*(?:#.*)?$")
+
+
 def parse_launches(text: str, source: str, folder: str = "") -> List[Launch]:
     out: List[Launch] = []
+    exports = frozenset(parse_exports(text))
+    shell = source.lower().endswith(".sh")
     for no, line in _joined_lines(text):
+        cd = _CD.match(line) if shell and folder else None
+        if cd is not None and not cd.group("dir").startswith(("/", "-")):
+            folder = os.path.normpath(os.path.join(folder, cd.group("dir")))
+            continue
         if "python" not in line and "torchrun" not in line and "deepspeed" not in line and "launch" not in line \
                 and "srun" not in line and "mpirun" not in line:
             continue
@@ -175,7 +190,7 @@ def parse_launches(text: str, source: str, folder: str = "") -> List[Launch]:
                 outer = re.search(r"(?:^|[\s;&|])(srun|mpirun)\b(?P<opts>[^;&|]*)$", before)
                 if outer is not None:
                     out.append(Launch(outer.group(1), script, source, no, folder=folder,
-                                      tasks=_tasks(outer.group("opts"), text)))
+                                      tasks=_tasks(outer.group("opts"), text), exports=exports))
                     continue
             tasks = 0
             if launcher in ("srun", "mpirun"):
@@ -191,11 +206,11 @@ def parse_launches(text: str, source: str, folder: str = "") -> List[Launch]:
                             continue
                         out.append(Launch(name, si.group("script") or si.group("module") or "", source, no,
                                           use_env="--use_env" in irest or "--use-env" in irest, folder=folder,
-                                          fsdp=bool(re.search(r"--use[_-]fsdp\b", irest))))
+                                          fsdp=bool(re.search(r"--use[_-]fsdp\b", irest)), exports=exports))
                         continue
                 tasks = _tasks(opts, text)
             out.append(Launch(launcher, script, source, no, use_env="--use_env" in rest or "--use-env" in rest,
-                              folder=folder, fsdp=bool(re.search(r"--use[_-]fsdp\b", rest)), tasks=tasks))
+                              folder=folder, fsdp=bool(re.search(r"--use[_-]fsdp\b", rest)), tasks=tasks, exports=exports))
     return out
 
 
