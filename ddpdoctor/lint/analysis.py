@@ -15,6 +15,7 @@ target reaches, wherever it is defined in the file.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from . import conditions as cond
@@ -261,6 +262,16 @@ class ModuleIndex:
         self.none_flags: Set[str] = cond.none_flags(tree)
         self._local_flags: dict = {}  # id(function node) -> (its false_flags, its none_flags)
         self._prepass(tree.body)
+        if self.star_imports:
+            # `from model_block.net import *` and then `torch.distributed.init_process_group(...)` with no import of
+            # torch in the file (fr127 ywj55555/material distributed_train.py): the star import brought the module
+            # in under its own name; nothing else is called `torch` (or `nn`) in practice
+            for local, target in (("torch", "torch"), ("nn", "torch.nn")):
+                if local not in self.module.imports and re.search(r"(?<![\w.])%s\." % local, source or "") and \
+                        not any(isinstance(n, ast.Name) and n.id == local and not isinstance(n.ctx, ast.Load) or
+                                isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == local
+                                for n in ast.walk(tree)):
+                    self.module.imports[local] = target
         self._block(tree.body, self.module, Ctx())
 
     def release(self) -> None:
