@@ -103,8 +103,8 @@ def rank_seeded_split(t):
     What it checks
         A `random_split(dataset, lengths, generator=g)` whose generator is seeded with a rank-dependent value
         (`torch.Generator().manual_seed(seed + rank)`, the seed a name assigned from `args.seed + get_rank()`), or a
-        `random_split` with no generator in a function that has just called `torch.manual_seed(<rank-dependent>)`, in a
-        file that joins a process group. A constant seed, a seed from the arguments only and a split with its own fixed
+        `random_split` with no generator in a function that has just called `torch.manual_seed(<rank-dependent>)`
+        (since round 19 also in a function whose every caller has just done so), in a file that joins a process group. A constant seed, a seed from the arguments only and a split with its own fixed
         generator after a per-rank global seed are quiet. Since round 19 also a `datasets` split or shuffle with no
         seed (`load_dataset(...).train_test_split(test_size=0.1)`, `ds.shuffle()`) taken on every rank of a file that
         never seeds numpy's global generator the same on every rank (no `np.random.seed(x)` / `set_seed(x)` /
@@ -149,6 +149,23 @@ def rank_seeded_split(t):
             if seeds and _rank_value(seeds[-1].node.args[0], scope):
                 how = (f"it draws from the global generator, seeded per rank at line {seeds[-1].line} "
                        f"(`torch.manual_seed({ast.unparse(seeds[-1].node.args[0])})`)")
+            elif not seeds and scope.kind == "function":
+                # the caller seeds per rank just before it calls the function that splits (fr128
+                # sab148/nxtaim-distributed-models: `torch.random.manual_seed(args.seed + rank)`, then
+                # `prepare_datasets(args)`, whose random_split takes no generator)
+                callers = [c for c in index.calls if c.name == scope.name and c.scope is not scope]
+                found = []
+                for c in callers:
+                    before = [s for s in c.scope.calls if s.name == "manual_seed" and
+                              s.recv in ("torch", "torch.random") and s.line < c.line and s.node.args]
+                    if not before or not _rank_value(before[-1].node.args[0], c.scope):
+                        break
+                    found.append(before[-1])
+                else:
+                    if found:
+                        how = (f"it draws from the global generator, which the caller seeds per rank at line "
+                               f"{found[0].line} (`torch.manual_seed({ast.unparse(found[0].node.args[0])})`) before "
+                               f"calling {scope.name}()")
         if not how:
             continue
         if t.facts.dead(scope, index):
