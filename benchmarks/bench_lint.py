@@ -93,6 +93,7 @@ def train_{i}(rank, world_size, epochs=3):
         if dist.get_rank() == 0:
             print(epoch, val)
             torch.save(model.module.state_dict(), f"ckpt_{i}.pt")
+    dist.barrier()  # every rank waits for rank 0's last save (LINT037, round 19)
     state = torch.load(f"ckpt_{i}.pt", map_location="cpu")
     return state
 '''

@@ -1236,3 +1236,21 @@ def test_expr_nodes_finds_what_ast_walk_finds_but_markers_and_operators():
     walked = {id(n) for n in ast.walk(tree) if isinstance(n, wanted)}
     assert walked and {id(n) for n in expr_nodes(tree) if isinstance(n, wanted)} == walked
     assert not any(isinstance(n, (ast.Load, ast.Store, ast.operator, ast.cmpop)) for n in expr_nodes(tree))
+
+
+def test_round19_srun_and_mpirun_task_counts():
+    # SchedMD/slurm srun.1/sbatch.1: -n/--ntasks/--ntasks-per-node, an #SBATCH line sets it for the batch script;
+    # Open MPI mpirun.1: -np N. A launcher inside srun (torchrun) is the launch that counts; the program's own `-n 5`
+    # is not a task count.
+    from ddpdoctor.lint.launchinfo import parse_launches
+    job = "#!/bin/bash\n#SBATCH --ntasks-per-node=4\nsrun python train.py -n 1\n"
+    [l] = parse_launches(job, "job.sh")
+    assert (l.launcher, l.script, l.tasks) == ("srun", "train.py", 4)
+    [l] = parse_launches("srun -n 1 python train.py -n 5\n", "x.sh")
+    assert (l.launcher, l.tasks) == ("srun", 1)
+    [l] = parse_launches("mpirun -np 8 python train.py\n", "x.sh")
+    assert (l.launcher, l.tasks) == ("mpirun", 8)
+    [l] = parse_launches("srun torchrun --nproc_per_node=4 train.py\n", "x.sh")
+    assert (l.launcher, l.script) == ("torchrun", "train.py")
+    [l] = parse_launches("srun --ntasks=2 python -m torch.distributed.launch --nproc_per_node=4 train.py\n", "x.sh")
+    assert (l.launcher, l.script) == ("torch.distributed.launch", "train.py")

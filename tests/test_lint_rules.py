@@ -481,6 +481,24 @@ CASES = {
         model.module.freeze_feature_encoder()
         model.eval()
         """),
+    "LINT037": ("""
+        import torch
+        import torch.distributed as dist
+        def main(model, rank):
+            dist.init_process_group("nccl")
+            if rank == 0:
+                torch.save(model.state_dict(), "init.pt")
+            model.load_state_dict(torch.load("init.pt", map_location="cpu"))
+        """, """
+        import torch
+        import torch.distributed as dist
+        def main(model, rank):
+            dist.init_process_group("nccl")
+            if rank == 0:
+                torch.save(model.state_dict(), "init.pt")
+            dist.barrier()
+            model.load_state_dict(torch.load("init.pt", map_location="cpu"))
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

@@ -15,6 +15,7 @@ target reaches, wherever it is defined in the file.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from . import conditions as cond
@@ -258,7 +259,19 @@ class ModuleIndex:
         self._function_objects: Optional[Set[str]] = None
         # `ddp = False` bound once for good: `if ddp:` bodies are not indexed, as dead code (fr47)
         self.false_flags: Set[str] = cond.false_flags(tree)
+        self.none_flags: Set[str] = cond.none_flags(tree)
+        self._local_flags: dict = {}  # id(function node) -> (its false_flags, its none_flags)
         self._prepass(tree.body)
+        if self.star_imports:
+            # `from model_block.net import *` and then `torch.distributed.init_process_group(...)` with no import of
+            # torch in the file (fr127 ywj55555/material distributed_train.py): the star import brought the module
+            # in under its own name; nothing else is called `torch` (or `nn`) in practice
+            for local, target in (("torch", "torch"), ("nn", "torch.nn")):
+                if local not in self.module.imports and re.search(r"(?<![\w.])%s\." % local, source or "") and \
+                        not any(isinstance(n, ast.Name) and n.id == local and not isinstance(n.ctx, ast.Load) or
+                                isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == local
+                                for n in ast.walk(tree)):
+                    self.module.imports[local] = target
         self._block(tree.body, self.module, Ctx())
 
     def release(self) -> None:
@@ -627,7 +640,7 @@ class ModuleIndex:
                     else_ctx = else_ctx._replace(env_test=True)
             body_ctx = body_ctx._replace(branch=body_ctx.branch + ((test, 0),))
             else_ctx = else_ctx._replace(branch=else_ctx.branch + ((test, 1),))
-            truth = cond.static_truth(test, self.false_flags)
+            truth = cond.static_truth(test, *self._flags_at(scope))
             if truth is not False:
                 self._block(stmt.body, scope, body_ctx)
             if truth is True:  # the else arm (and any elif chain below) never runs
@@ -637,6 +650,19 @@ class ModuleIndex:
                 continue
             self._block(stmt.orelse, scope, else_ctx)
             return
+
+    def _flags_at(self, scope: Scope):
+        """The names bound once to a falsy constant (and to None) that an `if` in `scope` sees: the module's, and
+        those of the enclosing function's own body (`ckpt_path = None` ... `if ckpt_path is not None:`)."""
+        if scope.kind != "function" or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return self.false_flags, self.none_flags
+        got = self._local_flags.get(id(scope.node))
+        if got is None:
+            local = cond.false_flags(scope.node)  # type: ignore[arg-type]
+            nones = cond.none_flags(scope.node) if local else set()
+            got = (self.false_flags | local, self.none_flags | nones) if local else (self.false_flags, self.none_flags)
+            self._local_flags[id(scope.node)] = got
+        return got
 
     @staticmethod
     def _mentions_environ(test: ast.AST) -> bool:

@@ -76,6 +76,10 @@ def _lint_files(files, specs, project, problems, preview=True, units=None):
         if isinstance(script, InputProblem):
             problems.append(script)
             continue
+        if script.problem is not None:  # it did not parse as a whole: its LINT090, and the findings of the rest
+            problems.append(script.problem)
+            findings.extend(found)
+            continue
         if units is not None:
             units.append((script, project.indexes.get(path) if project is not None else None))
         findings.extend(found)

@@ -380,6 +380,17 @@ def single_process(test: ast.AST, side: int) -> bool:
 _FALSY = (False, 0, None)
 
 
+def _top_statements(node: ast.AST) -> list:
+    """The statements of a module or function body, and of a module's `if __name__ == "__main__":` blocks (the
+    script's top level: fr127 ywj55555/material binds `ckpt_path = None` there)."""
+    out = []
+    for stmt in getattr(node, "body", ()):
+        out.append(stmt)
+        if isinstance(node, ast.Module) and isinstance(stmt, ast.If) and is_main_guard(stmt.test):
+            out.extend(stmt.body)
+    return out
+
+
 def false_flags(tree: ast.Module) -> Set[str]:
     """Module names that hold a falsy constant for the whole run: `ddp = False` at the top level of the module
     (not under an `if`/`try`/loop), and no other binding of the name anywhere in the file (no second assignment,
@@ -388,7 +399,7 @@ def false_flags(tree: ast.Module) -> Set[str]:
     `globals()` or `setattr` may rebind it, so it has none. Another module may still assign `mod.ddp`; a
     script's flag is not set that way in the corpora read."""
     top: Dict[str, int] = {}
-    for stmt in tree.body:
+    for stmt in _top_statements(tree):
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
                 and isinstance(stmt.value, ast.Constant) and stmt.value.value in _FALSY \
                 and not isinstance(stmt.value.value, float):
@@ -416,20 +427,38 @@ def false_flags(tree: ast.Module) -> Set[str]:
     return {name for name, k in top.items() if k == 1 and bindings.get(name) == 1}
 
 
-def static_truth(test: ast.AST, flags: Set[str]) -> Optional[bool]:
+def none_flags(node: ast.AST) -> Set[str]:
+    """The names of false_flags(node) whose one binding is `= None`. `node` is a module or a function: a
+    function's `ckpt_path = None` at the top level of its body, bound nowhere else in it (fr127 ywj55555/material:
+    `ckpt_path = None` two lines above `if dist.get_rank() == 0 and ckpt_path is not None: dist.barrier()`)."""
+    names = false_flags(node)  # type: ignore[arg-type]
+    out: Set[str] = set()
+    for stmt in _top_statements(node):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and stmt.targets[0].id in names and isinstance(stmt.value, ast.Constant) and stmt.value.value is None:
+            out.add(stmt.targets[0].id)
+    return out
+
+
+def static_truth(test: ast.AST, flags: Set[str], nones: Set[str] = frozenset()) -> Optional[bool]:
     """True/False when `test` has that value whatever the run, from the falsy module `flags` alone; else None.
     `if ddp:`, `if ddp and x:` are never true, `if not ddp:` always is. A literal test is what it says: `if 0:` /
     `if False:` is code switched off (CPython's compiler drops the block: fr63 balewski/srgan_cosmo2d's `if 0:` load
-    "OFF for now"), and so is the `else` of `if 1:` / `if True:`."""
+    "OFF for now"), and so is the `else` of `if 1:` / `if True:`. `x is not None` / `x is None` of a name in
+    `nones` (bound once, to None) are False / True."""
     if isinstance(test, ast.Constant) and isinstance(test.value, (bool, int, float, str, bytes, type(None))):
         return bool(test.value)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) and \
+            test.left.id in nones and isinstance(test.comparators[0], ast.Constant) and \
+            test.comparators[0].value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+        return isinstance(test.ops[0], ast.Is)
     if isinstance(test, ast.Name):
         return False if flags and test.id in flags else None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        v = static_truth(test.operand, flags)
+        v = static_truth(test.operand, flags, nones)
         return None if v is None else not v
     if isinstance(test, ast.BoolOp):
-        vals = [static_truth(v, flags) for v in test.values]
+        vals = [static_truth(v, flags, nones) for v in test.values]
         if isinstance(test.op, ast.And):
             return False if False in vals else (True if all(v is True for v in vals) else None)
         return True if True in vals else (False if all(v is False for v in vals) else None)

@@ -315,8 +315,13 @@ def problem_finding(problem: InputProblem) -> Finding:
         spec = REGISTRY["LINT090"]
         line = max(problem.line, 1)
         f = Finding(INFO if problem.newer_python else ERROR, f"{problem.path}:{line}: {problem.message}",
-                    detail=("This Python cannot parse the file, so it was not linted; Python 3.12 and later can, so it "
+                    detail=("This Python cannot parse the file as a whole; Python 3.12 and later can, so it may well "
+                            "run there. The lines that parse were linted and their findings are reported beside this "
+                            "one." if problem.newer_python and problem.recovered else
+                            "This Python cannot parse the file, so it was not linted; Python 3.12 and later can, so it "
                             "may well run there." if problem.newer_python else
+                            "Python cannot parse this file as a whole, so it will not run; the lines that parse were "
+                            "linted and their findings are reported beside this one." if problem.recovered else
                             "Python cannot parse this file, so it was not linted and it will not run either."),
                     fix=f"python -m py_compile {problem.path}   # shows the exact error; fix it and lint again",
                     subjects=[f"line:{line}", f"path:{problem.path}"],

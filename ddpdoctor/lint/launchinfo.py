@@ -27,6 +27,8 @@ class Launch:
     use_env: bool = False  # torch.distributed.launch --use_env: LOCAL_RANK in the environment, no --local_rank
     folder: str = ""       # absolute folder of the README/script the line was read from
     fsdp: bool = False     # `accelerate launch --use_fsdp ...` (accelerate/commands/launch.py): the run shards with FSDP
+    tasks: int = 0         # srun / mpirun: the task count the line or the batch script's #SBATCH lines ask for (0: unknown)
+    exports: frozenset = frozenset()  # variables the script that holds this line exports (MASTER_ADDR, ...)
 
 
 @dataclass
@@ -81,12 +83,18 @@ class ProjectContext:
         for launch in self.launches_of(path):
             if launch.launcher in ("torchrun", "torch.distributed.launch", "deepspeed", "accelerate"):
                 return launch
+            if launch.launcher in ("srun", "mpirun") and launch.tasks > 1:
+                return launch  # `srun python train.py` in a batch script of --ntasks-per-node=4: four copies
         return None
 
     def exports_for(self, path: str) -> Set[str]:
-        """Variables exported by the shell scripts and READMEs in this file's folder or its parents."""
+        """Variables exported by the shell scripts and READMEs in this file's folder or its parents, and by a
+        script elsewhere whose launch line runs this file (scripts/run.sh: `export MASTER_ADDR=...`, `cd ..`,
+        `srun python train.py`)."""
         here = os.path.dirname(os.path.abspath(path))
         out: Set[str] = set()
+        for launch in self.launches_of(path):
+            out |= set(launch.exports)
         for folder, names in self.exports_at.items():
             if here == folder or here.startswith(folder.rstrip(os.sep) + os.sep):
                 out |= names
@@ -132,9 +140,36 @@ def _joined_lines(text: str):
         yield start, buf
 
 
+# SchedMD/slurm doc/man/man1/srun.1 and sbatch.1: -n/--ntasks (tasks of the step / of the job) and --ntasks-per-node
+# (tasks on each node); srun inherits the job's task count from the allocation when it names none, and an #SBATCH
+# line sets the option for the whole batch script. Open MPI mpirun.1: -n/-np/--np N copies of the program.
+_TASKS = re.compile(r"(?:^|\s)(?:-n\s*|-np\s+|--np[=\s]|--ntasks(?:-per-node)?[=\s])\s*(\d+)\b")
+_SBATCH_TASKS = re.compile(r"^#SBATCH\s+(?:-n\s*|--ntasks(?:-per-node)?[=\s]\s*)(\d+)\b", re.MULTILINE)
+
+
+def _tasks(rest: str, text: str) -> int:
+    """The task count of an srun/mpirun line: its own -n/--ntasks/--ntasks-per-node/-np, else the largest count the
+    batch script's #SBATCH lines ask for (srun inherits the allocation's task count)."""
+    m = _TASKS.search(" " + rest)
+    if m:
+        return int(m.group(1))
+    counts = [int(x) for x in _SBATCH_TASKS.findall(text)]
+    return max(counts) if counts else 0
+
+
+# `cd ..` / `cd src` on a line of its own in a shell script: the launch lines after it run from that folder
+_CD = re.compile(r"^\s*cd\s+(?P<dir>[\w./-]+)\s*(?:#.*)?$")
+
+
 def parse_launches(text: str, source: str, folder: str = "") -> List[Launch]:
     out: List[Launch] = []
+    exports = frozenset(parse_exports(text))
+    shell = source.lower().endswith(".sh")
     for no, line in _joined_lines(text):
+        cd = _CD.match(line) if shell and folder else None
+        if cd is not None and not cd.group("dir").startswith(("/", "-")):
+            folder = os.path.normpath(os.path.join(folder, cd.group("dir")))
+            continue
         if "python" not in line and "torchrun" not in line and "deepspeed" not in line and "launch" not in line \
                 and "srun" not in line and "mpirun" not in line:
             continue
@@ -148,8 +183,34 @@ def parse_launches(text: str, source: str, folder: str = "") -> List[Launch]:
             script = s.group("script") or s.group("module") or ""
             if launcher == "python" and of_module(script) is not None:
                 continue  # matched by the longer alternative
+            if launcher == "python":
+                # `srun python train.py` / `mpirun -np 4 python train.py`: the python line runs under the launcher
+                # that precedes it on the same line (its options sit between the two)
+                before = line[:m.start()]
+                outer = re.search(r"(?:^|[\s;&|])(srun|mpirun)\b(?P<opts>[^;&|]*)$", before)
+                if outer is not None:
+                    out.append(Launch(outer.group(1), script, source, no, folder=folder,
+                                      tasks=_tasks(outer.group("opts"), text), exports=exports))
+                    continue
+            tasks = 0
+            if launcher in ("srun", "mpirun"):
+                inner = _LAUNCH.search(rest)
+                opts = rest[:inner.start()] if inner is not None else rest[:s.start()]
+                if inner is not None:
+                    name = name_of_text(inner.group("launcher"))
+                    if name in ("torchrun", "torch.distributed.launch", "deepspeed", "accelerate"):
+                        # `srun torchrun --nproc_per_node=4 train.py`: torchrun starts the processes of each task
+                        irest = inner.group("rest")
+                        si = _SCRIPT.search(irest)
+                        if si is None:
+                            continue
+                        out.append(Launch(name, si.group("script") or si.group("module") or "", source, no,
+                                          use_env="--use_env" in irest or "--use-env" in irest, folder=folder,
+                                          fsdp=bool(re.search(r"--use[_-]fsdp\b", irest)), exports=exports))
+                        continue
+                tasks = _tasks(opts, text)
             out.append(Launch(launcher, script, source, no, use_env="--use_env" in rest or "--use-env" in rest,
-                              folder=folder, fsdp=bool(re.search(r"--use[_-]fsdp\b", rest))))
+                              folder=folder, fsdp=bool(re.search(r"--use[_-]fsdp\b", rest)), tasks=tasks, exports=exports))
     return out
 
 

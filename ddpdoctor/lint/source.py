@@ -29,6 +29,7 @@ class InputProblem:
     line: int = 0
     col: int = 0
     newer_python: bool = False  # the syntax error is Python 3.12 syntax this interpreter predates (see _pep701)
+    recovered: bool = False     # the rest of the file was linted (source.recover)
 
 
 @dataclass
@@ -36,6 +37,8 @@ class Script:
     path: str   # as shown to the user (relative when given relative)
     text: str
     tree: ast.Module
+    # a file that does not parse as a whole, linted without the lines that do not (round 19): its LINT090
+    problem: Optional[InputProblem] = None
 
 
 def collect(paths: List[str]) -> Tuple[List[str], List[InputProblem], List[str]]:
@@ -128,16 +131,95 @@ def _read(path: str) -> Union[Script, InputProblem]:
     except SyntaxError as exc:
         msg = exc.msg or "invalid syntax"
         if _pep701(text, exc):
-            return InputProblem(path, "syntax-error", f"syntax error under Python {sys.version_info[0]}.{sys.version_info[1]}: "
-                                f"{msg}, in an f-string (Python 3.12 accepts an f-string whose replacement field spans "
-                                "lines or reuses its quotes, PEP 701); not linted: run ddpdoctor under Python 3.12+",
-                                exc.lineno or 0, (exc.offset or 1) - 1, newer_python=True)
-        return InputProblem(path, "syntax-error", f"syntax error: {msg}", exc.lineno or 0, (exc.offset or 1) - 1)
+            problem = InputProblem(path, "syntax-error", f"syntax error under Python {sys.version_info[0]}.{sys.version_info[1]}: "
+                                   f"{msg}, in an f-string (Python 3.12 accepts an f-string whose replacement field "
+                                   "spans lines or reuses its quotes, PEP 701)",
+                                   exc.lineno or 0, (exc.offset or 1) - 1, newer_python=True)
+            recovered = recover(text, path)
+            if recovered is None:
+                problem.message += "; not linted: run ddpdoctor under Python 3.12+"
+                return problem
+            tree, dropped = recovered
+            problem.message += (f"; the rest of the file was linted without {_lines(dropped)} (run ddpdoctor under "
+                                "Python 3.12+ to lint all of it)")
+            problem.recovered = True
+            return Script(path, text, tree, problem=problem)
+        problem = InputProblem(path, "syntax-error", f"syntax error: {msg}", exc.lineno or 0, (exc.offset or 1) - 1)
+        recovered = recover(text, path)
+        if recovered is None:
+            return problem
+        tree, dropped = recovered
+        problem.message += (f"; the rest of the file was linted without {_lines(dropped)}, which "
+                            f"{'does' if len(dropped) == 1 else 'do'} not parse (faults there are not seen)")
+        problem.recovered = True
+        return Script(path, text, tree, problem=problem)
     except (RecursionError, MemoryError):
         return InputProblem(path, "too-complex", "too deeply nested to parse; not linted")
     except ValueError as exc:
         return InputProblem(path, "binary", f"not Python source: {exc}; not linted")
     return Script(path, text, tree)
+
+
+def _lines(dropped: List[int]) -> str:
+    """`line 12`, `lines 12-14`, `lines 3, 12-14 and 40` for the dropped physical lines."""
+    runs: List[Tuple[int, int]] = []
+    for n in sorted(set(dropped)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], n)
+        else:
+            runs.append((n, n))
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+    if len(parts) > 4:
+        parts = parts[:3] + [f"{len(parts) - 3} more"]
+    word = "line" if len(dropped) == 1 else "lines"
+    return f"{word} {parts[0]}" if len(parts) == 1 else f"{word} {', '.join(parts[:-1])} and {parts[-1]}"
+
+
+_MAX_REPAIRS = 40
+
+
+def recover(text: str, path: str = "<string>") -> Optional[Tuple[ast.Module, List[int]]]:
+    """Lint what parses (round 19, issue 25: a file that does not parse hid every other fault in it). Each syntax
+    error's physical line is replaced by `pass` at its indentation (a Python 2 `print "x"`, a stray line); when the
+    error stays on that line, the top-level block that holds it is blanked instead. Line numbers are kept, so the
+    findings point at the real lines. None when nothing parses within a bounded number of repairs, or when more than
+    half of the file would be dropped (too little left to judge)."""
+    lines = text.splitlines()
+    if not lines:
+        return None
+    dropped: set = set()
+    tried: set = set()
+    for _ in range(_MAX_REPAIRS):
+        try:
+            tree = ast.parse("\n".join(lines), filename=path)
+        except SyntaxError as exc:
+            no = exc.lineno or 0
+            if not 1 <= no <= len(lines):
+                return None
+            if no not in tried and lines[no - 1].strip():
+                tried.add(no)
+                indent = lines[no - 1][:len(lines[no - 1]) - len(lines[no - 1].lstrip())]
+                lines[no - 1] = indent + "pass"
+                dropped.add(no)
+                continue
+            start = no
+            while start > 1 and (not lines[start - 1].strip() or lines[start - 1][:1] in (" ", "\t", "#", ")", "]", "}")):
+                start -= 1
+            end = no
+            while end < len(lines) and (not lines[end].strip() or lines[end][:1] in (" ", "\t", "#", ")", "]", "}")):
+                end += 1
+            for k in range(start, end + 1):
+                if lines[k - 1].strip():
+                    dropped.add(k)
+                lines[k - 1] = ""
+            continue
+        except (ValueError, RecursionError, MemoryError):
+            return None
+        code = sum(1 for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
+        if not dropped or len(dropped) * 2 > max(code, 1):
+            return None
+        return tree, sorted(dropped)
+    return None
 
 
 _FSTRING_START = re.compile(r"(?<![\w'\"])(?:[rRbB]?[fF]|[fF][rR])['\"]")

@@ -30,7 +30,9 @@ def data_parallel(t):
         picked from a registry dict, `trainer_dict[name](model, ...)`; what the script did with the
         name before the wrap, outside a loop, used another object, though an optimizer built over the
         parameters before it still trains them); quiet when the wrapper is undone at once
-        (`model = model.module`); one finding for the two arms of an `if` or two wraps close together
+        (`model = model.module`); a note when the script makes one GPU visible before the wrap
+        (`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`, round 19: DataParallel over one device calls the module
+        directly); one finding for the two arms of an `if` or two wraps close together
         in one function, when both get the same severity (a trained wrap is not folded into the note
         of a temporary one that only loads `module.` weights).
 
@@ -69,8 +71,9 @@ def data_parallel(t):
         # a benchmark that compares parallelism strategies runs DataParallel on purpose (torchgpipe)
         bench = not fallback and not serving and any(
             "benchmark" in part.lower() for part in os.path.normpath(t.real_path or "").split(os.sep)[-4:])
+        one_gpu = _one_visible_gpu(index, call)
         trained, why = ("", "") if fallback or serving or bench else _trained(t, index, call)
-        severity = "info" if fallback or serving or bench or not trained else "warning"
+        severity = "info" if fallback or serving or bench or one_gpu or not trained else "warning"
         if twin is not None and twin.severity == severity:
             twin.evidence.setdefault("lines", [twin.evidence["line"]]).append(call.line)
             continue  # the same fault, once; a trained wrap next to a temporary one (imgclsmob's prepare_model
@@ -83,6 +86,8 @@ def data_parallel(t):
              if bench else
              f"nn.DataParallel for inference ({serving}): fine for batch inference, though one process per GPU "
              "scales better" if serving else
+             f"nn.DataParallel over one GPU ({one_gpu}): it only adds a replicate/scatter per step; "
+             "DistributedDataParallel under torchrun is the multi-GPU path" if one_gpu else
              "nn.DataParallel runs all GPUs from one process; DistributedDataParallel under torchrun is faster"),
             detail=("DataParallel replicates the model on every forward, scatters inputs and gathers outputs on GPU 0 "
                     "and is bound by the GIL; DDP runs one process per GPU and overlaps the gradient all-reduce "
@@ -96,6 +101,22 @@ def data_parallel(t):
         )))
     for _call, finding in shown:
         yield finding
+
+
+def _one_visible_gpu(index, call) -> str:
+    """The script makes one GPU visible before the wrap: `os.environ["CUDA_VISIBLE_DEVICES"] = "0"` (a literal with a
+    single id) at module level or earlier in the function. DataParallel over one device calls the module directly
+    (torch/nn/parallel/data_parallel.py forward: `if len(self.device_ids) == 1: return self.module(...)`), so the
+    multi-GPU claim does not apply (fr125 tonglizi/SfmLearner-Pytorch-master_new train.py/train2.py, judged wrong at
+    first read). Returns the evidence, or ""."""
+    for e in index.env_sets:
+        if e.name != "CUDA_VISIBLE_DEVICES" or not isinstance(e.value, ast.Constant) or \
+                not isinstance(e.value.value, str) or e.ctx.branch:
+            continue
+        ids = [x for x in e.value.value.split(",") if x.strip()]
+        if len(ids) == 1 and (e.scope.kind == "module" or (e.scope is call.scope and e.node.lineno < call.line)):
+            return f"CUDA_VISIBLE_DEVICES={e.value.value!r} at line {e.node.lineno}"
+    return ""
 
 
 def _dp_classes(index) -> set:

@@ -159,6 +159,93 @@ def _raw_forward_findings(t, index, seen: set):
             )
 
 
+def _frozen(index, base: str, scope) -> bool:
+    """Every parameter of the DDP model `base` is frozen in the file: `for p in base.parameters(): p.requires_grad =
+    False` (also over `base.module.parameters()`), or `base.requires_grad_(False)` / `base.module.requires_grad_(False)`
+    (fr122 jiamingzhang94/AnyAttack: a CLIP encoder wrapped in DDP and frozen on the next lines, then called through
+    `.module`). A frozen module's parameters get no gradient, so its reducer has nothing to all-reduce: bypassing its
+    forward loses nothing (the gradient flows through it to the trained model, which is called through its own DDP)."""
+    owners = (base, f"{base}.module")
+    # the function that calls it (a name of that function), or, for `self.net`, the class's methods
+    where = scope.cls.node if base.startswith("self.") and scope.cls is not None else scope.node
+    for c in index.calls:
+        if c.name == "requires_grad_" and c.recv in owners and c.node.args and \
+                isinstance(c.node.args[0], ast.Constant) and c.node.args[0].value is False and \
+                any(c.node is n for n in ast.walk(where)):
+            return True
+    for n in ast.walk(where):
+        if not isinstance(n, ast.For) or not isinstance(n.target, ast.Name):
+            continue
+        it = n.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "parameters"
+                and dotted(it.func.value) in owners):
+            continue
+        var = n.target.id
+        for st in n.body:
+            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Constant) and st.value.value is False and any(
+                    isinstance(tg, ast.Attribute) and tg.attr == "requires_grad" and isinstance(tg.value, ast.Name)
+                    and tg.value.id == var for tg in st.targets):
+                return True
+            if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and \
+                    isinstance(st.value.func, ast.Attribute) and st.value.func.attr == "requires_grad_" and \
+                    dotted(st.value.func.value) == var and st.value.args and \
+                    isinstance(st.value.args[0], ast.Constant) and st.value.args[0].value is False:
+                return True
+    return False
+
+
+_OPTIMIZERS = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS", "Lamb",
+               "LAMB", "FusedAdam", "FusedLAMB", "AdamW8bit", "Adafactor", "Lion", "SparseAdam"}
+
+
+def _untrained(index, base: str, scope) -> bool:
+    """No optimizer of the file takes the DDP model's parameters: every optimizer built in the file
+    (`torch.optim.Adam(model_net.parameters())`) names its parameter source, and none of them is `base` (or the name
+    it wraps) (fr123 frankdarkluo/MaxReward: a DDP-wrapped editor called through `.module` whose only optimizer trains
+    another network). Its gradients are never applied, so skipping its all-reduce changes nothing. False when the file
+    builds no optimizer or one whose parameters come from an argument or a helper the file cannot see."""
+    raw = set()
+    for a in index.assigns:
+        if a.targets == [base] and isinstance(a.value, ast.Call) and a.value.args and \
+                (dotted(a.value.func) or "").rsplit(".", 1)[-1] in ("DistributedDataParallel", "DDP"):
+            inner = a.value.args[0]
+            while isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and \
+                    inner.func.attr in ("to", "cuda", "float", "half"):
+                inner = inner.func.value
+            if dotted(inner):
+                raw.add(dotted(inner))
+    names = {base, f"{base}.module"} | raw
+    found = False
+    for c in index.calls:
+        if c.name not in _OPTIMIZERS or not ((c.qual or "").startswith("torch.optim") or c.qual is None or
+                                             "optim" in (c.qual or "").lower()):
+            continue
+        src = c.node.args[0] if c.node.args else c.kw("params")
+        if src is None:
+            return False
+        if isinstance(src, ast.Name):
+            value = c.scope.values.get(src.id)
+            if value is None:
+                return False  # parameters handed in: not seen
+            src = value
+        mentioned = {dotted(n) for n in ast.walk(src) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+        owners = {m[: -len(".parameters")] if m.endswith(".parameters") else m for m in mentioned}
+        if any(o == n or o.startswith(n + ".") for o in owners for n in names):
+            return False  # this optimizer trains it
+        if not any(m.endswith(("parameters", "named_parameters")) for m in mentioned):
+            return False  # parameters from something the file does not show (a helper's result)
+        found = True
+    return found
+
+
+def _detached(call, scope) -> bool:
+    """The result is detached on the spot (`net.module.encode(x).detach()`, `.item()`): no gradient flows back
+    through it (fr123 fyy-debug/Improving-Deep-Watermarking-Robustness: `net_Necst.module.encode(messages).detach()`
+    with the module in eval mode)."""
+    return any(isinstance(n, ast.Attribute) and n.value is call.node and n.attr in ("detach", "item", "tolist", "numpy")
+               for n in ast.walk(scope.node))
+
+
 def _unwrapped_forward_findings(t, index, seen: set):
     """A loss computed through `accelerator.unwrap_model(model).<method>(...)` of a model accelerate prepared, with a
     backward after it in the same function and no call of the prepared model there (fr113 zqevans/audio-diffusion
@@ -174,14 +261,19 @@ def _unwrapped_forward_findings(t, index, seen: set):
         return
     for call in index.calls:
         func = call.node.func
-        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)):
+        # `unwrap_model(m).loss(x)`, and `unwrap_model(m)["decoder"](x)`: a member of a prepared ModuleDict/ModuleList
+        # called directly (fr117, round 19) runs the same plain sub-module without DDP's forward.
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+            inner, what = func.value, call.name
+        elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call):
+            inner, what = func.value, "[" + (ast.unparse(func.slice) if hasattr(ast, "unparse") else "key") + "]"
+        else:
             continue
-        inner = func.value
         if not (isinstance(inner.func, ast.Attribute) and inner.func.attr == "unwrap_model" and inner.args):
             continue
         base = dotted(inner.args[0])
-        if base not in prepared or call.ctx.no_grad or call.name in _NOT_A_FORWARD or \
-                call.name.startswith(("set_", "register_")) or _SAMPLING.search(call.name):
+        if base not in prepared or call.ctx.no_grad or what in _NOT_A_FORWARD or \
+                what.startswith(("set_", "register_")) or _SAMPLING.search(what):
             continue
         scope = call.scope
         if id(scope) in seen:
@@ -198,7 +290,8 @@ def _unwrapped_forward_findings(t, index, seen: set):
         seen.add(id(scope))
         yield t.finding(
             "warning", call.node,
-            f"`accelerator.unwrap_model({base}).{call.name}()` runs the module accelerate wrapped in DDP without its "
+            f"`accelerator.unwrap_model({base}){'' if what.startswith('[') else '.'}{what}()` runs the module "
+            "accelerate wrapped in DDP without its "
             f"wrapper and a backward follows (line {backward[0].line}): under a multi-process launch the gradients "
             "are not all-reduced across ranks",
             detail=("accelerator.prepare wraps the model in DistributedDataParallel when several processes run "
@@ -206,7 +299,7 @@ def _unwrapped_forward_findings(t, index, seen: set):
                     "forward (reducer.prepare_for_backward) never runs and every rank steps on its own gradients."),
             fix=("# route the loss through the prepared model: make the loss its forward (or dispatch to it)\n"
                  f"loss = {base}(batch)\naccelerator.backward(loss)"),
-            evidence={"model": base, "method": call.name, "backward_line": backward[0].line, "source": _SOURCE},
+            evidence={"model": base, "method": what, "backward_line": backward[0].line, "source": _SOURCE},
         )
 
 
@@ -230,7 +323,11 @@ def ddp_forward_bypassed(t):
         a backward (accelerate wraps it in DDP under a multi-process launch). Also (after fr103) a loss computed by
         the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
         `loss = net(batch)`) or after `model = model.module` undoes the wrap, in a function that never calls the DDP
-        model. A preview rule (round 16): a note by default, a warning with `--preview`.
+        model. Quiet (round 19) when the wrapped module is frozen in the same function (`for p in
+        model.parameters(): p.requires_grad = False`, `model.requires_grad_(False)`), when the result is detached on the
+        spot (`.detach()`, `.item()`), or when no optimizer of the file takes its parameters (every optimizer names its
+        source and none is this model): no gradient of its is ever all-reduced or applied.
+        A preview rule (round 16): a note by default, a warning with `--preview`.
 
     Why it matters
         DDP synchronises gradients only for a backward prepared by its own forward: `DistributedDataParallel.forward`
@@ -320,6 +417,10 @@ def ddp_forward_bypassed(t):
             continue
         if any(isinstance(n, ast.Expr) and n.value is call.node for n in ast.walk(scope.node)):
             continue  # a statement of its own (`model.module.freeze_clip()`, an EMA update): its result feeds no loss
+        if _frozen(index, base, scope):
+            continue  # a frozen wrapped module: no gradient of its own to all-reduce (fr122 AnyAttack x2)
+        if _detached(call, scope) or _untrained(index, base, scope):
+            continue  # no gradient flows back through it, or no optimizer applies its gradients (fr123 x2)
         if t.facts.dead(scope, index):
             continue
         seen.add(id(scope))

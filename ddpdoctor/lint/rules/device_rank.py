@@ -7,7 +7,8 @@ from typing import Optional
 from . import rule
 from ..analysis import Call, Scope
 from ..names import const_str, dotted, expr_nodes
-from ._reach import _world_of_one, one_node_world
+from ._common import INIT_PG
+from ._reach import _world_of_one, one_node_world, project_one_node_world
 
 SET_DEVICE = "torch.cuda.set_device"
 # Global ranks: torch.distributed.get_rank() (rank in the default group, 0..WORLD_SIZE-1), the RANK variable torchrun
@@ -372,7 +373,8 @@ def _placed_on_global_rank(t, index):
         if why is None or t.facts.dead(call.scope, index):
             continue
         seen.add(id(call.scope))
-        one = one_node_world(index)
+        one = one_node_world(index) or (None if index.by_qual.get(INIT_PG, ()) else
+                                         project_one_node_world(t.facts.indexes.values()))
         yield t.finding(
             "info" if one else "warning", call.node,
             f"{call.text or '.' + call.name}() places the model or the data on the GPU numbered by the global rank ({why}): on a "
@@ -410,8 +412,10 @@ def set_device_global_rank(t):
         project helper whose every non-literal return is a global rank (`def get_rank(): return
         dist.get_rank()`); one finding per function. A note, not a warning, when every init_process_group of the
         file joins a world that cannot span two nodes (a loopback `init_method="tcp://127.0.0.1:..."`, or
-        `world_size=torch.cuda.device_count()`: round 15 wave 2): there the global rank is the local one. A preview
-        rule (round 8): a note by default, a warning with `--preview`.
+        `world_size=torch.cuda.device_count()`: round 15 wave 2; since round 19 also env:// with MASTER_ADDR set to
+        the loopback by the same module, and a file with no init of its own in a run whose every init joins such a
+        world, as a project set-up helper does): there the global rank is the local one. A preview rule (round 8): a
+        note by default, a warning with `--preview`.
 
     Why it matters
         `set_device` takes an ordinal of this node's visible GPUs (torch/cuda/__init__.py). The global rank runs
@@ -447,7 +451,8 @@ def _set_device_findings(t, index):
         if why is None:
             continue
         reported = True
-        one = one_node_world(index)
+        one = one_node_world(index) or (None if index.by_qual.get(INIT_PG, ()) else
+                                         project_one_node_world(t.facts.indexes.values()))
         yield t.finding(
             "info" if one else "warning", call.node,
             f"torch.cuda.set_device() gets the global rank ({why}): on a second node it names a GPU that node "

@@ -60,7 +60,9 @@ def rank_env_by_hand(t):
         and `os.environ.setdefault(...)` (fallbacks for a missing launcher), are not reported. One finding per function, at the
         first assignment. When the script's spawn call is reported by LINT002 (a hand-rolled
         torchrun), that finding carries the missing LOCAL_* variables and this one keeps to the
-        MASTER_*-only note. In a run that uses no Trainer, accelerate, DeepSpeed or Lightning, an
+        MASTER_*-only note. Since round 19 a function that also hands rank and world_size to init_process_group
+        itself, in a run where nothing reads LOCAL_RANK, gets a note (the consequence is latent). In a run that uses
+        no Trainer, accelerate, DeepSpeed or Lightning, an
         MPI or SLURM job mapping its own ranks, or a function that joins the group and picks its GPU
         itself (`init_process_group`, `torch.cuda.set_device(rank)`), gets a note: nothing there
         reads LOCAL_RANK.
@@ -118,6 +120,12 @@ def rank_env_by_hand(t):
             places_itself = any(c.qual == "torch.distributed.init_process_group" for c in scope_calls) and any(
                 c.name == "set_device" for c in scope_calls)
             quiet = not readers and (_from_scheduler(sets, index) or places_itself)
+            # Round 19 (fr124 YiLiangBJ/SRS_AI, judged wrong): the same function hands rank and world_size to
+            # init_process_group itself, so the env assignments are not what joins the group, and nothing in the run
+            # reads LOCAL_RANK: the consequence is latent, a note until a reader is seen
+            explicit = any(c.qual == "torch.distributed.init_process_group" and c.kw("rank") is not None and
+                           c.kw("world_size") is not None for c in scope_calls)
+            quiet = quiet or (not readers and explicit)
             # The same function pins CUDA_VISIBLE_DEVICES to a per-process value (`str(local_rank)` from MPI): each
             # process sees one GPU, its cuda:0, so whatever takes LOCAL_RANK as 0 picks the right device (fr63
             # coreyjadams/SparseEventID's MPI launcher, in a run that also holds a Lightning path).

@@ -41,6 +41,20 @@ def _local_expr(expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
     low = name.rsplit(".", 1)[-1].lower()
     if isinstance(expr, ast.Attribute) and ("local_rank" in low or low in ("localrank", "local_id", "slurm_localid")):
         return f"`{name}`"  # `args.local_rank` (torch.distributed.launch's --local_rank), `config.local_rank`
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        # `args.rank = args.local_rank` (the torch.distributed.launch branch) and `args.rank = int(os.environ[
+        # "SLURM_PROCID"])` (the SLURM branch) before `init_process_group(rank=args.rank)` (fr128
+        # eminorhan/visual-recognition-memory, the ImageNet-example set-up): the field's assignments in the scope
+        s = call.scope
+        while s is not None and not any(a.targets == [name] for a in s.assigns):
+            s = s.parent
+        if s is not None:
+            before = [a for a in s.assigns if a.targets == [name] and (s is not call.scope or a.node.lineno < call.line)]
+            if len(before) == 1:
+                got = _local_expr(before[0].value, call, depth + 1)
+                return f"{got}, stored in `{name}`" if got else ""
+            got = _local_in_branches(s, name, call, depth)
+            return f"{got}, stored in `{name}`" if got else ""
     # a bare name counts only through its value: a spawn worker's first parameter called `local_rank` is the
     # process's rank in a one-node world of nprocs processes
     if isinstance(expr, ast.Name):
@@ -253,7 +267,8 @@ def init_rank_is_local_rank(t):
 
     What it checks
         `init_process_group(..., rank=X)` where X is a local rank: `args.local_rank`, `config.local_rank`,
-        `int(os.environ["LOCAL_RANK"])` (or SLURM_LOCALID), or a name assigned one, also handed in by the callers of
+        `int(os.environ["LOCAL_RANK"])` (or SLURM_LOCALID), or a name assigned one (since round 19 also a field such
+        as `args.rank` assigned one, in every branch that assigns it or the only one), also handed in by the callers of
         the function that joins (other modules linted in the same run too); a `DistributedSampler(rank=X)` given a
         local rank the same way (a note: right on one node, repeated shards on several); and a spawn launcher
         (`mp.spawn(fn, args=(world_size, ...), nprocs=gpus_per_node)`) whose world size multiplies in a node count

@@ -304,15 +304,20 @@ def _passes_to(index: ModuleIndex, call: Call, name: str, scope: Scope):
 
 
 def _other_ranks_call_it_too(call: Call, name: str) -> bool:
-    """`if rank == 0: out = model(a) else: out = model(b)`: every rank runs the forward, just differently."""
+    """`if rank == 0: out = model(a) else: out = model(b)`: every rank runs the forward, just differently; also the
+    same helper called in both arms (`if rank == 0: train(model, writer) else: train(model)`, round 19)."""
     gate = call.ctx.gate
     if not isinstance(gate, ast.If) or not gate.body:
         return False
     in_body = gate.body[0].lineno <= call.line <= (gate.body[-1].end_lineno or gate.body[-1].lineno)
     other = gate.orelse if in_body else gate.body
+    # the same helper called in the other arm (`if local_rank == 0: train(model, ..., writer) else: train(model, ...)`,
+    # fr126 gusalsdmlwlq x3, three false errors at first read): every rank runs what it runs
+    callee = dotted(call.node.func)
     for stmt in other:
         for n in ast.walk(stmt):
-            if isinstance(n, ast.Call) and dotted(n.func) in (name, f"{name}.forward"):
+            if isinstance(n, ast.Call) and (dotted(n.func) in (name, f"{name}.forward") or
+                                            (callee is not None and dotted(n.func) == callee)):
                 return True
     return in_body and _sibling_rank_forwards(call, gate, name)
 

@@ -581,6 +581,8 @@ def _metadata(call: Call) -> bool:
     if call.name == "save_pretrained":
         recv = (call.recv or "").rsplit(".", 1)[-1].lower()
         return any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES)
+    if call.qual in ("shutil.copy", "shutil.copy2", "shutil.copyfile") and call.node.args:
+        return _own_code(call.node.args[0])
     if call.qual not in ("torch.save", "json.dump"):
         return False
     obj = call.arg(0, "obj")
@@ -605,6 +607,23 @@ def _metadata(call: Call) -> bool:
                     (isinstance(v, ast.Attribute) and v.attr == "__dict__")):
                 return True
     return False
+
+
+def _own_code(src: ast.AST) -> bool:
+    """The source of a copy is the run's own code: `__file__`, `sys.argv[0]`, `inspect.getfile(cls)`, a literal
+    `"./main_ddp.py"` (through os.path.abspath/realpath too). Every rank copies the same bytes into the run folder
+    (fr122 gufranSabri/MM_SLT x2, judged debatable): a race whose every writer writes the same file, a note."""
+    node = src
+    while isinstance(node, ast.Call) and last_name(node.func) in ("abspath", "realpath", "normpath", "Path", "str") \
+            and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.Name) and node.id == "__file__":
+        return True
+    if isinstance(node, ast.Subscript) and dotted(node.value) == "sys.argv":
+        return True
+    if isinstance(node, ast.Call) and (dotted(node.func) or "") in ("inspect.getfile", "inspect.getsourcefile"):
+        return True
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py")
 
 
 def _settings_written(call: Call) -> bool:
@@ -779,11 +798,12 @@ def write_on_every_rank(t):
         (`create_experiment_dir(...)`, `make_writer(path)`) counts as the write the helper does without a rank
         test of its own (one fact per helper, computed once per run); it is reported at the call.
         Consecutive writes in one block are one finding. Saving the script's
-        own arguments (`torch.save(args, "training_args.bin")`, `json.dump(vars(args), f)`) or an empty
-        placeholder is a note. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
+        own arguments (`torch.save(args, "training_args.bin")`, `json.dump(vars(args), f)`), an empty
+        placeholder, or (round 19) a copy of the run's own code (`shutil.copy2(__file__, out_dir)`) is a note. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
         it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings, or, since round 18, the project's
-        README or shell scripts launch the file that way); `trainer.save_model`
+        README or shell scripts launch the file that way, and since round 19 `srun python train.py` / `mpirun -np N` with
+        more than one task, counted from the line or the batch script's #SBATCH lines); `trainer.save_model`
         and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
         (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
         The gates are the project's (facts computed once per run): flags that hold a rank test in a
