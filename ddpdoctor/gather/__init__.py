@@ -138,6 +138,10 @@ def schema() -> tuple:
         fields.update({f"{name}.{k}": v for k, v in g.fields.items()})
         required |= {f"{name}.{k}" for k in g.required}
         nullable |= {f"{name}.{k}" for k in g.nullable}
+    from ddpdoctor.gather._inprocess import FIELDS as INPROCESS  # the sections the training process writes
+    kinds = {"INT": INT, "NUM": NUM, "STR": STR, "BOOL": BOOL, "OBJ": OBJ, "LIST": LIST}
+    for pattern, kind in INPROCESS.items():
+        fields.setdefault(pattern, kinds[kind])
     built = (MappingProxyType(fields), frozenset(required), frozenset(nullable))
     _SCHEMA[:] = [(current, built)]
     return built
