@@ -192,11 +192,18 @@ def entry() -> None:
 
 def main(argv: Optional[list] = None) -> None:
     """Entry point. Turns every error into one line and the contract's exit status."""
-    from ddpdoctor.model.inputs import InputError
-    from ddpdoctor.pipeline.snapshot import SnapshotError
+    from ddpdoctor.model.redact import redacted_stderr
 
     args = list(sys.argv[1:] if argv is None else argv)
     _escape_what_the_output_cannot_encode()
+    with redacted_stderr():  # every line the doctor writes on stderr, wherever it is written, is redacted here
+        _main(args, argv)
+
+
+def _main(args: list, argv: Optional[list]) -> None:
+    from ddpdoctor.model.inputs import InputError
+    from ddpdoctor.pipeline.snapshot import SnapshotError
+
     try:
         cli.main(args=argv, prog_name="ddpdoctor", standalone_mode=False)
     except SystemExit:

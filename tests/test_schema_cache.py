@@ -16,6 +16,8 @@ def _fresh() -> tuple:
         fields.update({f"{name}.{k}": v for k, v in g.fields.items()})
         required |= {f"{name}.{k}" for k in g.required}
         nullable |= {f"{name}.{k}" for k in g.nullable}
+    for pattern, kind in gather.inprocess_fields().items():  # the in-process sections (runtime, runtime_*)
+        fields.setdefault(pattern, kind)
     return fields, required, nullable
 
 

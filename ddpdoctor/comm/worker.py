@@ -633,6 +633,13 @@ def rank0_exited(progress0: Optional[dict], host: str, env: Dict[str, str],
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    from ..model.redact import redacted_stderr
+
+    with redacted_stderr():  # this rank's own lines on stderr (the one redacting writer, as `ddpdoctor` has)
+        _main(argv)
+
+
+def _main(argv: Optional[List[str]] = None) -> None:
     args = parse_args(argv)
     env_fmt = os.environ.get("DDPDOCTOR_FORMAT")
     if env_fmt is not None and args.format is None and env_fmt not in ("text", "json", "markdown"):

@@ -138,9 +138,20 @@ def schema() -> tuple:
         fields.update({f"{name}.{k}": v for k, v in g.fields.items()})
         required |= {f"{name}.{k}" for k in g.required}
         nullable |= {f"{name}.{k}" for k in g.nullable}
+    for pattern, kind in inprocess_fields().items():  # the sections the training process writes
+        fields.setdefault(pattern, kind)
     built = (MappingProxyType(fields), frozenset(required), frozenset(nullable))
     _SCHEMA[:] = [(current, built)]
     return built
+
+
+def inprocess_fields() -> dict:
+    """pattern -> JSON type of the sections written inside the training process (gather/_inprocess.py), which no
+    gatherer here gathers; schema() adds them after the gatherers' own."""
+    from ddpdoctor.gather._inprocess import FIELDS
+
+    kinds = {"INT": INT, "NUM": NUM, "STR": STR, "BOOL": BOOL, "OBJ": OBJ, "LIST": LIST}
+    return {pattern: kinds[kind] for pattern, kind in FIELDS.items()}
 
 
 _MODULES: list = []

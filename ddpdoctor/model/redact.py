@@ -7,8 +7,11 @@ message or a command line.
 """
 from __future__ import annotations
 
+import os
 import re
-from typing import Any
+import sys
+from contextlib import contextmanager
+from typing import Any, Mapping, Optional
 
 REDACTED = "<redacted>"
 
@@ -135,6 +138,9 @@ def redact_text(text: str) -> str:
     """Replace anything in `text` that looks like a credential."""
     if not text:
         return text
+    for value in env_secret_values():  # a secret-named variable's value, wherever it is echoed (an exception, argv)
+        if value in text:
+            text = text.replace(value, REDACTED)
     out = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
     if "=" in out or "-" in out:
         for pat in _NAMED_VALUE:
@@ -206,3 +212,87 @@ def _looks_like_env_name(name: str) -> bool:
     # Only upper-case env-style keys are treated as secret by name; a JSON key like "tokenizers"
     # in a package list is not a secret.
     return bool(re.fullmatch(r"[A-Z][A-Z0-9_]*", name))
+
+
+def _env_secret_values(environ: Mapping[str, str]) -> tuple:
+    """The values of the variables whose name says secret (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY...), longest
+    first: a line that echoes one (a command line, an exception message) hides it even where no pattern knows its form.
+    Values under 8 characters are left to the patterns (a flag such as `1` or `true` is no secret)."""
+    values = {v for k, v in environ.items() if v and len(v) >= 8 and name_is_secret(k)}
+    return tuple(sorted(values, key=len, reverse=True))
+
+
+_ENV_SEEN: list = [None, ()]  # [os.environ's items when last read, their secret values]
+
+
+def env_secret_values() -> tuple:
+    """_env_secret_values of os.environ, read again only when the environment changed (compared in C: every string
+    of every output comes here)."""
+    data = getattr(os.environ, "_data", None)
+    now = tuple(data.items()) if isinstance(data, dict) else tuple(os.environ.items())
+    if now != _ENV_SEEN[0]:
+        _ENV_SEEN[:] = [now, _env_secret_values(os.environ)]
+    return _ENV_SEEN[1]
+
+
+def redact_line(text: str, environ: Optional[Mapping[str, str]] = None) -> str:
+    """redact_text, plus the literal values of the secret-named environment variables (this process's by default)."""
+    if environ is not None:
+        for value in _env_secret_values(environ):
+            text = text.replace(value, REDACTED)
+    return redact_text(text)
+
+
+class RedactingWriter:
+    """The one writer of the doctor's own stderr lines: every write passes through redact_line before it reaches
+    the stream underneath. `ddpdoctor`'s entry point installs it as sys.stderr for the whole command (click's
+    `echo(err=True)`, the run supervisor's status lines, the probe's progress, comm's notes all write there), so a
+    new message cannot forget to redact. A process the doctor does not own (the user's job, where the run recorder
+    writes) calls write_err instead of replacing the job's sys.stderr.
+
+    It has no `buffer`: click would otherwise write around it to the binary stream."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self._stream.write(redact_line(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        if name == "buffer":
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def redacted_stderr():
+    """sys.stderr through RedactingWriter for the block (once: nested blocks keep the outer writer)."""
+    if isinstance(sys.stderr, RedactingWriter) or sys.stderr is None:
+        yield
+        return
+    saved = sys.stderr
+    sys.stderr = RedactingWriter(saved)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stderr, RedactingWriter) and sys.stderr._stream is saved:
+            sys.stderr = saved
+
+
+def write_err(text: str) -> None:
+    """One redacted line on this process's stderr, for code running inside a process the doctor does not own."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    RedactingWriter(stream).write(text)
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        pass

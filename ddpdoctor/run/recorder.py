@@ -220,8 +220,10 @@ def _log_once(where: str, exc: BaseException) -> None:
     except Exception:  # noqa: BLE001
         pass
     try:
-        sys.stderr.write(f"ddpdoctor run: internal error in {where} ({type(exc).__name__}: {exc}); "
-                         "ddpdoctor steps aside, the job goes on\n")
+        from ddpdoctor.model.redact import write_err  # the job's process: its sys.stderr is left as it is
+
+        write_err(f"ddpdoctor run: internal error in {where} ({type(exc).__name__}: {exc}); "
+                  "ddpdoctor steps aside, the job goes on\n")
     except Exception:  # noqa: BLE001
         pass
 
@@ -1369,8 +1371,10 @@ def _reread_rt003(workers: int, method) -> None:
         _write_preflight(path, new)
         if not S.rank:  # rank 0 (or one process) says so where it printed the note (the others' are the same)
             f = next(x for x in new if x.get("id") == "RT003")
-            sys.stderr.write(f"ddpdoctor run: at the first DataLoader with workers, {f['severity']} RT003 "
-                             f"{f.get('name', '')}: {f['title']}\n")
+            from ddpdoctor.model.redact import write_err
+
+            write_err(f"ddpdoctor run: at the first DataLoader with workers, {f['severity']} RT003 "
+                      f"{f.get('name', '')}: {f['title']}\n")
 
 
 # ------------------------------------------------------------------------------ steps and data
