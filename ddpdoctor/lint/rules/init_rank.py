@@ -276,9 +276,10 @@ def init_rank_is_local_rank(t):
         when every init_process_group of the file joins a world that cannot span two nodes (a loopback init_method,
         or `world_size=torch.cuda.device_count()`: round 15 wave 2; or this node's GPU count, `args.ngpu`,
         `ngpus_per_node`, also through a name assigned it: round 18), and, judged per init, when the init itself joins
-        at a loopback address even where another branch's init could span nodes (round 19 wave 3). Quiet where, in the
-        statement list that holds the init, the name's nearest assignment is a constant (`except KeyError: rank = 0`
-        then the init: round 17). A preview rule (round 9): a note by default, a warning with `--preview`.
+        at a loopback address (its own address only) even where another branch's init could span nodes (round 19
+        wave 3). Quiet where, in the statement list that holds the init, the name's nearest assignment is a constant
+        (`except KeyError: rank = 0` then the init: round 17). A preview rule (round 9): a note by default, a warning
+        with `--preview`.
 
     Why it matters
         `rank` must be the global rank, 0..world_size-1 (torch/distributed/distributed_c10d.py). torchrun exports
@@ -300,7 +301,7 @@ def init_rank_is_local_rank(t):
         how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
         if not how or _spawn_index_stored(t, rank, call) or _block_constant(call, rank):
             continue
-        one = one_node_init(index, call) or one_node_world(index)
+        one = one_node_init(index, call, address_only=True) or one_node_world(index)
         yield t.finding(
             "info" if one else "warning", call.node,
             f"init_process_group gets the local rank ({how}) as the global rank: on a second node the ranks collide"
