@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from . import conditions as cond
 from .names import CHILD_FIELDS as _CHILD_FIELDS, STAR_MODULES, WELL_KNOWN, canonical, child_fields, const_str, \
     dotted, expr_nodes, import_bindings
+
+# Python's standard library modules (3.10+: sys.stdlib_module_names), for names a project star import brings in
+_STDLIB = frozenset(m for m in getattr(sys, "stdlib_module_names", ()) if not m.startswith("_"))
 
 ENV_NAMES_OF_INTEREST = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                          "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS")
@@ -266,11 +270,23 @@ class ModuleIndex:
             # `from model_block.net import *` and then `torch.distributed.init_process_group(...)` with no import of
             # torch in the file (fr127 ywj55555/material distributed_train.py): the star import brought the module
             # in under its own name; nothing else is called `torch` (or `nn`) in practice
-            for local, target in (("torch", "torch"), ("nn", "torch.nn")):
-                if local not in self.module.imports and re.search(r"(?<![\w.])%s\." % local, source or "") and \
-                        not any(isinstance(n, ast.Name) and n.id == local and not isinstance(n.ctx, ast.Load) or
-                                isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == local
-                                for n in ast.walk(tree)):
+            # ... and so do the standard library's modules (`os.environ["MASTER_ADDR"] = ...` in a setup() helper
+            # with `os` from `from utils.datasets import *`, fr130 PerryXDeng/multi_gpu_gan_inversion dist_train.py:
+            # LINT002 said nothing set MASTER_*): a name the file never binds, used as `name.attr`, that is a module
+            # of Python's standard library (sys.stdlib_module_names) is that module
+            bound, used = set(), set()
+            for n in ast.walk(tree):
+                if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                    bound.add(n.id)
+                elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    bound.add(n.name)
+                elif isinstance(n, ast.arg):
+                    bound.add(n.arg)
+                elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and isinstance(n.value.ctx, ast.Load):
+                    used.add(n.value.id)
+            pairs = [("torch", "torch"), ("nn", "torch.nn")] + [(m, m) for m in sorted(used & _STDLIB)]
+            for local, target in pairs:
+                if local not in self.module.imports and local in used and local not in bound:
                     self.module.imports[local] = target
         self._block(tree.body, self.module, Ctx())
 

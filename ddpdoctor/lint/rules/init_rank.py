@@ -8,7 +8,7 @@ from ..analysis import Call, ModuleIndex
 from ..names import dotted, last_name
 from . import rule
 from ._common import INIT_PG, SAMPLERS, SPAWN
-from ._reach import callers_of, one_node_world, reach
+from ._reach import callers_of, one_node_init, one_node_world, reach
 
 _LOCAL_ENV = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 _NODE_WORDS = ("node", "machine", "host")
@@ -275,9 +275,11 @@ def init_rank_is_local_rank(t):
         while nothing in the file offsets the spawn index by the node (`node_rank * gpus + i`). The first is a note
         when every init_process_group of the file joins a world that cannot span two nodes (a loopback init_method,
         or `world_size=torch.cuda.device_count()`: round 15 wave 2; or this node's GPU count, `args.ngpu`,
-        `ngpus_per_node`, also through a name assigned it: round 18). Quiet where, in the statement list that holds the
-        init, the name's nearest assignment is a constant (`except KeyError: rank = 0` then the init: round 17). A
-        preview rule (round 9): a note by default, a warning with `--preview`.
+        `ngpus_per_node`, also through a name assigned it: round 18), and, judged per init, when the init itself joins
+        at a loopback address (its own address only) even where another branch's init could span nodes (round 19
+        wave 3). Quiet where, in the statement list that holds the init, the name's nearest assignment is a constant
+        (`except KeyError: rank = 0` then the init: round 17). A preview rule (round 9): a note by default, a warning
+        with `--preview`.
 
     Why it matters
         `rank` must be the global rank, 0..world_size-1 (torch/distributed/distributed_c10d.py). torchrun exports
@@ -299,7 +301,7 @@ def init_rank_is_local_rank(t):
         how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
         if not how or _spawn_index_stored(t, rank, call) or _block_constant(call, rank):
             continue
-        one = one_node_world(index)
+        one = one_node_init(index, call, address_only=True) or one_node_world(index)
         yield t.finding(
             "info" if one else "warning", call.node,
             f"init_process_group gets the local rank ({how}) as the global rank: on a second node the ranks collide"

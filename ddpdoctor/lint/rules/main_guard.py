@@ -75,6 +75,16 @@ def _starts(index: ModuleIndex, call: Call, iterated) -> Optional[Tuple[str, str
     return None
 
 
+# Round 19 wave 3 decision (fr130/fr132: four module-level DataLoader(num_workers>0) warnings judged debatable as
+# "harmless under Linux fork"): kept a warning. DataLoader's multiprocessing_context=None takes the interpreter's
+# default start method (torch/utils/data/dataloader.py, _MultiProcessingDataLoaderIter), and CPython's default is
+# spawn on macOS (3.8) and Windows and forkserver on Linux from 3.14 (Lib/multiprocessing/context.py; python/cpython
+# PR 125750, Doc/library/multiprocessing.rst "Changed in version 3.14"): the script fails on every current default
+# but Linux with Python <= 3.13. The message says so.
+_START_METHOD_SOURCE = ("torch/utils/data/dataloader.py multiprocessing_context=None -> default start method; "
+                        "cpython Lib/multiprocessing/context.py: spawn on macOS/Windows, forkserver on Linux >= 3.14")
+
+
 @rule("LINT004", "missing-main-guard", catalogue=("A6",))
 def missing_main_guard(t):
     """Processes started at import time, outside `if __name__ == "__main__":`.
@@ -92,7 +102,8 @@ def missing_main_guard(t):
         before the current process has finished its bootstrapping phase" (pytorch/rl#1805).
         torch.multiprocessing.spawn always uses spawn; DataLoader workers use it on macOS and
         Windows, and Python 3.14 makes forkserver the Linux default, so a script that works today
-        with fork breaks there.
+        with fork breaks there (round 19 wave 3: kept a warning for module-level DataLoader workers for
+        that reason; the message names the platforms where the script still runs).
 
     Example
         loader = DataLoader(ds, batch_size=32, num_workers=4)
@@ -132,8 +143,12 @@ def _import_time_starts(t):
                 f"{what} runs at import time without an `if __name__ == \"__main__\":` guard",
                 detail=(f"This {what} call is at module level. Child processes started with spawn or forkserver "
                         "re-import the script, run this line again and fail with \"An attempt has been made to "
-                        "start a new process before the current process has finished its bootstrapping phase\"."),
-                fix=GUARD_FIX, evidence={"starts": what},
+                        "start a new process before the current process has finished its bootstrapping phase\"."
+                        + (" DataLoader workers start with the interpreter's default method "
+                           "(multiprocessing_context=None, torch/utils/data/dataloader.py): spawn on macOS and "
+                           "Windows, forkserver on Linux from Python 3.14; only Linux with Python 3.13 or older "
+                           "forks, where the script runs." if what.startswith("DataLoader") else "")),
+                fix=GUARD_FIX, evidence={"starts": what, "start_method": _START_METHOD_SOURCE},
             )
     by_root: dict = {}
     folded_into = None

@@ -18,10 +18,25 @@ _DDPS = (DDP, "torch.nn.parallel.distributed.DistributedDataParallel")
 
 
 @lru_cache(maxsize=1)
-def _known() -> Tuple[FrozenSet[str], FrozenSet[str], str]:
+def _known() -> Tuple[FrozenSet[str], FrozenSet[str], str, str]:
     with open(_DATA, encoding="utf-8") as fh:
         data = json.load(fh)
-    return frozenset(data["DataParallel"]), frozenset(data["DistributedDataParallel"]), data["source"]
+    return frozenset(data["DataParallel"]), frozenset(data["DistributedDataParallel"]), data["source"], data["torch"]
+
+
+@lru_cache(maxsize=1)
+def _removed_data() -> dict:
+    with open(_DATA, encoding="utf-8") as fh:
+        return json.load(fh).get("removed", {})
+
+
+def _removed() -> dict:
+    """{wrapper kind: {attribute: what it was}} for attributes older torch's wrappers had (the data file's `removed`)."""
+    return {k: v for k, v in _removed_data().items() if isinstance(v, dict)}
+
+
+def _removed_source() -> str:
+    return _removed_data().get("source", "")
 
 
 def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
@@ -63,8 +78,10 @@ def wrapper_attribute_access(t):
         `model.freeze_feature_encoder()`, `model.encoder`. Quiet when the name is assigned on the wrapper in that
         function, when the name is rebound after the wrap (`model = model.module`), inside an `if` that asks
         `isinstance(model, ...)` / `hasattr(model, ...)`, and inside an `if` (or conditional expression) whose other
-        arm reads `model.module` (`if distributed: model.module.f() else: model.f()`: the plain arm runs unwrapped). A preview rule (round 18): a note by default, a warning with
-        `--preview`.
+        arm reads `model.module` (`if distributed: model.module.f() else: model.f()`: the plain arm runs unwrapped).
+        An attribute only an older torch's wrapper had (DDP's `_module_copies` of the single-process multi-device
+        era: the data file's `removed`, with its sources) is a note: right on the old torch, AttributeError after an
+        upgrade (round 19 wave 3). A preview rule (round 18): a note by default, a warning with `--preview`.
 
     Why it matters
         nn.Module.__getattr__ (torch/nn/modules/module.py) finds only the wrapper's own parameters, buffers and
@@ -84,7 +101,7 @@ def wrapper_attribute_access(t):
     text = index.source or ""
     if "DataParallel" not in text:
         return
-    dp_known, ddp_known, source = _known()
+    dp_known, ddp_known, source, _torch = _known()
     memo: dict = {}  # scope id -> _scope_facts: one walk per function, however many wraps it holds
     for a in index.assigns:
         call = a.call
@@ -130,6 +147,26 @@ def wrapper_attribute_access(t):
         if not bad or t.facts.dead(scope, index):
             continue
         bad.sort(key=lambda n: (n.lineno, n.col_offset))
+        removed = _removed().get(kind, {})
+        current = [b for b in bad if b.attr not in removed]
+        if not current:
+            # only attributes an older torch's wrapper had (DDP's `_module_copies`, the single-process multi-device
+            # era): the script was right on the torch it was written for and breaks on an upgrade; a note (round 19
+            # wave 3: fr130 Qiulin-W/SAFA train_ddp.py, LINT036 judged debatable at first read)
+            n = bad[0]
+            yield t.finding(
+                "info", n,
+                f"`{name}.{n.attr}` reads an attribute that only older torch's {kind} had ({removed[n.attr]}): "
+                "AttributeError on current torch",
+                detail=(f"{kind} of the torch this project was written for had `{n.attr}`; current torch's has not "
+                        f"(dir() of torch {_known()[3]}), so the read raises AttributeError after an upgrade. "
+                        "Right only with the old torch pinned."),
+                fix=f"{name}.module   # the one wrapped model (for `[0]` of the old replica list)",
+                evidence={"wrapper": kind, "name": name, "attribute": n.attr, "wrap_line": wrap_line,
+                          "lines": sorted({b.lineno for b in bad}), "source": _removed_source()},
+            )
+            continue
+        bad = current
         n = bad[0]
         others = sorted({b.attr for b in bad[1:]} - {n.attr})
         yield t.finding(
