@@ -58,3 +58,21 @@ def name_of_text(raw: str) -> Optional[str]:
     else:
         row, _ = of_command(words)
     return row["name"] if row else None
+
+
+@functools.lru_cache(maxsize=1)
+def rank_passers() -> tuple:
+    """The table's launchers that export no RANK and pass the rank to init_process_group themselves (Lightning's
+    subprocess script launcher): {name, framework, sets, absent, rank, sources}."""
+    with open(DATA, encoding="utf-8") as fh:
+        return tuple(json.load(fh).get("rank_passed_explicitly", {}).get("launchers", ()))
+
+
+def rank_passed_explicitly(env) -> Optional[dict]:
+    """The launcher whose environment this is when it set every variable it sets (non-empty) and none it never sets
+    (RANK among them): its processes get their rank from the framework, not from RANK. None otherwise."""
+    for row in rank_passers():
+        if all(str(env.get(v) or "").strip() for v in row["sets"]) and not any(env.get(v) is not None
+                                                                              for v in row["absent"]):
+            return row
+    return None

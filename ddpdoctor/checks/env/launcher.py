@@ -5,6 +5,7 @@ from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of, script_asks
 from ddpdoctor.facts.launch import commands
+from ddpdoctor.facts.launchers import rank_passed_explicitly
 from ddpdoctor.facts.slurm import slurm_batch_world_below, slurm_procid_beyond
 
 
@@ -106,6 +107,24 @@ def _env_rendezvous_without_launcher(snap, env):
         return
 
 
+def _rank_passed_explicitly(env, passer):
+    """ENV001's note for a process of a launcher that exports no RANK and passes the rank to init_process_group
+    itself (data/launchers.json "rank_passed_explicitly"): only a script calling init_process_group() with env://
+    on its own would need RANK."""
+    source = passer["sources"][0]
+    yield info(f"RANK not set: this is the environment {passer['framework'].split(' (')[0]} gives its processes, "
+               "which pass the rank to init_process_group themselves",
+               detail=(f"{', '.join(passer['sets'])} are set and RANK is not, as {passer['name']} sets them "
+                       f"({source['repo']} {source['path']}); the framework computes {passer['rank']}. Nothing "
+                       "fails there. Only code that calls init_process_group() with the default env:// on its own "
+                       "in this process needs RANK (\"environment variable RANK expected, but not set\")."),
+               fix=("# only if your own code calls init_process_group() with env:// here:\n"
+                    "export RANK=$(( NODE_RANK * <processes per node> + LOCAL_RANK ))"),
+               subjects=["RANK", f"launcher:{passer['name']}"],
+               evidence={"set": {v: env.get(v) for v in passer["sets"]}, "missing": ["RANK"],
+                         "launcher": passer["name"], "source": source})
+
+
 @check("ENV001", "rendezvous-env-incomplete", family="launcher", needs=("env", "launcher"), reads=("lint", "launch"),
        catalogue=("A2",))
 def rendezvous_env_incomplete(snap):
@@ -133,7 +152,12 @@ def rendezvous_env_incomplete(snap):
         size under their own names (SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE) and
         only RANK/WORLD_SIZE are missing, this is a note: Lightning, DeepSpeed and most job
         scripts map them. With only MASTER_ADDR/MASTER_PORT set (a batch script or shell that will
-        launch the ranks) it is a note too, and with WORLD_SIZE=1 a warning: nothing hangs.
+        launch the ranks) it is a note too, and with WORLD_SIZE=1 a warning: nothing hangs. Only
+        RANK missing in the environment a launcher that passes the rank itself gives its processes
+        (data/launchers.json "rank_passed_explicitly": PyTorch Lightning's subprocess script launcher
+        exports MASTER_ADDR, MASTER_PORT, NODE_RANK, LOCAL_RANK and WORLD_SIZE, never RANK, and calls
+        init_process_group(rank=..., world_size=...)) is a note: nothing fails there. A torchrun
+        worker (TORCHELASTIC_RUN_ID set) without RANK stays an error: torch's agent always sets it.
 
     Example
         export RANK=0 WORLD_SIZE=2; python train.py   # no MASTER_ADDR / MASTER_PORT
@@ -193,6 +217,10 @@ def rendezvous_env_incomplete(snap):
             subjects=missing,
             evidence={"set": present, "missing": missing, "launcher": kind},
         )
+        return
+    passer = rank_passed_explicitly(env) if missing == ["RANK"] and kind == "manual" else None
+    if passer:
+        yield from _rank_passed_explicitly(env, passer)
         return
     make = warning if world == 1 else error  # a single process fails at once; nothing hangs
     yield make(
