@@ -1,0 +1,55 @@
+"""Round 19, wave 5 (issue 24, after the held-out review): the TCPStore client's read getting 0 bytes is the store's
+host gone (torch/csrc/distributed/c10d/Utils.hpp recvBytes' "Failed to recv, got 0 bytes. Connection was likely
+closed. Did the remote server shutdown or crash?", pytorch/pytorch @cf30153c4c131c8164ee7798e5022d810682e2cb; the
+line TCPStore.cpp writes around it names the store: "recvValue failed on SocketImpl(..., remote=[H]:P)"): LOG008 with
+its cause and the store's host:port, not an unexplained failure."""
+from ddpdoctor.triage.api import triage_paths
+
+_CLOSED = ("[rank1]:[W1207 07:40:19.968570826 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=64, "
+           "addr=[node2]:35986, remote=[node1]:29500): Failed to recv, got 0 bytes. Connection was likely closed. "
+           "Did the remote server shutdown or crash?\n")
+_RAISED = ("[rank1]: Traceback (most recent call last):\n"
+           '[rank1]:   File "train.py", line 10, in <module>\n'
+           '[rank1]:     dist.barrier()\n'
+           "[rank1]: torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. "
+           "Did the remote server shutdown or crash?\n")
+
+
+def _found(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text)
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+def test_store_closed_with_its_exception_is_the_store_lost_naming_host_and_port(tmp_path):
+    f = _found(tmp_path, _CLOSED + _RAISED)
+    assert f and f[0].id == "LOG008" and f[0].severity == "error", [(x.id, x.severity, x.title) for x in f]
+    assert "node1:29500" in f[0].title and "rank:1" in f[0].subjects and "got 0 bytes" in f[0].title, f[0].title
+    assert not any(x.id == "LOG028" for x in f), [(x.id, x.title) for x in f]
+
+
+def test_store_closed_without_the_address_says_the_settings_not_a_guess(tmp_path):
+    f = _found(tmp_path, _RAISED)
+    assert f and f[0].id == "LOG008" and "MASTER_ADDR:MASTER_PORT" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_store_closed_after_rank0s_own_failure_is_a_consequence(tmp_path):
+    """The quiet side: rank 0 (the store's host) failed first with its own cause: that is the root cause named."""
+    f = _found(tmp_path, "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+               "total capacity of 79.15 GiB of which 1.10 GiB is free.\n" + _CLOSED + _RAISED)
+    assert f and f[0].id == "LOG005" and "rank:0" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_store_closed_only_in_warnings_is_a_warning_not_an_error(tmp_path):
+    """The quiet side of the severity: c10d's warning lines alone (the heartbeat's last store check racing the store
+    host's exit at the end of a run looks like this) are a warning that says so, not an error."""
+    steps = "".join(f"[rank0]: step {i} loss 0.5\n" for i in range(30))
+    f = _found(tmp_path, steps + _CLOSED)
+    assert f and f[0].id == "LOG008" and f[0].severity == "warning", [(x.id, x.severity, x.title) for x in f]
+    assert not any(x.severity == "error" for x in f), [(x.id, x.severity, x.title) for x in f]
+
+
+def test_other_zero_byte_prose_is_not_the_store(tmp_path):
+    from ddpdoctor.facts import messages
+    for line in ("got 0 bytes from the cache, retrying", "recv failed: connection closed (0 bytes), retrying"):
+        assert not any(m.entry["id"] == "torch.c10d.utils.failed_to_recv_got_0_bytes" for m in messages.match_all(line))
