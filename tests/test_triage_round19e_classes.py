@@ -53,3 +53,28 @@ def test_other_zero_byte_prose_is_not_the_store(tmp_path):
     from ddpdoctor.facts import messages
     for line in ("got 0 bytes from the cache, retrying", "recv failed: connection closed (0 bytes), retrying"):
         assert not any(m.entry["id"] == "torch.c10d.utils.failed_to_recv_got_0_bytes" for m in messages.match_all(line))
+
+
+# --- the TPU runtime's host count against a pod slice's host topology (libtpu; pytorch/xla docs/pjrt.md 'Pods') -----
+def test_tpu_pod_started_on_one_host_is_a_launch_misconfiguration(tmp_path):
+    f = _found(tmp_path, "RuntimeError: Bad StatusOr access: INTERNAL: Invalid system configuration: 2x2x1 host topology "
+               "with 0 missing hosts, but 1 hosts in total.\n")
+    assert f and f[0].id == "LOG023", [(x.id, x.title) for x in f]
+    assert "1 of its 4 hosts" in f[0].title and "--worker=all" in f[0].title, f[0].title
+
+
+def test_tpu_hosts_of_separate_tpus_say_so_not_worker_all(tmp_path):
+    f = _found(tmp_path, "*** InternalError: Invalid system configuration: 1x1 host topology with 0 missing hosts, but 2 "
+               "hosts in total.\n")
+    assert f and f[0].id == "LOG023" and "separate TPUs" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_tpu_topology_words_elsewhere_are_not_the_launch(tmp_path):
+    """The quiet side: a TPU log's own topology lines and prose are no catalogue match and no LOG023."""
+    from ddpdoctor.facts import messages
+    for line in ("Initializing TPU system with 2x2x1 host topology, 4 hosts in total",
+                 "invalid system configuration file: /etc/tpu.yaml"):
+        assert not any(m.entry["id"].startswith("libtpu.") for m in messages.match_all(line)), line
+    f = _found(tmp_path, "I1207 10:00:00.000 tpu_system.cc:50] TPU host topology 2x2x1, 4 hosts in total\n"
+               "step 1 loss 0.5\n")
+    assert not any(x.id == "LOG023" for x in f), [(x.id, x.title) for x in f]
