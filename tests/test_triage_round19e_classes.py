@@ -78,3 +78,37 @@ def test_tpu_topology_words_elsewhere_are_not_the_launch(tmp_path):
     f = _found(tmp_path, "I1207 10:00:00.000 tpu_system.cc:50] TPU host topology 2x2x1, 4 hosts in total\n"
                "step 1 loss 0.5\n")
     assert not any(x.id == "LOG023" for x in f), [(x.id, x.title) for x in f]
+
+
+# --- NCCL's collective trace: different operations at one opCount of one communicator (NVIDIA/nccl src/enqueue.cc) --
+def _init(host, pid, dev, comm, rank, n):
+    return f"{host}:{pid}:{pid} [{dev}] NCCL INFO comm {comm} rank {rank} nranks {n} cudaDev {dev} busId {dev}000 commId 0xabc - Init START\n"
+
+
+def _coll(host, pid, dev, op, opc, comm, n):
+    return (f"{host}:{pid}:{pid} [{dev}] NCCL INFO {op}: opCount {opc:x} sendbuff 0x7f0000 recvbuff 0x7f0000 count 1024 "
+            f"datatype 7 op 0 root 0 comm {comm} [nranks={n}] stream 0x55aa\n")
+
+
+def test_nccl_trace_with_two_ops_at_one_opcount_is_a_mismatch_naming_ranks_and_ops(tmp_path):
+    log = (_init("n1", 100, 0, "0x55d5a8f0c0", 0, 2) + _init("n2", 200, 0, "0x5612aa00d0", 1, 2)
+           + "".join(_coll("n1", 100, 0, "AllReduce", i, "0x55d5a8f0c0", 2) for i in range(17))
+           + "".join(_coll("n2", 200, 0, "AllReduce", i, "0x5612aa00d0", 2) for i in range(16))
+           + _coll("n2", 200, 0, "Broadcast", 16, "0x5612aa00d0", 2))
+    f = _found(tmp_path, log)
+    assert f and f[0].id == "LOG019", [(x.id, x.title) for x in f]
+    t = f[0].title
+    assert "opCount 10 " in t and "AllReduce on rank 0" in t and "Broadcast on rank 1" in t, t
+    assert {"rank:0", "rank:1"} <= set(f[0].subjects), f[0].subjects
+
+
+def test_nccl_trace_that_agrees_or_is_other_communicators_is_quiet(tmp_path):
+    """The quiet side: the same ops at each opCount; and a 2-rank subgroup's Broadcast at the opCount of the 4-rank
+    group's AllReduce is another communicator, not a mismatch."""
+    same = "".join(_coll(h, p, 0, "AllReduce", i, c, 2) for i in range(5)
+                   for h, p, c in (("n1", 100, "0xa0"), ("n2", 200, "0xb0")))
+    other = (_coll("n1", 100, 0, "AllReduce", 0, "0xa0", 4) + _coll("n2", 200, 0, "AllReduce", 0, "0xb0", 4)
+             + _coll("n1", 100, 0, "Broadcast", 0, "0xa1", 2) + _coll("n3", 300, 0, "Broadcast", 0, "0xc1", 2))
+    for log in (same, other):
+        f = _found(tmp_path, log)
+        assert not any(x.id == "LOG019" for x in f), [(x.id, x.title) for x in f]
