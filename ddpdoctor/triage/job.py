@@ -244,6 +244,8 @@ class Job:
         self.watchdog_ranks: set = set()            # ranks that printed a ProcessGroupNCCL / watchdog line
         self.store_lines: set = set()               # (file, line) of exceptions raised by the rendezvous store
         self.setup_lines = 0                        # distributed set-up lines seen (NCCL INFO, frameworks' init lines)
+        self.comm_rank: Dict[tuple, int] = {}       # (host, pid, comm pointer) -> its rank, from NCCL's "comm 0x.. rank R nranks N" line
+        self.coll_trace: Dict[tuple, dict] = {}     # (host, pid, comm pointer) -> {opCount: (op name, nranks, line)} (NCCL COLL trace)
         self.last_setup: Dict[tuple, Line] = {}     # stream -> its last set-up line
         self.nnodes: Optional[Tuple[int, Line]] = None   # the node count a launch line or torchrun's configs ask for (> 1)
         self.rdzv_line: Optional[Line] = None       # the last line that says the agent waits in the rendezvous
@@ -826,8 +828,16 @@ class Job:
                                        "out of memory (cgroup)" if what == "Out Of Memory" else what))
             if what == "Out Of Memory":
                 self.occ.setdefault("oom_killer", Occ()).add(ev, None, str(d["host"]))
+        elif kind == "nccl_coll_trace":
+            key = (line.host, line.pid, str(d["comm"]))
+            ops = self.coll_trace.setdefault(key, {})
+            if len(ops) < _COLL_TRACE_KEEP:   # a bounded memory on a long trace: its first collectives
+                ops.setdefault(int(str(d["opc"]), 16), (str(d["op"]), int(d["nranks"]), line))
         elif kind == "nccl_comm" or kind == "nccl_init_complete":
             r = int(d["rank"])
+            c = _COMM_PTR.search(line.text)
+            if c:
+                self.comm_rank.setdefault((line.host, line.pid, c.group(1)), r)
             n = int(d["nranks"])
             self.ranks.add(r)
             self.world_sources["nccl"] = max(self.world_sources.get("nccl", 0), n)
@@ -1273,7 +1283,11 @@ _RDZV_DONE = re.compile(r"Rendezvous complete for workers|has joined round \d+ o
 _RDZV_WAIT = re.compile(r"Rendezvous'ing worker group|attempts to join the next round of the rendezvous")
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 _UCX_SIGNAL = re.compile(r"^\[[\w.\-]+:(\d+):\d+(?::\d+)?\] Caught signal 7 \(Bus error")
-_QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
+# how many traced collectives of one communicator are kept (each holds its line)
+_COLL_TRACE_KEEP = 20000
+# the communicator's pointer NCCL prints before its rank ("comm 0x55d5a8f0c0 rank 0 nranks 2 cudaDev 0 ...")
+_COMM_PTR = re.compile(r"\bcomm (0x[0-9a-fA-F]+|\(nil\)) rank \d+ nranks \d+")
+_QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version", "nccl_coll_trace",
                 "cuda_version", "tokenizers_fork", "run_finding", "nccl_frame"}
 
 

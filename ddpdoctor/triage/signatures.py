@@ -255,6 +255,12 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:with error (?P<err>\d+))?(?:.*vendor err (?P<vendor>\d+))?")),
     ("nccl_p2p", (" via P2P/", "P2P/IPC", "P2P/CUMEM", "P2P is disabled", "P2P/direct"), None),
     ("nccl_init_complete", ("Init COMPLETE",), _re(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+)")),
+    # NCCL's INFO trace of each collective (NCCL_DEBUG_SUBSYS=COLL): "%s: opCount %lx sendbuff %p recvbuff %p count %zu
+    # datatype %d op %d root %d comm %p [nranks=%d] stream %p" (NVIDIA/nccl src/enqueue.cc, ncclEnqueueCheck,
+    # as NCCL 2.x prints it; the commit is not pinned here): the op's name and the communicator's own count of collectives (hex)
+    ("nccl_coll_trace", (": opCount ",),
+     _re(r"\b(?P<op>[A-Za-z]+): opCount (?P<opc>[0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) "
+         r"datatype (?P<dt>\d+) op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>\S+) \[nranks=(?P<nranks>\d+)\]")),
     ("nccl_warn", (), None),  # any NCCL WARN line (set from the prefix, not the text)
     # NCCL's error trace: every function that returns an error logs "file.cc:line -> code" at INFO; the code is an
     # ncclResult_t (src/nccl.h.in: 1 unhandled cuda error, 2 system error, 3 internal error, 4 invalid argument,

@@ -475,7 +475,9 @@ def launch_misconfigured(job: Job):
         'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'GROUP_RANK') raised by `os.environ[...]` in a
         script that reads a launcher variable no launcher set (CPython Lib/os.py _Environ.__getitem__), and
         the same for the variables srun sets for every task (`KeyError: 'SLURM_PROCID'`, SLURM_LOCALID,
-        SLURM_NTASKS...: srun.1's OUTPUT ENVIRONMENT VARIABLES) in a script started outside srun.
+        SLURM_NTASKS...: srun.1's OUTPUT ENVIRONMENT VARIABLES) in a script started outside srun, and the TPU
+        runtime's "Invalid system configuration: 2x2 host topology with 0 missing hosts, but 1 hosts in total"
+        (a pod slice's program started on fewer hosts than the slice has: pytorch/xla docs/pjrt.md, 'Pods').
 
     Why it matters
         These fail at start-up on every rank with a message that names a variable or an argument, not the
@@ -530,6 +532,18 @@ def launch_misconfigured(job: Job):
     elif re.search(r"rank \d+ of \d+ ranks has already checked in", text):
         r = re.search(r"rank (\d+) of (\d+) ranks", text)
         title = f"two processes started as rank {r.group(1)} (of {r.group(2)}): NCCL's bootstrap saw rank {r.group(1)} twice"
+    elif ev.data.get("topology") and ev.data.get("total"):
+        # the TPU runtime's host count against the slice's host topology (libtpu; pytorch/xla docs/pjrt.md 'Pods')
+        want = 1
+        for n in ev.data["topology"].split("x"):
+            want *= int(n)
+        want -= int(ev.data.get("missing") or 0)
+        got = int(ev.data["total"])
+        title = (f"a TPU pod slice's program started on {got} of its {want} hosts ({ev.data['topology']} host "
+                 "topology): run it on every worker at once (gcloud compute tpus tpu-vm ssh ... --worker=all)"
+                 if got < want else
+                 f"{got} hosts joined a TPU runtime whose host topology ({ev.data['topology']}) has {want}: hosts of "
+                 "separate TPUs cannot form one slice (use one pod slice, its own hosts only)")
     elif ev.data.get("node") and ev.data.get("reason"):
         title = f"SLURM could not start the tasks on node {ev.data['node']}: {ev.data['reason'].strip()[:120]}"
     elif ev.data.get("path") and ev.data.get("err"):

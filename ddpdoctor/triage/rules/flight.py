@@ -14,7 +14,9 @@ def flight_recorder_divergence(job: Job):
         Every rank's dump (pickle or JSON, read without executing anything): per process group and
         collective sequence number, the operation and input sizes on each rank. It reports the first
         sequence number where ranks disagree (op or shape), the ranks that never issued it, and the
-        ranks whose dumps are missing. An incomplete set of dumps is enough.
+        ranks whose dumps are missing. An incomplete set of dumps is enough. Without dumps, NCCL's
+        collective trace (NCCL_DEBUG_SUBSYS=COLL: "AllReduce: opCount 5 ... comm 0x.. [nranks=N]", NVIDIA/nccl
+        src/enqueue.cc) read the same way: different operations at one opCount of one communicator.
 
     Why it matters
         PyTorch's `fr_trace` needs every rank's dump and stops pairing at the first mismatch
@@ -29,6 +31,9 @@ def flight_recorder_divergence(job: Job):
         Open the user frame recorded with the divergent collective on each side and make the ranks
         take the same path with the same shapes there.
     """
+    mm = _nccl_trace_mismatch(job)
+    if mm is not None:
+        yield mm
     if not job.flight:
         return
     for res in fr_results(job):
@@ -65,3 +70,62 @@ def flight_recorder_divergence(job: Job):
                               "suspects: a rank that died or hung hard cannot write one."),
                       fix="ls $(dirname $TORCH_NCCL_DEBUG_INFO_TEMP_FILE)   # on each node: were the dumps written?",
                       evidence=res)
+
+
+def _nccl_trace_mismatch(job: Job):
+    """NCCL's INFO trace of each collective (NCCL_DEBUG_SUBSYS=COLL: "AllReduce: opCount 5 sendbuff ... comm 0x..
+    [nranks=2] stream ..."; NVIDIA/nccl src/enqueue.cc ncclEnqueueCheck) names, per communicator, its own count of
+    collectives: two ranks of one communicator with DIFFERENT operations at the SAME opCount called mismatched
+    collectives (the job hangs or reads garbage there). A communicator is matched across processes by its size; a
+    process with two communicators of one size is ambiguous and left out (no guess). The first such opCount, its
+    ranks and both operations."""
+    if not job.coll_trace:
+        return None
+    # per size: process -> (its rank or a name, {opCount: (op, line)}); processes with two comms of that size dropped
+    by_size: dict = {}
+    twice: set = set()
+    for (host, pid, comm), ops in job.coll_trace.items():
+        first = next(iter(ops.values()))
+        n = first[1]
+        proc = (host, pid)
+        if proc in by_size.get(n, {}):
+            twice.add((n, proc))
+            continue
+        rank = job.comm_rank.get((host, pid, comm))
+        if rank is None:
+            rank = job.who(first[2])
+        by_size.setdefault(n, {})[proc] = (rank, {k: (v[0], v[2]) for k, v in ops.items()})
+    for n, procs in sorted(by_size.items()):
+        procs = {p: v for p, v in procs.items() if (n, p) not in twice}
+        if len(procs) < 2:
+            continue
+        counts = sorted(set().union(*(set(v[1]) for v in procs.values())))
+        for opc in counts:
+            seen: dict = {}
+            for proc, (rank, ops) in procs.items():
+                if opc in ops:
+                    seen.setdefault(ops[opc][0], []).append((rank, proc, ops[opc][1]))
+            if len(seen) < 2:
+                continue
+            sides = sorted(seen.items(), key=lambda kv: -len(kv[1]))
+            def name(rank, proc):
+                return f"rank {rank}" if isinstance(rank, int) else f"{proc[0] or 'a process'}:{proc[1]}"
+            text = "; ".join(f"{op} on {', '.join(name(r, p) for r, p, _l in who_)}" for op, who_ in sides)
+            odd = sides[-1][1]
+            ranks = [r for _op, w in sides for r, _p, _l in w if isinstance(r, int)]
+            at = min((ln for _op, w in sides for _r, _p, ln in w), key=lambda ln: (ln.src, ln.lineno))
+            return hit(job, "error", f"NCCL trace: mismatched collectives at opCount {opc:x} of the {n}-rank "
+                       f"communicator ({text})", at=at, stage=2, ranks=ranks,
+                       detail=(f"NCCL's collective trace numbers each communicator's collectives (opCount); at "
+                               f"{opc:x} the ranks of one {n}-rank communicator called different operations: {text}. "
+                               "Every rank must call the same collectives in the same order; from here the job hangs "
+                               "or exchanges the wrong data. That is where the ranks' code paths split."
+                               + (f" The odd one out: {', '.join(name(r, p) for r, p, _l in odd)}."
+                                  if len(odd) < len(sides[0][1]) else "")),
+                       fix=("# find the call of each side (the lines above the trace line on each rank) and make every\n"
+                            "# rank take the same branch: a collective under `if rank == 0`, or a different number of\n"
+                            "# steps/batches per rank, are the usual causes\n"
+                            "TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ...   # torch checks each collective's op and shapes"),
+                       evidence={"opCount": opc, "nranks": n, "ops": {op: [name(r, p) for r, p, _l in w]
+                                                                       for op, w in sides}})
+    return None

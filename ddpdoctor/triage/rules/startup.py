@@ -146,7 +146,11 @@ def store_connect_failed(job: Job):
     # say "refused" only when a line does (errno 111); "The client socket has failed to connect" alone says less
     said_refused = any(re.search(r"refused|errno: 111", e.line.text) for e in (refused.first if refused else []))
     reset = any(e.data.get("reset") for e in (refused.first if refused else []))
-    kind = ("reset" if reset else "refused" if said_refused else "failed") if refused and refused.count else "timed out"
+    # the store client's read got 0 bytes: the server closed the socket (Utils.hpp recvBytes' "Failed to recv, got 0
+    # bytes", pytorch/pytorch torch/csrc/distributed/c10d/Utils.hpp @cf30153): its host went away, as a reset says
+    closed = any(e.data.get("closed") for e in (refused.first if refused else []))
+    kind = (("reset" if reset else "closed" if closed else "refused" if said_refused else "failed")
+            if refused and refused.count else "timed out")
     # the address the lines give, else the settings' names: never a value the log does not show
     # an IPv6 address (also IPv4-mapped, "::ffff:192.168.1.219") is written in brackets, as the log wrote it
     host = f"[{addr}]" if addr and ":" in addr else addr
@@ -155,8 +159,10 @@ def store_connect_failed(job: Job):
     # with no rank prefix names no one, so "a process" stays
     lost = sorted(r for r in ranks if isinstance(r, int))
     title = (f"{who(lost) if lost else 'a process'} lost {'its' if len(lost) < 2 else 'their'} connection to the "
-             f"rendezvous store at {target} (connection reset by peer)"
-             if kind == "reset" else f"ranks could not reach the rendezvous store at {target} (connection {kind})")
+             f"rendezvous store at {target} ("
+             + ("connection reset by peer" if kind == "reset" else "the store closed it: 'got 0 bytes'") + "): the "
+             "store's host (rank 0's process or the first node's torchrun agent) died, restarted or its network dropped"
+             if kind in ("reset", "closed") else f"ranks could not reach the rendezvous store at {target} (connection {kind})")
     uid = sorted((e for e in (timeout.first if timeout else []) + (refused.first if refused else []) if _is_uid(e)),
                  key=lambda e: (e.line.src, e.line.lineno))
     if uid and not (refused and any(not _is_uid(e) for e in refused.first)):
@@ -180,11 +186,21 @@ def store_connect_failed(job: Job):
         title = (f"a Gloo connection to {'the peer at ' if known else ''}{peer} failed (connection {kind}): "
                  + ("that peer did not answer (down, unreachable, or a firewall)" if kind == "timed out"
                     else "that peer was not listening"))
-    yield hit(job, "error", title,
+    # only c10d's warning lines ("[W1207 ... TCPStore.cpp:125] [c10d] recvValue failed ...: Failed to recv, got 0
+    # bytes"), no exception: a rank's background store call (ProcessGroupNCCL's heartbeat 'should dump' check) that
+    # the store's host closed, which at the end of a run is its normal exit racing the check: a warning, said so
+    warn_only = kind == "closed" and not timeout and all(_GLOG_WARNING.match(e.line.text) for e in refused.first)
+    yield hit(job, "warning" if warn_only else "error", title,
               at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=sum(o.count for o in occs),
               detail=("Connection reset: the store's host (rank 0's process, or torchrun's agent on the first node) "
                       "closed the connection: it died or was stopped while the others were still joining." if kind ==
                       "reset" else
+                      "The store's server closed the connection (a read returned 0 bytes): the process that hosts the "
+                      "TCPStore (rank 0's, or torchrun's agent on the first node) exited, crashed or was restarted, or "
+                      "the network between the nodes dropped. Its own log holds the cause."
+                      + (" Only as a warning, no exception: if the job had finished, this is the rank's last background "
+                         "store check racing the store host's normal exit, and harmless." if warn_only else "")
+                      if kind == "closed" else
                       "Gloo connects each pair of ranks directly, to the address and port the peer announced through "
                       "the store: the peer's process was gone (died or not yet listening), or its announced interface is "
                       "not reachable from here (GLOO_SOCKET_IFNAME names the interface to use)." if gloo else
@@ -197,12 +213,17 @@ def store_connect_failed(job: Job):
                    f"{port or '<port>'}   # from this node, while the job runs\n"
                    "GLOO_SOCKET_IFNAME=<interface every node reaches> torchrun ...   # the interface Gloo announces"
                    if gloo else
+                   f"# the log of the process that hosts the store ({target}) first: why did it end?\n"
+                   "dmesg -T | grep -iE 'killed process|out of memory'   # on the store's node\n"
+                   if kind == "closed" else
                    f"nc -zv {addr or '$MASTER_ADDR'} {port or '$MASTER_PORT'}   # from a worker node\n"
                    "# same MASTER_ADDR/MASTER_PORT on every node; rank 0 must start first or together\n"
                    "ddpdoctor check   # on a worker node: route and port to MASTER_ADDR"),
               evidence={"address": addr, "port": port, "kind": kind})
 
 
+# glog's warning prefix as c10d writes it ("[W1207 07:40:19.968570826 TCPStore.cpp:125]", older "W1207 07:40:19.96 ...")
+_GLOG_WARNING = re.compile(r"^\s*\[?W\d{4} \d")
 _GLOO_REMOTE = re.compile(r"(?:remote=|Connect timeout )\[?([\w.%\-]+|[0-9a-fA-F:.]+)\]?:(\d+)")
 
 
