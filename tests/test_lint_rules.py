@@ -501,6 +501,20 @@ CASES = {
         """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
+    "LINT038": ("""
+        import os, time
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        run_dir = os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
+        os.makedirs(run_dir, exist_ok=True)
+        """, """
+        import os, time
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        run_dir = os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
+        if dist.get_rank() == 0:
+            os.makedirs(run_dir, exist_ok=True)
+        """),
 }
 
 

@@ -1,0 +1,75 @@
+"""Round 19, wave 5 (issue 25): LINT038, a run folder named from the wall clock on every rank. A class the
+held-out review found, fixed after it (the held-out figures stay the first-read ones)."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from ddpdoctor.lint.api import lint_paths
+from ddpdoctor.lint.engine import lint_source
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "r19d"
+
+
+def found(path: Path, preview: bool = True):
+    return [f for f in lint_paths([str(path)], preview=preview).findings if f.id == "LINT038"]
+
+
+def snippet(src: str):
+    return [f for f in lint_source(textwrap.dedent(src), "train.py") if f.id == "LINT038"]
+
+
+def test_every_rank_naming_its_folder_from_the_clock_warns_with_preview_and_names_the_clock_line():
+    got = found(FIX / "wallclock_dir_bad.py")
+    assert [(f.evidence["line"], f.evidence["name"], f.evidence["clock_line"]) for f in got] == [
+        (17, "out_dir", 15), (30, "args.log_dir", 29)]
+    assert all(f.severity == "warning" and "broadcast_object_list" in f.fix for f in got)
+    assert "distributed_c10d.py" in got[0].evidence["source"]
+
+
+def test_a_preview_rule_is_a_note_without_preview():
+    assert {f.severity for f in found(FIX / "wallclock_dir_bad.py", preview=False)} == {"info"}
+
+
+def test_shared_from_rank_0_used_on_rank_0_or_a_launcher_run_id_is_quiet():
+    assert found(FIX / "wallclock_dir_ok.py") == []
+
+
+def test_a_single_process_script_is_quiet():
+    assert found(FIX / "wallclock_single_ok.py") == []
+
+
+def test_a_broadcast_in_another_function_does_not_silence_this_one():
+    src = """
+        import os, time
+        import torch.distributed as dist
+        def shared():
+            stamp = time.strftime("%H%M%S")
+            obj = [stamp]
+            dist.broadcast_object_list(obj, src=0)
+        def train():
+            dist.init_process_group("gloo")
+            stamp = time.strftime("%H%M%S")
+            os.makedirs(stamp, exist_ok=True)
+        if __name__ == "__main__":
+            shared()
+            train()
+        """
+    assert [f.evidence["line"] for f in snippet(src)] == [11]
+    assert snippet(src.replace("            os.makedirs(stamp", "            dist.broadcast_object_list([stamp])\n"
+                                                               "            os.makedirs(stamp")) == []
+
+
+def test_a_clock_read_for_timing_or_a_read_only_open_is_quiet():
+    src = """
+        import os, time
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        start = time.time()
+        with open(os.path.join("data", str(start)), "r") as f:
+            f.read()
+        print(time.time() - start)
+        """
+    assert snippet(src) == []
+    assert len(snippet(src.replace('"r"', '"w"'))) == 1
