@@ -2,6 +2,7 @@
 held-out review found, fixed after it (the held-out figures stay the first-read ones)."""
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -73,3 +74,41 @@ def test_a_clock_read_for_timing_or_a_read_only_open_is_quiet():
         """
     assert snippet(src) == []
     assert len(snippet(src.replace('"r"', '"w"'))) == 1
+
+
+# ---------------------------------------------------------------- LINT039: --local_rank under torchrun
+PROJECT = FIX / "torchrun_project"
+
+
+def lint039(path: Path, preview: bool = True):
+    return [f for f in lint_paths([str(path)], preview=preview).findings if f.id == "LINT039"]
+
+
+def test_local_rank_from_argparse_under_torchrun_names_the_launch_line_and_the_default():
+    [f] = lint039(PROJECT / "train_local_rank_bad.py")
+    assert f.severity == "warning" and f.evidence["line"] == 14
+    assert f.evidence["launch"] == "README.md:3" and f.evidence["default"] == "0" and f.evidence["option_line"] == 11
+    assert "LOCAL_RANK" in f.fix and "run.py" in f.evidence["source"]
+    assert [g.severity for g in lint039(PROJECT / "train_local_rank_bad.py", preview=False)] == ["info"]
+
+
+def test_a_default_read_from_local_rank_is_quiet():
+    assert lint039(PROJECT / "train_local_rank_ok.py") == []
+
+
+def _project(tmp_path: Path, readme: str) -> Path:
+    tmp_path.mkdir(parents=True)
+    (tmp_path / "README.md").write_text(readme)
+    shutil.copy(PROJECT / "train_local_rank_bad.py", tmp_path / "train_local_rank_bad.py")
+    return tmp_path / "train_local_rank_bad.py"
+
+
+def test_launchers_that_pass_local_rank_or_no_launch_line_are_quiet(tmp_path):
+    for i, readme in enumerate(["deepspeed train_local_rank_bad.py\n",
+                                "python -m torch.distributed.launch --nproc_per_node 2 train_local_rank_bad.py\n",
+                                "torchrun --nproc_per_node 2 train_local_rank_bad.py\n"
+                                "deepspeed train_local_rank_bad.py\n",
+                                "python train_local_rank_bad.py\n"]):
+        assert lint039(_project(tmp_path / str(i), readme)) == [], readme
+    assert len(lint039(_project(tmp_path / "use_env", "python -m torch.distributed.launch --use-env "
+                                                      "--nproc_per_node 2 train_local_rank_bad.py\n"))) == 1
