@@ -9,9 +9,10 @@ from . import rule
 from ..names import dotted
 from ._common import uses_local_rank_readers
 
-_SOURCE = ("pytorch/pytorch v2.13.0 cf30153: torch/distributed/run.py (torchrun gives each worker LOCAL_RANK in its "
-           "environment and adds no argument to the script's command line); torch/distributed/launch.py (passes "
-           "--local-rank only without --use-env); ddpdoctor/data/launchers.json")
+_SOURCE = ("pytorch/pytorch v2.13.0 cf30153: torch/distributed/run.py (torchrun's documented worker environment; it "
+           "adds no argument to the script's command line) and torch/distributed/elastic/agent/server/"
+           "local_elastic_agent.py _start_workers (worker_env = {\"LOCAL_RANK\": str(local_rank), ...}); "
+           "torch/distributed/launch.py (passes --local-rank only without --use-env); ddpdoctor/data/launchers.json")
 # Calls whose argument picks the device or the rank: with the argparse default every rank picks the same.
 _PICKS = frozenset(("torch.cuda.set_device", "torch.device", "torch.nn.parallel.DistributedDataParallel",
                     "torch.distributed.init_process_group"))
