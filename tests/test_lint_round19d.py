@@ -112,3 +112,20 @@ def test_launchers_that_pass_local_rank_or_no_launch_line_are_quiet(tmp_path):
         assert lint039(_project(tmp_path / str(i), readme)) == [], readme
     assert len(lint039(_project(tmp_path / "use_env", "python -m torch.distributed.launch --use-env "
                                                       "--nproc_per_node 2 train_local_rank_bad.py\n"))) == 1
+
+
+def test_a_clock_value_saved_as_data_is_not_a_folder_name():
+    src = """
+        import os, time
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        elapsed = time.time()
+        ckpt = {"saved_at": time.time(), "step": 3}
+        torch.save(ckpt, os.path.join("ckpt", "last.pt"))
+        with open("timing.txt", "w") as f:
+            f.write(str(elapsed))
+        """
+    assert snippet(src) == []
+    assert [f.evidence["name"] for f in snippet(src.replace('os.path.join("ckpt", "last.pt")',
+                                                            'f"ckpt/{int(elapsed)}.pt"'))] == ["elapsed"]

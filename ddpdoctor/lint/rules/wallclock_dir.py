@@ -30,10 +30,9 @@ _SHARES = frozenset(("broadcast_object_list", "broadcast", "all_gather_object", 
 
 
 def _reads_clock(node: ast.AST, index, scope) -> bool:
-    for n in ast.walk(node):
-        if isinstance(n, ast.Call) and index.qual(n.func, scope) in _CLOCK:
-            return True
-    return False
+    """The expression is a path or name built from a clock read (`"runs/" + time.strftime(...)`), not data that
+    holds one (`{"time": time.time()}`, `Trainer(...)`)."""
+    return any(isinstance(n, ast.Call) and index.qual(n.func, scope) in _CLOCK for n in _path_nodes(node))
 
 
 def _names(node: ast.AST) -> Set[str]:
@@ -59,6 +58,44 @@ def _lookup(tainted, name: str, scope, index):
     return tainted.get((id(scope), name)) or tainted.get((id(index.module), name))
 
 
+# Calls whose value is still the path built from their arguments (a call of anything else - a Trainer, a dict, a
+# sum - is data that holds the clock, not a folder named from it).
+_PATH_CALLS = frozenset(("join", "Path", "PurePath", "str", "format", "strftime", "expanduser", "abspath", "realpath",
+                         "normpath", "joinpath", "fspath", "replace", "resolve", "isoformat", "ctime", "now", "today",
+                         "time", "localtime", "gmtime", "asctime", "int", "round"))
+# The path argument of each writer: (position, keyword); a method of a Path (`run_dir.mkdir()`) writes its receiver.
+_PATH_ARG = {"torch.save": (1, "f"), "shutil.copy": (1, "dst"), "shutil.copyfile": (1, "dst"),
+             "shutil.copytree": (1, "dst"), "numpy.save": (0, "file"), "numpy.savez": (0, "file"),
+             "logging.FileHandler": (0, "filename"), "os.makedirs": (0, "name"), "os.mkdir": (0, "path"),
+             "open": (0, "file"), "builtins.open": (0, "file"), "torch.utils.tensorboard.SummaryWriter": (0, "log_dir"),
+             "torch.utils.tensorboard.writer.SummaryWriter": (0, "log_dir"), "tensorboardX.SummaryWriter": (0, "logdir")}
+_METHOD_PATH_KW = ("save_directory", "output_dir", "path", "fname", "path_or_buf", "filepath", "filename")
+
+
+def _path_nodes(node: ast.AST):
+    """The nodes a path expression is built from: through f-strings, `+`, `/`, os.path.join, Path(), str(),
+    .format(), .strftime(); not the arguments of other calls, nor the items of a dict or list (data)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if isinstance(n, ast.Attribute):
+            todo.append(n.value)
+        elif isinstance(n, ast.Call):
+            last = (dotted(n.func) or "").rsplit(".", 1)[-1] or getattr(n.func, "attr", "")
+            if last in _PATH_CALLS:
+                todo.extend([*n.args, *(k.value for k in n.keywords)])
+                if isinstance(n.func, ast.Attribute):
+                    todo.append(n.func.value)
+        elif isinstance(n, (ast.BinOp, ast.JoinedStr, ast.FormattedValue, ast.IfExp, ast.Starred)):
+            todo.extend(ast.iter_child_nodes(n))
+
+
+def _path_names(node: ast.AST) -> Set[str]:
+    """The dotted names a path expression is built from (see _path_nodes)."""
+    return {d for n in _path_nodes(node) if isinstance(n, (ast.Name, ast.Attribute)) for d in [dotted(n)] if d}
+
+
 def _stamped(index) -> Dict[tuple, ast.AST]:
     """Names (`stamp`, `args.output_dir`, `out_dir`) whose value is built from the wall clock, directly or through
     another such name (`out = os.path.join(args.out, stamp)`), on every rank: (scope, name) -> the assignment that
@@ -68,7 +105,8 @@ def _stamped(index) -> Dict[tuple, ast.AST]:
         for a in index.assigns:
             if a.value is None or a.ctx.gated:
                 continue   # computed on one rank only: the rule's quiet case (then shared or used there)
-            via = [o for o in (_lookup(tainted, n, a.scope, index) for n in sorted(_names(a.value))) if o is not None]
+            via = [o for o in (_lookup(tainted, n, a.scope, index) for n in sorted(_path_names(a.value)))
+                   if o is not None]
             if via or _reads_clock(a.value, index, a.scope):
                 for target in a.targets:
                     if target:
@@ -90,6 +128,18 @@ def _shared(index, tainted) -> Set[tuple]:
         if any(_lookup(tainted, n, call.scope, index) is not None for n in named) or named & lists:
             out |= {k for k in tainted if k[0] in (id(call.scope), None)}
     return out
+
+
+def _path_args(call: Call):
+    """The expressions a writer call takes its path from."""
+    if call.qual in _PATH_ARG or (call.text == "open" and call.qual is None):
+        pos, kw = _PATH_ARG.get(call.qual or "open")
+        arg = call.arg(pos, kw)
+        return [arg] if arg is not None else []
+    if call.name in ("mkdir", "write_text", "write_bytes") and isinstance(call.node.func, ast.Attribute):
+        return [call.node.func.value]   # Path(run_dir).mkdir(): the receiver is the path
+    arg = call.arg(0)
+    return [a for a in [arg, *(call.kw(k) for k in _METHOD_PATH_KW)] if a is not None]
 
 
 @rule("LINT038", "wallclock-dir-every-rank")
@@ -121,6 +171,8 @@ def wallclock_dir_every_rank(t):
         or take a run id the launcher gives every rank (torchrun's `TORCHELASTIC_RUN_ID`, SLURM_JOB_ID).
     """
     index = t.index
+    if not any(q in index.by_qual for q in _CLOCK):
+        return   # the file reads no clock: nothing to follow
     tainted = _stamped(index)
     if not tainted:
         return
@@ -137,12 +189,14 @@ def wallclock_dir_every_rank(t):
             mode = call.arg(1, "mode")
             if not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax")):
                 return False
-        used = set().union(*(_names(x) for x in call.node.args), *(_names(k.value) for k in call.node.keywords),
-                           _names(call.node.func.value) if isinstance(call.node.func, ast.Attribute) else set())
+        used = set()
+        for expr in _path_args(call):
+            used |= _path_names(expr)
         return any(_lookup(tainted, n, call.scope, index) is not None for n in used)
 
     for call, proof in every_rank_calls(t, writes, 10**6):
-        name = min((n for n in _names(call.node) if _lookup(tainted, n, call.scope, index) is not None),
+        name = min((n for e in _path_args(call) for n in _path_names(e)
+                    if _lookup(tainted, n, call.scope, index) is not None),
                    key=lambda n: (len(n), n))
         origin = _lookup(tainted, name, call.scope, index)
         yield t.finding(
