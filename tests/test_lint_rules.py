@@ -501,6 +501,37 @@ CASES = {
         """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
+    "LINT039": ({"README.md": "torchrun --nproc_per_node 2 train.py\n", "train.py": """
+        import argparse, torch
+        import torch.distributed as dist
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--local-rank", type=int, default=-1)
+        args = parser.parse_args()
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(args.local_rank)
+        """}, {"README.md": "python -m torch.distributed.launch --nproc_per_node 2 train.py\n", "train.py": """
+        import argparse, torch
+        import torch.distributed as dist
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--local-rank", type=int, default=-1)
+        args = parser.parse_args()
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(args.local_rank)
+        """}),
+    "LINT038": ("""
+        import os, time
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        run_dir = os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
+        os.makedirs(run_dir, exist_ok=True)
+        """, """
+        import os, time
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        run_dir = os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
+        if dist.get_rank() == 0:
+            os.makedirs(run_dir, exist_ok=True)
+        """),
 }
 
 
@@ -516,9 +547,23 @@ def file_ids_for(data: bytes, rule: str, tmp_path) -> list:
     return [f.id for f in lint_paths([str(path)]).findings if f.id == rule]
 
 
+def project_ids_for(files: dict, rule: str, folder) -> list:
+    """Lint train.py of a small project (its README next to it): the rules that read launch lines."""
+    from ddpdoctor.lint.api import lint_paths
+
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(textwrap.dedent(text))
+    return [f.id for f in lint_paths([str(folder / "train.py")]).findings if f.id == rule]
+
+
 @pytest.mark.parametrize("rule", RULES)
 def test_rule_triggers_and_stays_quiet(rule, tmp_path):
     bad, good = CASES[rule]
+    if isinstance(bad, dict):   # a rule that reads the project around the script (a README's launch line)
+        assert project_ids_for(bad, rule, tmp_path / "bad") == [rule], f"{rule} should fire"
+        assert project_ids_for(good, rule, tmp_path / "good") == [], f"{rule} should stay quiet"
+        return
     if isinstance(bad, bytes):
         assert file_ids_for(bad, rule, tmp_path) == [rule] and file_ids_for(good, rule, tmp_path) == []
         return

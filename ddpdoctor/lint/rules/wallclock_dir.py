@@ -1,0 +1,211 @@
+"""A run folder named from the wall clock on every rank (round 19, wave 5: a class the held-out review found;
+a preview rule)."""
+from __future__ import annotations
+
+import ast
+from typing import Dict, Set
+
+from . import rule
+from ..analysis import Call
+from ..names import dotted
+from ._every_rank import every_rank_calls, unproven
+
+_SOURCE = ("Python documentation: datetime.datetime.now(), time.time(), time.strftime() read each process's own "
+           "clock (docs.python.org/3/library/datetime.html, time.html); torch.distributed.broadcast_object_list "
+           "sends rank src's picklable objects to every rank (pytorch/pytorch torch/distributed/"
+           "distributed_c10d.py, v2.13.0 cf30153)")
+
+# Calls whose value is the local wall clock (a name built from one differs between processes started apart).
+_CLOCK = frozenset(("datetime.datetime.now", "datetime.datetime.today", "datetime.datetime.utcnow",
+                    "datetime.date.today", "time.time", "time.time_ns", "time.strftime", "time.localtime",
+                    "time.gmtime", "time.ctime", "time.asctime"))
+# Calls that create or write into a folder or a file under it.
+_WRITES = frozenset(("os.makedirs", "os.mkdir", "torch.save", "open", "builtins.open", "shutil.copy",
+                     "shutil.copyfile", "shutil.copytree", "logging.FileHandler", "numpy.save", "numpy.savez",
+                     "torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter",
+                     "torch.utils.tensorboard.writer.SummaryWriter"))
+_WRITE_NAMES = frozenset(("mkdir", "save_pretrained", "save_model", "save_state", "save_checkpoint",
+                          "write_text", "write_bytes", "to_csv", "savefig"))
+_SHARES = frozenset(("broadcast_object_list", "broadcast", "all_gather_object", "scatter_object_list"))
+
+
+def _reads_clock(node: ast.AST, index, scope) -> bool:
+    """The expression is a path or name built from a clock read (`"runs/" + time.strftime(...)`), not data that
+    holds one (`{"time": time.time()}`, `Trainer(...)`)."""
+    return any(isinstance(n, ast.Call) and index.qual(n.func, scope) in _CLOCK for n in _path_nodes(node))
+
+
+def _names(node: ast.AST) -> Set[str]:
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            d = dotted(n)
+            if d:
+                out.add(d)
+    return out
+
+
+def _key(name: str, scope, index):
+    """Where a name lives: an attribute (`args.out_dir`, `self.log_dir`) is one for the module; a plain name is
+    local to its function."""
+    return (None, name) if "." in name else (id(scope), name)
+
+
+def _lookup(tainted, name: str, scope, index):
+    """The taint of `name` as seen from `scope`: its own local, else a module-level name."""
+    if "." in name:
+        return tainted.get((None, name))
+    return tainted.get((id(scope), name)) or tainted.get((id(index.module), name))
+
+
+# Calls whose value is still the path built from their arguments (a call of anything else - a Trainer, a dict, a
+# sum - is data that holds the clock, not a folder named from it).
+_PATH_CALLS = frozenset(("join", "Path", "PurePath", "str", "format", "strftime", "expanduser", "abspath", "realpath",
+                         "normpath", "joinpath", "fspath", "replace", "resolve", "isoformat", "ctime", "now", "today",
+                         "time", "localtime", "gmtime", "asctime", "int", "round"))
+# The path argument of each writer: (position, keyword); a method of a Path (`run_dir.mkdir()`) writes its receiver.
+_PATH_ARG = {"torch.save": (1, "f"), "shutil.copy": (1, "dst"), "shutil.copyfile": (1, "dst"),
+             "shutil.copytree": (1, "dst"), "numpy.save": (0, "file"), "numpy.savez": (0, "file"),
+             "logging.FileHandler": (0, "filename"), "os.makedirs": (0, "name"), "os.mkdir": (0, "path"),
+             "open": (0, "file"), "builtins.open": (0, "file"), "torch.utils.tensorboard.SummaryWriter": (0, "log_dir"),
+             "torch.utils.tensorboard.writer.SummaryWriter": (0, "log_dir"), "tensorboardX.SummaryWriter": (0, "logdir")}
+_METHOD_PATH_KW = ("save_directory", "output_dir", "path", "fname", "path_or_buf", "filepath", "filename")
+
+
+def _path_nodes(node: ast.AST):
+    """The nodes a path expression is built from: through f-strings, `+`, `/`, os.path.join, Path(), str(),
+    .format(), .strftime(); not the arguments of other calls, nor the items of a dict or list (data)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if isinstance(n, ast.Attribute):
+            todo.append(n.value)
+        elif isinstance(n, ast.Call):
+            last = (dotted(n.func) or "").rsplit(".", 1)[-1] or getattr(n.func, "attr", "")
+            if last in _PATH_CALLS:
+                todo.extend([*n.args, *(k.value for k in n.keywords)])
+                if isinstance(n.func, ast.Attribute):
+                    todo.append(n.func.value)
+        elif isinstance(n, (ast.BinOp, ast.JoinedStr, ast.FormattedValue, ast.IfExp, ast.Starred)):
+            todo.extend(ast.iter_child_nodes(n))
+
+
+def _path_names(node: ast.AST) -> Set[str]:
+    """The dotted names a path expression is built from (see _path_nodes)."""
+    return {d for n in _path_nodes(node) if isinstance(n, (ast.Name, ast.Attribute)) for d in [dotted(n)] if d}
+
+
+def _stamped(index) -> Dict[tuple, ast.AST]:
+    """Names (`stamp`, `args.output_dir`, `out_dir`) whose value is built from the wall clock, directly or through
+    another such name (`out = os.path.join(args.out, stamp)`), on every rank: (scope, name) -> the assignment that
+    reads the clock."""
+    tainted: Dict[tuple, ast.AST] = {}
+    for _ in range(3):
+        for a in index.assigns:
+            if a.value is None or a.ctx.gated:
+                continue   # computed on one rank only: the rule's quiet case (then shared or used there)
+            via = [o for o in (_lookup(tainted, n, a.scope, index) for n in sorted(_path_names(a.value)))
+                   if o is not None]
+            if via or _reads_clock(a.value, index, a.scope):
+                for target in a.targets:
+                    if target:
+                        tainted.setdefault(_key(target, a.scope, index), via[0] if via else a.node)
+    return tainted
+
+
+def _shared(index, tainted) -> Set[tuple]:
+    """Names of a function whose value is handed to a broadcast/gather there (`obj = [stamp];
+    dist.broadcast_object_list(obj, src=0); stamp = obj[0]`): every rank then uses rank src's value, so the
+    function's clock-built names (before and after it) are agreed on."""
+    out: Set[tuple] = set()
+    for call in index.calls:
+        if call.name not in _SHARES:
+            continue
+        named = set().union(*(_names(x) for x in call.node.args), *(_names(k.value) for k in call.node.keywords))
+        lists = {t for a in index.assigns if a.scope is call.scope and a.value is not None and
+                 any(_lookup(tainted, n, a.scope, index) is not None for n in _names(a.value)) for t in a.targets}
+        if any(_lookup(tainted, n, call.scope, index) is not None for n in named) or named & lists:
+            out |= {k for k in tainted if k[0] in (id(call.scope), None)}
+    return out
+
+
+def _path_args(call: Call):
+    """The expressions a writer call takes its path from."""
+    if call.qual in _PATH_ARG or (call.text == "open" and call.qual is None):
+        pos, kw = _PATH_ARG.get(call.qual or "open")
+        arg = call.arg(pos, kw)
+        return [arg] if arg is not None else []
+    if call.name in ("mkdir", "write_text", "write_bytes") and isinstance(call.node.func, ast.Attribute):
+        return [call.node.func.value]   # Path(run_dir).mkdir(): the receiver is the path
+    arg = call.arg(0)
+    return [a for a in [arg, *(call.kw(k) for k in _METHOD_PATH_KW)] if a is not None]
+
+
+@rule("LINT038", "wallclock-dir-every-rank")
+def wallclock_dir_every_rank(t):
+    """A run folder named from the wall clock on every rank, then written to.
+
+    What it checks
+        In a distributed script (it joins a process group, spawns the ranks or is launched by torchrun): a name
+        built from the clock (`datetime.now()`, `time.strftime()`, `time.time()`), directly or through another
+        such name (`out = os.path.join(args.out, stamp)`), computed on every rank and then used to create or write
+        a folder or file (`os.makedirs`, `open(..., "w")`, `torch.save`, `SummaryWriter`, `save_pretrained`,
+        `Path.mkdir`) on every rank. Quiet when the name is computed or used under a rank-0 gate, when it is
+        passed through `broadcast_object_list`/`all_gather_object`, and in a single-process script. A preview
+        rule (round 19): a note by default, a warning with `--preview` when the write runs on every rank.
+
+    Why it matters
+        The ranks start a few hundred milliseconds apart (more across nodes), so each reads a different second
+        and names its own folder: rank 0's checkpoints land in one, the other ranks' logs and files in others,
+        and a resume or an evaluation that reads "the run folder" finds only part of it.
+
+    Example
+        dist.init_process_group("nccl")
+        out_dir = os.path.join("runs", datetime.now().strftime("%Y%m%d-%H%M%S"))
+        os.makedirs(out_dir, exist_ok=True)
+
+    Fix
+        Compute the name on rank 0 and share it:
+        `obj = [stamp if dist.get_rank() == 0 else None]; dist.broadcast_object_list(obj, src=0); stamp = obj[0]`,
+        or take a run id the launcher gives every rank (torchrun's `TORCHELASTIC_RUN_ID`, SLURM_JOB_ID).
+    """
+    index = t.index
+    if not any(q in index.by_qual for q in _CLOCK):
+        return   # the file reads no clock: nothing to follow
+    tainted = _stamped(index)
+    if not tainted:
+        return
+    shared = _shared(index, tainted)
+    tainted = {k: v for k, v in tainted.items() if k not in shared}
+    if not tainted:
+        return
+
+    def writes(call: Call) -> bool:
+        is_open = call.qual in ("open", "builtins.open") or (call.text == "open" and call.qual is None)
+        if not (is_open or call.qual in _WRITES or call.name in _WRITE_NAMES):
+            return False
+        if is_open:
+            mode = call.arg(1, "mode")
+            if not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax")):
+                return False
+        used = set()
+        for expr in _path_args(call):
+            used |= _path_names(expr)
+        return any(_lookup(tainted, n, call.scope, index) is not None for n in used)
+
+    for call, proof in every_rank_calls(t, writes, 10**6):
+        name = min((n for e in _path_args(call) for n in _path_names(e)
+                    if _lookup(tainted, n, call.scope, index) is not None),
+                   key=lambda n: (len(n), n))
+        origin = _lookup(tainted, name, call.scope, index)
+        yield t.finding(
+            "warning" if proof is not None else "info", call.node,
+            f"`{name}` is named from the wall clock (line {origin.lineno}) on every rank and written to here: "
+            "each rank can get its own folder" + unproven(t, call, proof),
+            detail=("Every rank reads its own clock when it builds the name; ranks that start in different seconds "
+                    "create different folders, so the run's checkpoints and logs scatter."),
+            fix=("obj = [stamp if dist.get_rank() == 0 else None]; dist.broadcast_object_list(obj, src=0); "
+                 "stamp = obj[0]   # or use os.environ['TORCHELASTIC_RUN_ID']"),
+            evidence={"name": name, "clock_line": origin.lineno, "call": call.qual or call.text,
+                      "every_rank": proof.as_dict() if proof is not None else None, "source": _SOURCE})
