@@ -120,3 +120,105 @@ def test_real_accelerate_launch_of_one_process_is_said_before_the_environments_w
     ids = [f["id"] for f in json.loads(report.read_text())["findings"]]
     assert {"NET001", "RUN025", "NCCL003"} <= set(ids), ids
     assert ids.index("NET001") < ids.index("RUN025") < ids.index("NCCL003"), ids
+
+
+# ---- 2. a rank held in its own code that autograd's engine runs (a module's full backward hook, a custom autograd
+# Function's backward) is outside any collective, placed at its own line; not "in the DDP gradient all-reduce"
+
+SP = "/venv/lib/python3.11/site-packages"
+
+
+def _dump(*frames):
+    return "Thread 0x0000000000000001 (most recent call first):\n" + "".join(
+        f'  File "{f}", line {ln} in {fn}\n' for f, ln, fn in frames)
+
+
+ENGINE = [(f"{SP}/torch/autograd/graph.py", 829, "_engine_run_backward"),
+          (f"{SP}/torch/autograd/__init__.py", 353, "backward"),
+          (f"{SP}/torch/_tensor.py", 648, "backward"),
+          ("/job/train.py", 40, "<module>")]
+
+
+def _rec(dump, cpu=0.0):
+    from ddpdoctor.run.section import rank_record
+
+    p = {"pid": 11, "alive": True, "dump": dump, "cpu_frac": cpu, "running_frac": 0.0,
+         "beacon": {"phase": "run", "rank": 1, "step": 3}, "info": {"rank": 1, "main_thread": 1}}
+    return rank_record(p, ("/usr/lib/python3.11/",), 100.0, [])  # the standard library: the recorder's `lib`
+
+
+def test_trigger_a_rank_blocked_in_its_backward_hook_is_outside_any_collective():
+    """Trigger: the user's hook (train.py:12 time.sleep) innermost of the engine -> 'outside' at train.py:12; the
+    same hook using the CPU -> 'busy'; a custom Function's backward (torch/autograd/function.py apply between)."""
+    hook = [("/usr/lib/python3.11/threading.py", 300, "wait"), ("/job/train.py", 12, "hook"),
+            (f"{SP}/torch/utils/hooks.py", 100, "hook")]
+    r = _rec(_dump(*hook, *ENGINE))
+    assert r["state"] == "outside" and r["user_frame"]["line"] == 12 and r["doing"] == "outside any collective"
+    assert _rec(_dump(*hook, *ENGINE), cpu=0.9)["state"] == "busy"
+    fn = [("/job/model.py", 30, "backward"), (f"{SP}/torch/autograd/function.py", 307, "apply")]
+    assert _rec(_dump(*fn, *ENGINE))["state"] == "outside"
+
+
+def test_quiet_a_rank_waiting_in_the_engine_with_only_torchs_frames_is_in_the_all_reduce():
+    """Quiet: the engine innermost (DDP's Reducer waits in C++), or torch's own frames inside it (_DDPSink, a hook of
+    torch's), with the user's frames only outside it -> 'backward', the DDP gradient all-reduce."""
+    assert _rec(_dump(*ENGINE))["state"] == "backward"
+    sink = [(f"{SP}/torch/nn/parallel/distributed.py", 260, "backward"), (f"{SP}/torch/utils/hooks.py", 100, "hook")]
+    r = _rec(_dump(*sink, *ENGINE))
+    assert r["state"] == "backward" and r["doing"] == "the DDP gradient all-reduce (backward)"
+
+
+HOOK_JOB = """
+import time
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+inner = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+step = [0]
+def hook(module, grad_in, grad_out):
+    if rank == 1 and step[0] >= 3:
+        time.sleep(3600)  # HOOK-BLOCKS
+inner[0].register_full_backward_hook(hook)
+model = DDP(inner)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(100000):
+    step[0] = i
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step(); opt.zero_grad()
+    print("step", i, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_real_ddp_rank_held_in_its_full_backward_hook_is_named_outside_not_in_the_all_reduce(tmp_path):
+    """For real, Gloo on CPU under torchrun: rank 1's full backward hook sleeps from step 3; rank 0 waits in DDP's
+    gradient all-reduce. The stall is RUN002 naming rank 1 at the hook's line (at d980f105: RUN007, both ranks 'in
+    the DDP gradient all-reduce', rank 1's at the sleep)."""
+    script = tmp_path / "hook_job.py"
+    script.write_text(HOOK_JOB)
+    report = tmp_path / "run.json"
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--stall-after", "5", "--on-stall", "stop",
+                           "--report", str(report), "--", torchrun, "--nproc-per-node", "2", str(script)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    data = json.loads(report.read_text())
+    ranks = {r["rank"]: r for r in data["run"]["ranks"]}
+    assert "step 2" in proc.stdout and ranks[1]["step"] >= 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert ranks[0]["state"] == "backward"  # the state the test needs: rank 0 waits in DDP's all-reduce
+    assert ranks[1]["state"] == "outside" and ranks[1]["user_frame"]["line"] == 12, ranks[1]
+    stalls = [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")]
+    assert [f["id"] for f in stalls] == ["RUN002"] and "rank 1" in stalls[0]["title"], stalls
+
+
+def test_an_ended_rank_held_in_its_hook_was_outside_and_one_in_the_engine_alone_in_the_collective():
+    """The same class for a rank ended while there (torchrun's teardown, the stack taken at its end): trigger, its
+    hook innermost of the engine -> before_end 'outside'; quiet, the engine alone -> 'collective'."""
+    from ddpdoctor.run.section import _before_end
+
+    def p(dump):
+        return {"pid": 11, "dump": dump, "beacon": {"phase": "run"}, "info": {"main_thread": 1}}
+
+    assert _before_end(p(_dump(("/job/train.py", 12, "hook"), *ENGINE)), ("/usr/lib/python3.11/",)) == "outside"
+    assert _before_end(p(_dump(*ENGINE)), ("/usr/lib/python3.11/",)) == "collective"
