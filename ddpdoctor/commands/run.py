@@ -116,12 +116,13 @@ def _check_writable(path: str, what: str = "the report") -> None:
 
 
 def build_report(sup):
-    from ..model import Finding, Report
+    from ..model import Finding
 
     from ..pipeline.judge import judge
     from ..pipeline.snapshot import Snapshot
+    from ..run.report import RunReport
 
-    report = Report(command="run")
+    report = RunReport(command="run")  # root cause first: what the job did before what its environment risks
     report.findings.extend(sup.findings)
     run_sec = sup.run_section()
     if not sup.procs:

@@ -163,12 +163,34 @@ def _since(b: dict, now: float):
     return round(now - t, 1) if t else None
 
 
+AUTOGRAD_ENGINE = ("torch/autograd", ("backward", "_engine_run_backward"))
+
+
+def user_code_in_backward(frames: list, prefixes, injected=()) -> bool:
+    """The rank is in its OWN code that autograd's engine called (`frames` innermost first): a frame of the user's
+    inside (innermost of) the engine's entry (torch/autograd/__init__.py backward -> graph.py _engine_run_backward,
+    torch v2.13.0): a module's full backward hook (torch/utils/hooks.py BackwardHook), a tensor hook, a custom
+    autograd Function's backward. On CPU the engine runs them on the thread that called backward
+    (torch/csrc/autograd/engine.cpp, Engine::execute: a CPU graph task runs on the caller's thread). DDP's own
+    gradient all-reduce waits in the engine with no user frame inside it (the Reducer is C++; its Python
+    _DDPSink is torch's), so a rank whose innermost user frame is inside the engine waits in its own code, not
+    in the all-reduce. False when there is no such frame, or the user's frames are all outside the engine."""
+    file_part, funcs = AUTOGRAD_ENGINE
+    engine = next((i for i, fr in enumerate(frames) if file_part in fr["file"] and fr["func"] in funcs), None)
+    if not engine:
+        return False
+    user = stacks.innermost_user(frames[:engine], prefixes, injected)
+    return user is not None and not stacks.is_library(user["file"], prefixes) and user["file"] not in set(injected or ())
+
+
 def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     b = p.get("beacon") or {}
     info = p.get("info") or {}
     frames = _frames(p)
     n_workers = len([w for w in workers if w.get("alive", True)])
     state = classify(p, frames, n_workers)
+    if state == "backward" and user_code_in_backward(frames, prefixes, info.get("injected")):
+        state = "busy" if _busy(p) else "outside"  # its own hook / autograd Function, run by autograd: not DDP's wait
     user = stacks.innermost_user(frames, prefixes, info.get("injected")) if frames else None
     if user is None and b.get("pl"):  # no stack (not signalled): the line the recorder saw
         file, _, line = str(b["pl"]).rpartition(":")
@@ -508,7 +530,7 @@ def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool 
         if end:
             rec["end"] = end
             rec["state"] = "died"
-            rec["before_end"] = _before_end(p)
+            rec["before_end"] = _before_end(p, prefixes)
         recs.append(rec)
     section = {"ranks": recs, "launcher": launcher, "stall_after_s": stall_after, "step_median_s": step_median(ranks),
                "processes": len(procs), "stall": stall, "mismatch": mismatch(recs)}
@@ -528,7 +550,7 @@ def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool 
     return section
 
 
-def _before_end(p: dict) -> str:
+def _before_end(p: dict, prefixes=()) -> str:
     """Where an ended rank was just before its end: 'collective' (in a collective, the DDP gradient
     all-reduce of backward, or DDP's forward synchronisation), 'outside' (its own code), 'start' (before
     its process group), from its beacon and the stack taken before it was ended (torchrun's signal,
@@ -541,6 +563,9 @@ def _before_end(p: dict) -> str:
     frames = _frames(p)
     if not frames:
         return ""
+    if (not stacks.has_frame(frames, "torch/distributed/distributed_c10d.py")
+            and user_code_in_backward(frames, prefixes, (p.get("info") or {}).get("injected"))):
+        return "outside"  # its own hook / autograd Function, run by autograd's engine (rank_record says the same)
     if (stacks.has_frame(frames, "torch/autograd", ("backward", "_engine_run_backward"))
             or stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward"))
             or stacks.has_frame(frames, "torch/distributed/distributed_c10d.py")):
