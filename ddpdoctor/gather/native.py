@@ -155,6 +155,17 @@ def _extension_files(site: str, deadline: float):
             return
 
 
+def torch_site() -> Optional[str]:
+    """The site-packages folder that holds the installed torch, from its distribution metadata (not an import of
+    torch); None when the metadata cannot be read. The default `site` of the native gatherers below."""
+    from importlib import metadata
+
+    try:
+        return os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
+    except Exception:  # noqa: BLE001 - unreadable metadata
+        return None
+
+
 def _torch_lib_dir(site: str) -> Optional[str]:
     """Where torch's libc10.so is: site-packages/torch/lib (pip wheels, the pytorch channel), else the environment's
     lib/ two levels above site-packages (conda-forge's pytorch keeps libtorch there, in its libtorch package)."""
@@ -175,14 +186,12 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
     with a missing symbol are listed; [] when none; None when torch's libraries cannot be read (not judged).
     Bounded: MAX_EXT_FILES files, MAX_EXT_DEPTH levels, EXT_DEADLINE_S seconds. Pure ELF reading (gather/elf.py)."""
     import time
-    from importlib import metadata
 
     from ddpdoctor.gather.elf import read_object
 
     if site is None:
-        try:
-            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
-        except Exception:  # noqa: BLE001 - unreadable metadata
+        site = torch_site()
+        if site is None:
             return None
     lib = _torch_lib_dir(site)
     if lib is None:
@@ -264,11 +273,8 @@ def libstdcxx(src: Sources, site: Optional[str] = None) -> dict:
     from ddpdoctor.gather.elf import read_object
 
     if site is None:
-        try:
-            from importlib import metadata
-
-            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
-        except Exception:  # noqa: BLE001 - unreadable metadata
+        site = torch_site()
+        if site is None:
             return {}
     lib = _torch_lib_dir(site)
     if lib is None:
@@ -334,11 +340,8 @@ def torch_mkl_symbols(src: Sources, site: Optional[str] = None) -> dict:
     from ddpdoctor.gather.elf import read_object
 
     if site is None:
-        try:
-            from importlib import metadata
-
-            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
-        except Exception:  # noqa: BLE001 - unreadable metadata
+        site = torch_site()
+        if site is None:
             return {}
     lib = _torch_lib_dir(site)
     path = os.path.join(lib, "libtorch_cpu.so") if lib else None
@@ -432,11 +435,8 @@ def scan_extension_modules(src: Sources, site: Optional[str] = None, torch_versi
     from ddpdoctor.gather.host import torch_extension_root
 
     if site is None:
-        try:
-            from importlib import metadata
-
-            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
-        except Exception:  # noqa: BLE001 - unreadable metadata
+        site = torch_site()
+        if site is None:
             return {}
     deadline = time.monotonic() + EXT_DEADLINE_S
     cuda: list = []

@@ -9,7 +9,8 @@ from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 # The native-library facts (shared objects found on ld.so's paths, read from their ELF headers) live in
 # gather/native.py; imported here under their old names, which the gatherer and callers use.
 from ddpdoctor.gather.native import (extension_cxx_needs, ld_cuda_libs, ld_torch_libs, libstdcxx,  # noqa: F401
-                                     nccl_preloaded, scan_extension_modules, torch_extensions, torch_mkl_symbols)
+                                     nccl_preloaded, scan_extension_modules, torch_extensions, torch_mkl_symbols,
+                                     torch_site)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
@@ -155,17 +156,17 @@ def gather_packages(src: Sources) -> dict:
     if ld_torch:
         out["ld_torch_libs"] = ld_torch
     if versions.get("torch"):
-        exts = torch_extensions()
+        site = torch_site()   # one metadata lookup for the four native gatherers (each would make its own)
+        exts = torch_extensions(site)
         if exts is not None:
             out["torch_extensions"] = exts
-    if versions.get("torch"):
-        cxx = libstdcxx(src)
+        cxx = libstdcxx(src, site)
         if cxx:
             out["libstdcxx"] = cxx
-        mkl = torch_mkl_symbols(src)
+        mkl = torch_mkl_symbols(src, site)
         if mkl:
             out["torch_mkl"] = mkl
-        scan = scan_extension_modules(src, torch_version=versions.get("torch"))
+        scan = scan_extension_modules(src, site, torch_version=versions.get("torch"))
         if scan:
             out["extension_cxx_needs"], out["cuda_archs"] = scan["cxx"], scan["cuda"]
     if versions.get("xformers"):
