@@ -59,6 +59,12 @@ _LOOKS_ONLY = {"isinstance", "hasattr", "getattr", "type", "id", "len", "print",
 _SAMPLING = re.compile(r"sample|generat|infer|predict|evaluat|visuali", re.I)
 
 
+def _loops_around(node: ast.AST, line: int) -> list:
+    """The for/while loops inside `node` whose lines span `line` (in ast.walk's order)."""
+    return [n for n in ast.walk(node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and
+            n.lineno <= line <= (n.end_lineno or n.lineno)]
+
+
 # Training-step methods that run their own backward inside (`step_optimizer`, `update`, `train_step`): through
 # `.module` they train without DDP's forward even with no backward in the calling function (fr117).
 _STEPPER = re.compile(r"^(step_optimizer|optimize_parameters|train_step|training_step|update|update_parameters|"
@@ -388,8 +394,7 @@ def ddp_forward_bypassed(t):
         if not backward:
             # `aux = model.module.step_optimizer(batch)`, `info = policy.module.update(buffer)`: a training step of the
             # wrapped module that runs its own backward inside (fr117 ReSET x3, INEST-IRL x2), in a loop after the wrap
-            loops = [n for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and
-                     n.lineno <= call.line <= (n.end_lineno or n.lineno) and n.lineno > wrapped_at]
+            loops = [n for n in _loops_around(scope.node, call.line) if n.lineno > wrapped_at]
             if not loops or t.facts.dead(scope, index):
                 continue
             seen.add(id(scope))
@@ -407,8 +412,7 @@ def ddp_forward_bypassed(t):
             )
             continue
         last = max(c.line for c in backward)
-        loops = [n.lineno for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and
-                 n.lineno <= last <= (n.end_lineno or n.lineno)]
+        loops = [n.lineno for n in _loops_around(scope.node, last)]
         start = max(loops + [wrapped_at])  # the training loop around the backward, else the wrap
         if any(start < c.line <= last and c.name not in _LOOKS_ONLY and dotted(a) == base for c in scope.calls
                for a in list(c.node.args) + [k.value for k in c.node.keywords]):
