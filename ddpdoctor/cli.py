@@ -65,13 +65,30 @@ def _unavailable(name: str, help_text: str) -> click.Command:
     return cmd
 
 
+class CommandAfterDashes(click.Command):
+    """A command whose trailing arguments are a training command given after `--`. click drops the `--` before the
+    command sees its arguments; without it a mistyped subcommand or option value (`ddpdoctor check snapshot.json`)
+    would be taken for a training command and judged as one, so whether `--` was given is kept for the command."""
+
+    def parse_args(self, ctx, args):
+        ctx.meta["ddpdoctor.dashes"] = "--" in args
+        return super().parse_args(ctx, args)
+
+
+def _require_dashes(command: tuple, example: str) -> None:
+    """Exit 2 when a training command came without `--` before it (CommandAfterDashes)."""
+    if command and not click.get_current_context().meta.get("ddpdoctor.dashes"):
+        raise UsageError(f"unexpected argument {command[0]!r}: a training command goes after --, as in "
+                         f"`{example} -- {command[0]} ...`")
+
+
 @click.group(cls=DoctorGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ddpdoctor")
 def cli():
     """ddpdoctor: why is my distributed PyTorch / Hugging Face training broken or slow?"""
 
 
-@cli.command(context_settings={"help_option_names": ["-h", "--help"]})
+@cli.command(cls=CommandAfterDashes, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--snapshot", "snapshot_path", type=click.Path(dir_okay=False), default=None,
               help="Judge a recorded snapshot instead of this machine (- reads standard input).")
 @click.option("--no-comm", is_flag=True, help="Skip the live connectivity test.")
@@ -92,6 +109,7 @@ def check(snapshot_path, no_comm, scripts, configs, fix_env, fmt, as_json, only,
     options are judged against this machine, as when check runs under that launcher."""
     from ddpdoctor.pipeline.check import run_check
 
+    _require_dashes(command, "ddpdoctor check")
     if fix_env and (as_json or fmt != "text" or verbose):
         raise UsageError("--fix-env prints shell lines only; drop --format/--json/-v")
     only_ids, ignore_ids = selection(only, ignore)

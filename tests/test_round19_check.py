@@ -221,8 +221,9 @@ def test_check_given_a_training_command_records_it_as_the_nearest_launch(tmp_pat
     assert first["launcher"] == "python" and first["depth"] == 0 and first["script_gpus"] == {"-gpuid": "1"}
     assert first["program_path"] == str(tmp_path / "train.py")
     assert snap.sections["launch"]["commands"][1]["launcher"] == "srun"
-    add_given_command(snap, ["bash", "run.sh"])  # not a command it can read: nothing recorded
-    assert len(snap.sections["launch"]["commands"]) == 2
+    add_given_command(snap, ["bash", "run.sh"])  # a shell script that is not here: recorded as missing (ENV022)
+    assert len(snap.sections["launch"]["commands"]) == 3
+    assert snap.sections["launch"]["commands"][0]["program_exists"] is False
 
 
 FATBIN = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf", "cuda", "mish_cuda.so")

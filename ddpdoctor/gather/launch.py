@@ -72,7 +72,7 @@ def _program_path(src: Sources, pid: str, program: Optional[str], module: bool =
     return path if os.path.isfile(src.path(path)) else None
 
 
-def _is_module(argv: list, program: Optional[str]) -> bool:
+def runs_as_module(argv: list, program: Optional[str]) -> bool:
     """Whether the launcher was told to run `program` as a module (-m / --module before it)."""
     if not program or program not in argv:
         return False
@@ -227,7 +227,7 @@ def launch_commands(src: Sources) -> dict:
             cmd["depth"] = depth
             if cmd.get("program") is None:
                 cmd.pop("program")
-            found = _program_path(src, pid, cmd.get("program"), _is_module(argv, cmd.get("program")))
+            found = _program_path(src, pid, cmd.get("program"), runs_as_module(argv, cmd.get("program")))
             if found:
                 cmd["program_path"] = found
             if cmd.get("script_dirs"):
@@ -248,6 +248,7 @@ FIELDS = {
     # check19: the training program's GPU options (facts.launch.script_gpu_options)
     "commands[].script_gpus": OBJ, "commands[].script_gpus.*": STR,
     "commands[].from_script": STR, "commands[].program_word": STR, "commands[].found": BOOL,
+    "commands[].program_exists": BOOL, "commands[].cwd": STR,  # check's own `-- <command>` (pipeline.check)
     "commands[].script_dirs": OBJ, "commands[].script_dirs.*": STR, "commands[].save_dirs": LIST,
     "commands[].save_dirs[]": OBJ, "commands[].save_dirs[].option": STR, "commands[].save_dirs[].path": STR,
     "commands[].save_dirs[].checked": STR, "commands[].save_dirs[].exists": BOOL,

@@ -102,6 +102,9 @@ _PATTERNS = [
     # Credentials passed as URL query parameters: the context (`?token=`) is the evidence.
     re.compile(r"(?i)(?<=[?&])(?:token|key|api_key|apikey|access_token|secret|password|sig|signature)=[^&\s\"']+"),
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"),
+    # The positional credential of a `login` subcommand (`wandb login <40-character key>`, wandb/cli/cli.py `login
+    # [KEY]`; `huggingface-cli login <token>` in old huggingface_hub): the word before it is the evidence.
+    re.compile(r"(?<=\blogin )(?!-)[A-Za-z0-9_\-]{20,}(?![A-Za-z0-9_\-])"),
 ]
 # user:password@host inside URLs: keep the user and host, drop the password.
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
@@ -141,6 +144,9 @@ def redact_text(text: str) -> str:
     for value in env_secret_values():  # a secret-named variable's value, wherever it is echoed (an exception, argv)
         if value in text:
             text = text.replace(value, REDACTED)
+    short = _ENV_SEEN[2]  # read again with the long values by env_secret_values() above
+    if short is not None:
+        text = short.sub(REDACTED, text)
     out = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
     if "=" in out or "-" in out:
         for pat in _NAMED_VALUE:
@@ -222,7 +228,23 @@ def _env_secret_values(environ: Mapping[str, str]) -> tuple:
     return tuple(sorted(values, key=len, reverse=True))
 
 
-_ENV_SEEN: list = [None, ()]  # [os.environ's items when last read, their secret values]
+# Short values that a secret-named variable holds as a setting, not as a secret.
+_NOT_SECRET_VALUES = {"true", "false", "yes", "no", "none", "null", "on", "off", "auto", "default", "unset", "empty"}
+
+
+def _short_secret_pattern(environ: Mapping[str, str]) -> "Optional[re.Pattern[str]]":
+    """The values of 4 to 7 characters of the secret-named variables (a short password, a PIN), as WHOLE tokens only:
+    replaced everywhere as substrings they would eat ordinary words and numbers, so a value is hidden only where it
+    stands alone (`--pass s3cr3t`, `login failed for s3cr3t`). Settings such as `true` or `auto` are no secret."""
+    values = sorted({v for k, v in environ.items()
+                     if v and 4 <= len(v) < 8 and name_is_secret(k) and v.lower() not in _NOT_SECRET_VALUES
+                     and not v.isspace()}, key=len, reverse=True)
+    if not values:
+        return None
+    return re.compile(r"(?<![A-Za-z0-9_\-])(?:" + "|".join(re.escape(v) for v in values) + r")(?![A-Za-z0-9_\-])")
+
+
+_ENV_SEEN: list = [None, (), None]  # [os.environ's items when last read, their secret values, the short ones' pattern]
 
 
 def env_secret_values() -> tuple:
@@ -231,7 +253,7 @@ def env_secret_values() -> tuple:
     data = getattr(os.environ, "_data", None)
     now = tuple(data.items()) if isinstance(data, dict) else tuple(os.environ.items())
     if now != _ENV_SEEN[0]:
-        _ENV_SEEN[:] = [now, _env_secret_values(os.environ)]
+        _ENV_SEEN[:] = [now, _env_secret_values(os.environ), _short_secret_pattern(os.environ)]
     return _ENV_SEEN[1]
 
 
@@ -240,6 +262,9 @@ def redact_line(text: str, environ: Optional[Mapping[str, str]] = None) -> str:
     if environ is not None:
         for value in _env_secret_values(environ):
             text = text.replace(value, REDACTED)
+        short = _short_secret_pattern(environ)
+        if short is not None:
+            text = short.sub(REDACTED, text)
     return redact_text(text)
 
 

@@ -91,17 +91,23 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
     import os
 
     from ddpdoctor.facts.launch import parse_command, parse_program
-    from ddpdoctor.gather.launch import SHELLS, commands_in_shell_script, program_found
+    from ddpdoctor.gather.launch import SHELLS, commands_in_shell_script, program_found, runs_as_module
 
     argv = [str(a) for a in argv]
-    if argv and os.path.basename(argv[0]) in SHELLS and len(argv) > 1 and os.path.isfile(argv[1]):
-        found = commands_in_shell_script(argv[1], os.environ)  # `check -- sh train.sh`: the script's launch lines
+    script = _shell_script_of(argv)
+    if script:
+        found = commands_in_shell_script(script, os.environ)  # `check -- sh train.sh` / `-- ./train.sh`: its launches
         section = snapshot.sections.get("launch")
         if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
             section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
         section["commands"] = [dict(c, depth=0) for c in found] + list(section.get("commands") or [])
         return
     cmd = parse_command(argv) or parse_program(argv)
+    if not cmd and argv and os.path.basename(argv[0]) in SHELLS and len(argv) > 1 and not argv[1].startswith("-"):
+        # `sh train.sh` whose script is not here (ENV022)
+        cmd = {"launcher": None, "options": {}, "program": argv[1], "program_exists": False, "cwd": os.getcwd()}
+    if not cmd:  # neither a launcher nor python: still a program the shell must find (ENV020)
+        cmd = {"launcher": None, "options": {}} if argv else None
     if not cmd:
         return
     cmd["depth"] = 0
@@ -110,8 +116,10 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         cmd["found"], cmd["program_word"] = seen, argv[0]
     if cmd.get("program") is None:
         cmd.pop("program", None)
-    elif str(cmd["program"]).endswith(".py") and os.path.isfile(cmd["program"]):
-        cmd["program_path"] = os.path.abspath(cmd["program"])
+    elif str(cmd["program"]).endswith(".py") and not runs_as_module(argv, cmd["program"]):
+        cmd["program_exists"], cmd["cwd"] = os.path.isfile(cmd["program"]), os.getcwd()  # ENV022
+        if cmd["program_exists"]:
+            cmd["program_path"] = os.path.abspath(cmd["program"])
     if cmd.get("script_dirs"):
         from ddpdoctor.gather import Sources
         from ddpdoctor.gather.launch import save_dir_facts
@@ -121,6 +129,33 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
     if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
         section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
     section["commands"] = [cmd] + list(section.get("commands") or [])
+
+
+def _shell_script_of(argv: list) -> Optional[str]:
+    """The shell script a training command runs: `sh train.sh ...` (a shell and a file), or `./train.sh` run directly
+    (a path to a file whose name ends in .sh or whose #! line names a shell); None otherwise."""
+    import os
+
+    from ddpdoctor.gather.launch import SHELLS
+
+    if not argv:
+        return None
+    if os.path.basename(argv[0]) in SHELLS:
+        return argv[1] if len(argv) > 1 and os.path.isfile(argv[1]) else None
+    if "/" not in argv[0] or not os.path.isfile(argv[0]):
+        return None
+    if argv[0].endswith(".sh"):
+        return argv[0]
+    try:
+        with open(argv[0], "rb") as fh:
+            first = fh.readline(256).decode("utf-8", "replace")
+    except OSError:
+        return None
+    words = first[2:].split() if first.startswith("#!") else []
+    shell = os.path.basename(words[0]) if words else ""
+    if shell == "env" and len(words) > 1:
+        shell = os.path.basename(words[1])
+    return argv[0] if shell in SHELLS else None
 
 
 def add_config_facts(snapshot: Snapshot, configs: list) -> None:

@@ -902,3 +902,45 @@ def launch_program_not_found(snap):
                     subjects=[f"path:{cmd['from_script'].rsplit(':', 1)[0]}"] if cmd.get("from_script") else [],
                     evidence={"command": {k: cmd.get(k) for k in ("launcher", "program_word", "from_script", "found")}})
         return
+
+
+@check("ENV022", "launch-script-not-found", family="launcher", needs=("launch",))
+def launch_script_not_found(snap):
+    """The training script that the given command runs does not exist where the command would look for it.
+
+    What it checks
+        The command given to `ddpdoctor check -- <command>` (`python train.py`, `torchrun ... train.py`,
+        `accelerate launch train.py`, `deepspeed train.py`, `sh train.sh`): whether its .py program (or the
+        shell's script) is a file, relative to the directory check runs in. A module program (`-m pkg.train`)
+        is not judged.
+
+    Why it matters
+        Every rank stops at once with "python: can't open file '/work/train.py': [Errno 2] No such file or
+        directory" (CPython's Modules/main.c pymain_run_file), and torchrun then reports each worker's exit code 2
+        as a ChildFailedError, which reads like a distributed failure. On a cluster it happens after the job
+        waited in the queue: the launch line names a path relative to another directory, or a file that was
+        renamed.
+
+    Example
+        ddpdoctor check -- torchrun --nproc-per-node 4 scripts/trian.py
+
+    Fix
+        Run the launch from the directory the script path is relative to (`cd` in the job script), or give
+        the script's absolute path.
+    """
+    from ddpdoctor.facts.launch import commands
+
+    for cmd in commands(snap):
+        if cmd.get("depth") != 0 or cmd.get("program_exists") is not False or not cmd.get("program"):
+            continue
+        program, cwd = str(cmd["program"]), str(cmd.get("cwd") or ".")
+        python = program.endswith(".py")
+        yield warning(f"{program} is not found from {cwd}: "
+                      + ("every rank will stop with \"can't open file\" before the job starts" if python else
+                         "the shell stops with \"No such file or directory\" before the job starts"),
+                      detail=(f"The command runs {program!r}, which is not a file relative to {cwd} (where check ran). "
+                              "If the launch runs from another directory, run check from there."),
+                      fix=f"cd <the directory that holds {program}>   # or give its absolute path in the launch line",
+                      subjects=[f"path:{program}"],
+                      evidence={"program": program, "cwd": cwd, "launcher": cmd.get("launcher")})
+        return
