@@ -87,22 +87,45 @@ _PRECISION_WORDS = {"true", "false", "1", "0", "yes", "no", "bf16", "fp16", "fp8
                     "16-mixed", "bf16-true", "16-true", "32-true", "transformer-engine"}
 
 
-def script_precision(args: list) -> dict:
-    """{option: value} for the precision options of a training program's arguments (SCRIPT_PRECISION), "1" for a
-    bare flag; anything else in `args` is dropped."""
-    out: dict = {}
+def program_options(args: list) -> list:
+    """The options of a training program's arguments, as its argparse would see them: one (name as written, key,
+    words, given_with_equals) per token starting with "-", where key is the name without dashes and with "-" as "_",
+    and words are the value after "=" or the words that follow up to the next option. The three readers below take
+    what they need from it (a precision flag, GPU ordinals, a save directory)."""
+    args = [str(a) for a in args]
+    out = []
     i = 0
     while i < len(args):
-        tok = str(args[i])
+        tok = args[i]
+        if not tok.startswith("-"):
+            i += 1
+            continue
         name, eq, value = tok.partition("=")
-        key = name.lstrip("-").replace("-", "_")
-        if tok.startswith("--") and key in SCRIPT_PRECISION:
-            if not eq:
-                nxt = str(args[i + 1]) if i + 1 < len(args) else ""
-                value, i = (nxt, i + 1) if nxt and not nxt.startswith("-") and nxt.lower() in _PRECISION_WORDS else ("1", i)
-            if value.lower() in _PRECISION_WORDS or value == "1":
-                out[key] = value
-        i += 1
+        j = i + 1
+        if eq:
+            words = [value]
+        else:
+            while j < len(args) and not args[j].startswith("-"):
+                j += 1
+            words = args[i + 1:j]
+        out.append((name, name.lstrip("-").replace("-", "_"), words, bool(eq)))
+        i = j
+    return out
+
+
+def script_precision(args: list) -> dict:
+    """{option: value} for the precision options of a training program's arguments (SCRIPT_PRECISION), "1" for a
+    bare flag (or one followed by a word that is no precision value); anything else in `args` is dropped."""
+    out: dict = {}
+    for name, key, words, eq in program_options(args):
+        if not name.startswith("--") or key not in SCRIPT_PRECISION:
+            continue
+        if eq:
+            value = words[0]
+        else:
+            value = words[0] if words and words[0] and words[0].lower() in _PRECISION_WORDS else "1"
+        if value.lower() in _PRECISION_WORDS or value == "1":
+            out[key] = value
     return out
 
 
@@ -131,24 +154,8 @@ def _ordinals_in(values: list) -> list:
 def script_gpu_options(args: list) -> dict:
     """{option as written: value} for the GPU options of a training program's arguments (see above), the value as
     given (a list option's words joined by a space); anything else in `args` is dropped."""
-    out: dict = {}
-    i = 0
-    while i < len(args):
-        tok = str(args[i])
-        name, eq, value = tok.partition("=")
-        key = name.lstrip("-").replace("-", "_")
-        if tok.startswith("-") and len(key) > 1 and (_GPU_ORDINAL_OPTION.match(key) or _GPU_COUNT_OPTION.match(key)):
-            words = [value] if eq else []
-            j = i + 1
-            while not eq and j < len(args) and not str(args[j]).startswith("-"):
-                words.append(str(args[j]))
-                j += 1
-            if words and _ordinals_in(words):
-                out[name] = " ".join(words)  # as written: '-gpuid', '--gpu_ids'
-            i = j if not eq else i + 1
-            continue
-        i += 1
-    return out
+    return {name: " ".join(words) for name, key, words, _ in program_options(args)
+            if len(key) > 1 and (_GPU_ORDINAL_OPTION.match(key) or _GPU_COUNT_OPTION.match(key)) and _ordinals_in(words)}
 
 
 # Where the training program writes its checkpoints (check19): transformers' TrainingArguments --output_dir (the
@@ -160,16 +167,8 @@ _SAVE_DIR_OPTION = re.compile(r"^(output_dir|save_dir|checkpoint_dir|checkpoints
 
 def script_save_dirs(args: list) -> dict:
     """{option as written: directory} for the save-directory options of a training program's arguments."""
-    out: dict = {}
-    for i, tok in enumerate(str(a) for a in args):
-        name, eq, value = tok.partition("=")
-        if not tok.startswith("-") or not _SAVE_DIR_OPTION.match(name.lstrip("-").replace("-", "_")):
-            continue
-        if not eq:
-            value = str(args[i + 1]) if i + 1 < len(args) and not str(args[i + 1]).startswith("-") else ""
-        if value:
-            out[name] = value
-    return out
+    return {name: words[0] for name, key, words, _ in program_options(args)
+            if _SAVE_DIR_OPTION.match(key) and words and words[0]}
 
 
 def save_dirs(snap) -> list:
