@@ -318,6 +318,59 @@ def torchrun_nproc(snap) -> Optional[int]:
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
+# Which port a launch binds its rendezvous store on, from the launchers' own code:
+# - torchrun reads --master-port (PET_MASTER_PORT; default 29500), never MASTER_PORT: torch/distributed/run.py
+#   get_args_parser() @ f34fa1515024; `--standalone` is c10d on localhost:0, "picks a free port"
+#   (run.py, the --standalone help); a c10d --rdzv-endpoint of port 0 the same.
+# - accelerate launch: --main_process_port 0 -> get_free_port(); unset -> 29500; on one machine a port in use makes it
+#   fall back to a free port itself ("Accelerate will attempt to launch in a standalone-like mode by finding an open
+#   port automatically"): huggingface/accelerate src/accelerate/utils/launch.py prepare_multi_gpu_env /
+#   prepare_deepspeed_cmd_env @ e7998c9fbcdb7ee72d3de9b57e9d4fde73964b8c (older releases raise ConnectionError there).
+DEFAULT_STORE_PORT = 29500
+
+
+def bound_port(snap) -> Optional[dict]:
+    """{port, by, free, fallback} for the nearest recorded launch command when it is torchrun or accelerate launch:
+    `port` the one its store binds (None when the launcher picks a free port itself: `free`), `by` the option or
+    default that says so, `fallback` True where the launcher moves to a free port itself when that one is taken
+    (accelerate on one machine). None when the nearest launch is another (or none is recorded): MASTER_PORT decides."""
+    cmds = commands(snap)
+    if not cmds or cmds[0].get("launcher") not in ("torchrun", "accelerate"):
+        return None
+    cmd = cmds[0]
+    opts = cmd.get("options") or {}
+    if cmd["launcher"] == "torchrun":
+        env = launch_env(snap)
+        if opts.get("standalone"):
+            return {"port": None, "by": "torchrun --standalone", "free": True, "fallback": False}
+        if env.get("PET_RDZV_BACKEND", "static") != "static":
+            endpoint = str(env.get("PET_RDZV_ENDPOINT") or "")
+            port = _int(endpoint) if ":" in endpoint else None
+            if port == 0:
+                return {"port": None, "by": f"torchrun --rdzv-endpoint {endpoint}", "free": True, "fallback": False}
+            return None  # the store is served at the endpoint's host: not necessarily this one
+        port = _int(env.get("PET_MASTER_PORT")) if env.get("PET_MASTER_PORT") is not None else DEFAULT_STORE_PORT
+        by = "torchrun --master-port" if opts.get("master_port") is not None else \
+            ("PET_MASTER_PORT" if env.get("PET_MASTER_PORT") is not None else "torchrun's default")
+        return {"port": port, "by": by, "free": False, "fallback": False}
+    config = {}
+    if opts.get("config_file"):
+        if opts.get("main_process_port") is None:
+            return None  # its own config file, not read here, may name the port
+    else:  # the default config file accelerate reads without --config_file (gather.host accelerate_config)
+        config = ((snap.get("host") or {}).get("accelerate_config") or {}).get("values") or {}
+    raw = opts.get("main_process_port")
+    by = "accelerate launch --main_process_port" if raw is not None else "accelerate launch's default"
+    if raw is None and config.get("main_process_port") is not None:
+        raw, by = config["main_process_port"], "main_process_port in the accelerate config"
+    port = _int(raw) if raw is not None else DEFAULT_STORE_PORT
+    if port == 0:
+        return {"port": None, "by": f"{by} 0", "free": True, "fallback": False}
+    machines_raw = opts.get("num_machines", config.get("num_machines"))
+    machines = _int(machines_raw) if machines_raw is not None else 1
+    return {"port": port, "by": by, "free": False, "fallback": (machines or 1) <= 1}
+
+
 def launch_env(snap) -> Mapping[str, str]:
     """The environment as torchrun reads its options: the PET_* variables, with the options of a torchrun command in
     the launch section over them (an option given on the command line wins over its PET_ variable), `--standalone`

@@ -1,0 +1,86 @@
+"""check20 (issue 26, round 20): classes left by batches 96-101, each with a trigger and a quiet fixture.
+Pure: snapshots are built by the factory; no process is started."""
+from __future__ import annotations
+
+from factory import findings_of, make_snapshot
+
+
+def _launch(argv):
+    from ddpdoctor.facts.launch import parse_command, parse_program
+
+    cmd = dict(parse_command(argv) or parse_program(argv), depth=0)
+    return {"commands": [cmd], "depth_read": 0}
+
+
+# ------------------------------------------- ENV002: the port a launcher binds, or picks itself (facts.launch.bound_port)
+
+def test_bound_port_reads_the_launchers_own_options():
+    from ddpdoctor.facts.launch import bound_port
+
+    def of(argv, **kw):
+        return bound_port(make_snapshot(launch=_launch(argv), **kw))
+
+    assert of(["torchrun", "--standalone", "--nproc-per-node", "2", "t.py"])["free"] is True
+    assert of(["torchrun", "--nproc-per-node", "2", "t.py"]) == {"port": 29500, "by": "torchrun's default",
+                                                                 "free": False, "fallback": False}
+    assert of(["torchrun", "--master-port", "41000", "t.py"])["port"] == 41000
+    assert of(["torchrun", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "t.py"])["free"] is True
+    assert of(["torchrun", "--rdzv-backend", "c10d", "--rdzv-endpoint", "n0:29400", "t.py"]) is None
+    assert of(["accelerate", "launch", "--main_process_port", "0", "t.py"])["free"] is True
+    one = of(["accelerate", "launch", "--num_processes", "2", "t.py"])
+    assert one["port"] == 29500 and one["fallback"] is True
+    two = of(["accelerate", "launch", "--num_machines", "2", "--main_process_port", "29600", "t.py"])
+    assert two["port"] == 29600 and two["fallback"] is False
+    assert of(["accelerate", "launch", "--config_file", "c.yaml", "t.py"]) is None  # its config not read here
+    assert of(["python", "t.py"]) is None
+    assert of(["deepspeed", "t.py"]) is None
+
+
+def test_env002_torchrun_standalone_and_accelerate_fallback_are_quiet():
+    """Quiet: 29500 held and MASTER_PORT in the ephemeral range, but the launch picks (or moves to) a free port."""
+    held = {"listening_tcp_ports": [22, 29500, 50123]}
+    env = {"MASTER_PORT": "50123"}
+    for argv in (["torchrun", "--standalone", "--nproc-per-node", "2", "train.py"],
+                 ["accelerate", "launch", "--main_process_port", "0", "train.py"],
+                 ["accelerate", "launch", "--num_processes", "2", "train.py"]):
+        snap = make_snapshot(env=env, network=dict(held), launch=_launch(argv))
+        assert findings_of(snap, "ENV002") == [], argv
+    # the same environment without a recorded launch: MASTER_PORT held is reported (the check can fire)
+    [f] = findings_of(make_snapshot(env=env, network=dict(held)), "ENV002")
+    assert f.severity == "error" and "50123" in f.title
+
+
+def test_env002_torchrun_judges_its_own_port_not_master_port():
+    """Trigger: torchrun binds --master-port (default 29500), which is held; MASTER_PORT (free) is not what it reads."""
+    snap = make_snapshot(env={"MASTER_PORT": "29555"}, network={"listening_tcp_ports": [22, 29500]},
+                         launch=_launch(["torchrun", "--nproc-per-node", "2", "train.py"]))
+    [f] = findings_of(snap, "ENV002")
+    assert f.severity == "error" and "29500" in f.title and "torchrun" in f.title
+    assert "MASTER_PORT=29555" in f.detail and "--standalone" in f.fix
+    # two machines under accelerate: no fallback there, ConnectionError
+    snap = make_snapshot(network={"listening_tcp_ports": [29500]},
+                         launch=_launch(["accelerate", "launch", "--num_machines", "2", "--machine_rank", "0",
+                                         "train.py"]))
+    [f] = findings_of(snap, "ENV002")
+    assert f.severity == "error" and "accelerate" in f.title
+    # an explicit torchrun port in the ephemeral range: a warning; the default one: nothing
+    snap = make_snapshot(network={"listening_tcp_ports": [22], "ip_local_port_range": [32768, 60999]},
+                         launch=_launch(["torchrun", "--master-port", "45000", "train.py"]))
+    [f] = findings_of(snap, "ENV002")
+    assert f.severity == "warning" and "45000" in f.title
+    snap = make_snapshot(network={"listening_tcp_ports": [22], "ip_local_port_range": [32768, 60999]},
+                         env={"MASTER_PORT": "45000"}, launch=_launch(["torchrun", "train.py"]))
+    assert findings_of(snap, "ENV002") == []  # torchrun binds 29500: MASTER_PORT is not read
+
+
+def test_bound_port_reads_accelerates_default_config():
+    from ddpdoctor.facts.launch import bound_port
+
+    cfg = {"accelerate_config": {"path": "/h/.cache/huggingface/accelerate/default_config.yaml",
+                                 "values": {"main_process_port": 0, "num_machines": 1}}}
+    snap = make_snapshot(host=cfg, launch=_launch(["accelerate", "launch", "train.py"]))
+    assert bound_port(snap)["free"] is True
+    cfg["accelerate_config"]["values"] = {"main_process_port": 29700, "num_machines": 2}
+    snap = make_snapshot(host=cfg, launch=_launch(["accelerate", "launch", "train.py"]))
+    assert bound_port(snap) == {"port": 29700, "by": "main_process_port in the accelerate config", "free": False,
+                                "fallback": False}
