@@ -84,3 +84,52 @@ def test_bound_port_reads_accelerates_default_config():
     snap = make_snapshot(host=cfg, launch=_launch(["accelerate", "launch", "train.py"]))
     assert bound_port(snap) == {"port": 29700, "by": "main_process_port in the accelerate config", "free": False,
                                 "fallback": False}
+
+
+# ------------------------------------- GPU037: fp16 asked of GPUs without tensor cores or fast fp16 (mmdetection#3526)
+
+def _gpu(name, cc, n=1):
+    return {"count": n, "devices": [{"index": i, "name": name, "uuid": f"GPU-{i}", "cuda_capability": list(cc)}
+                                    for i in range(n)]}
+
+
+def test_fp16_table_from_the_programming_guide():
+    from ddpdoctor.facts.gpu_versions import fp16_without_speedup, tensor_cores
+
+    assert fp16_without_speedup((6, 1))["fp16"] == 2 and fp16_without_speedup((6, 1))["fp32"] == 128
+    assert fp16_without_speedup((5, 2))["fp16"] is None  # no native fp16 arithmetic
+    assert fp16_without_speedup((6, 0)) is None  # P100: fp16 twice fp32
+    assert fp16_without_speedup((7, 0)) is None and tensor_cores((7, 0)) and not tensor_cores((6, 1))
+    assert fp16_without_speedup((8, 6)) is None  # tensor cores
+    assert fp16_without_speedup(None) is None
+
+
+def test_gpu037_fp16_on_pascal_p40_from_launch_env_and_script():
+    """Trigger: accelerate launch --mixed_precision fp16 / ACCELERATE_MIXED_PRECISION=fp16 / --fp16 on 4x Tesla P40."""
+    p40 = _gpu("Tesla P40", (6, 1), 4)
+    [f] = findings_of(make_snapshot(gpus=p40, launch=_launch(["accelerate", "launch", "--mixed_precision", "fp16",
+                                                                "train.py"])), "GPU037")
+    assert f.severity == "warning" and "Tesla P40 (6.1)" in f.title and "gpu:3" in f.subjects
+    assert "2 vs fp32 128" in f.detail
+    [f] = findings_of(make_snapshot(gpus=p40, env={"ACCELERATE_MIXED_PRECISION": "fp16"}), "GPU037")
+    assert f.subjects[0] == "ACCELERATE_MIXED_PRECISION"
+    [f] = findings_of(make_snapshot(gpus=_gpu("GeForce GTX 1080 Ti", (6, 1)),
+                                    launch=_launch(["python", "train.py", "--precision", "16-mixed"])), "GPU037")
+    assert "--precision 16-mixed" in f.title
+
+
+def test_gpu037_quiet_on_gpus_that_gain_and_without_an_ask():
+    ask = _launch(["accelerate", "launch", "--mixed_precision", "fp16", "train.py"])
+    for name, cc in (("Tesla P100-PCIE-16GB", (6, 0)), ("Tesla V100-SXM2-32GB", (7, 0)), ("NVIDIA A100", (8, 0))):
+        assert findings_of(make_snapshot(gpus=_gpu(name, cc), launch=ask), "GPU037") == [], name
+    assert findings_of(make_snapshot(gpus=_gpu("Tesla P40", (6, 1))), "GPU037") == []  # fp32: nothing asked
+    bf = _launch(["accelerate", "launch", "--mixed_precision", "no", "train.py"])
+    assert findings_of(make_snapshot(gpus=_gpu("Tesla P40", (6, 1)), launch=bf), "GPU037") == []
+
+
+def test_gpu037_reads_the_scripts_and_configs_fp16():
+    row = {"path": "ds_config.json", "line": 3, "what": "fp16.enabled: true", "precision": "fp16"}
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"precision": [row]}}
+    [f] = findings_of(make_snapshot(gpus=_gpu("Tesla P4", (6, 1)), lint=lint), "GPU037")
+    assert list(f.subjects[:2]) == ["path:ds_config.json", "gpu:0"]
+    assert findings_of(make_snapshot(gpus=_gpu("Tesla T4", (7, 5)), lint=lint), "GPU037") == []

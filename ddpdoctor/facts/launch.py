@@ -213,6 +213,29 @@ def precision_asked(snap) -> list:
             for p in ("bf16", "fp8"):
                 if word.startswith(p) or (p == "fp8" and word == "transformer-engine"):
                     out.append((p, f"{cmd.get('program') or 'the training script'} --{key} {prog[key]}"))
+            if word in ("fp16", "16", "16-mixed", "16-true"):  # accelerate's PrecisionType, Lightning's _PRECISION_INPUT
+                out.append(("fp16", f"{cmd.get('program') or 'the training script'} --{key} {prog[key]}"))
+    return out
+
+
+def fp16_asked(snap) -> list:
+    """[(where, subject)] of every ask for fp16 (mixed) precision this job makes: ACCELERATE_MIXED_PRECISION=fp16 in
+    the environment, the recorded launch (accelerate launch --mixed_precision fp16, the program's --fp16 [True],
+    --precision 16-mixed), and the training script's or config's literals (lint.scriptfacts / configfacts `precision`
+    rows: TrainingArguments(fp16=True), `fp16: true`, DeepSpeed's fp16.enabled)."""
+    from ddpdoctor.facts.env import script_asks  # noqa: PLC0415
+
+    out = []
+    if str(env_of(snap).get("ACCELERATE_MIXED_PRECISION", "")).strip().lower() == "fp16":
+        out.append(("ACCELERATE_MIXED_PRECISION=fp16", "ACCELERATE_MIXED_PRECISION"))
+    for precision, where in precision_asked(snap):
+        if precision == "fp16":
+            out.append((where, "launch:" + where.split()[0]))
+    for row in script_asks(snap, "precision"):
+        if row.get("precision") == "fp16":
+            path = str(row.get("path") or "")
+            config = path.lower().endswith((".yml", ".yaml", ".json", ".toml"))
+            out.append((f"{path}:{row.get('line')} {row.get('what')}", f"{'path' if config else 'script'}:{path}"))
     return out
 
 
