@@ -1105,3 +1105,20 @@ def test_gpu036_quiet_cases():
     assert not findings_of(_rocm_snap("5.4.22803", "2.0.0+rocm5.4.2", ["gfx1101"]), "GPU036")  # unknown: no verdict
     assert not findings_of(_rocm_snap(None, "2.0.0+cu118", ["gfx1100"]), "GPU036")             # not a ROCm build
     assert not findings_of(_rocm_snap("5.4.22803", "2.0.0+rocm5.4.2", []), "GPU036")           # no AMD GPU listed
+
+
+# GPU037 fp16-without-fast-fp16: a recorded 4x A100 machine, its GPUs edited to Pascal P40s (6.1) / P100s (6.0)
+def _as_model(name, cc):
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["name"], d["cuda_capability"] = name, list(cc)
+    return edit
+
+
+def test_gpu037_fp16_on_p40s_warns_and_p100s_are_quiet():
+    asked = {"ACCELERATE_MIXED_PRECISION": "fp16"}
+    f = one(fixture("dgx-a100-8x-nvswitch", env=asked, keep=4, edit=_as_model("Tesla P40", (6, 1))), "GPU037")
+    assert f.severity == "warning" and "Tesla P40 (6.1)" in f.title and "gpu:0" in f.subjects
+    none(fixture("dgx-a100-8x-nvswitch", env=asked, keep=4, edit=_as_model("Tesla P100-PCIE-16GB", (6, 0))), "GPU037")
+    none(fixture("dgx-a100-8x-nvswitch", env=asked, keep=4), "GPU037")  # A100: tensor cores
+    none(fixture("dgx-a100-8x-nvswitch", keep=4, edit=_as_model("Tesla P40", (6, 1))), "GPU037")  # nothing asked

@@ -133,3 +133,42 @@ def test_gpu037_reads_the_scripts_and_configs_fp16():
     [f] = findings_of(make_snapshot(gpus=_gpu("Tesla P4", (6, 1)), lint=lint), "GPU037")
     assert list(f.subjects[:2]) == ["path:ds_config.json", "gpu:0"]
     assert findings_of(make_snapshot(gpus=_gpu("Tesla T4", (7, 5)), lint=lint), "GPU037") == []
+
+
+# --------------------- GPU016: per-node processes of accelerate launch / deepspeed against the visible GPUs (facts.launch)
+
+def test_per_node_processes_of_accelerate_and_deepspeed():
+    from ddpdoctor.facts.launch import per_node_processes
+
+    def of(argv, **kw):
+        return per_node_processes(make_snapshot(launch=_launch(argv), **kw))
+
+    assert of(["accelerate", "launch", "--multi_gpu", "--num_processes", "8", "t.py"]) == \
+        (8, "accelerate launch --num_processes 8")
+    assert of(["accelerate", "launch", "--multi_gpu", "--num_processes", "16", "--num_machines", "2", "t.py"])[0] == 8
+    assert of(["accelerate", "launch", "--num_processes", "8", "t.py"]) is None  # mode decided by the GPUs it sees
+    assert of(["accelerate", "launch", "--config_file", "c.yaml", "t.py"]) is None
+    assert of(["deepspeed", "--num_gpus", "2", "t.py"]) == (2, "deepspeed --num_gpus 2")
+    assert of(["deepspeed", "--num_gpus", "2", "t.py"], env={"CUDA_VISIBLE_DEVICES": "0,1"}) is None  # ENV016's
+    assert of(["deepspeed", "t.py"]) is None
+
+
+def test_gpu016_accelerate_and_deepspeed_ask_more_processes_than_gpus():
+    a100x4 = _gpu("NVIDIA A100-SXM4-40GB", (8, 0), 4)
+    for argv in (["accelerate", "launch", "--multi_gpu", "--num_processes", "8", "train.py"],
+                 ["deepspeed", "--num_gpus", "8", "train.py"]):
+        [f] = findings_of(make_snapshot(gpus=a100x4, launch=_launch(argv)), "GPU016")
+        assert f.severity == "error" and f.title.startswith("8 local ranks but only 4 visible GPU"), argv
+    # accelerate's OMP_NUM_THREADS=1 default: no oversubscription reported for its 8 ranks
+    snap = make_snapshot(gpus=a100x4, launch=_launch(["accelerate", "launch", "--multi_gpu", "--num_processes", "8",
+                                                      "train.py"]))
+    assert findings_of(snap, "ENV006") == []
+
+
+def test_gpu016_quiet_when_the_counts_match_or_are_not_declared():
+    a100x4 = _gpu("NVIDIA A100-SXM4-40GB", (8, 0), 4)
+    for argv in (["accelerate", "launch", "--multi_gpu", "--num_processes", "4", "train.py"],
+                 ["accelerate", "launch", "--num_processes", "8", "train.py"],
+                 ["deepspeed", "--num_gpus", "4", "train.py"], ["deepspeed", "train.py"]):
+        assert [f for f in findings_of(make_snapshot(gpus=a100x4, launch=_launch(argv)), "GPU016")
+                if f.severity != "info"] == [], argv

@@ -47,7 +47,7 @@ KEPT = {
     "srun": {"nodes", "ntasks", "ntasks_per_node", "gpus_per_task", "gpus_per_node", "gres", "cpus_per_task"},
     "accelerate": {"num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
                    "config_file", "multi_gpu", "use_deepspeed", "use_fsdp", "rdzv_backend", "same_network",
-                   "mixed_precision", "cpu", "tpu", "use_megatron_lm", "mpirun_hostfile"},
+                   "mixed_precision", "cpu", "tpu", "use_megatron_lm", "mpirun_hostfile", "num_cpu_threads_per_process"},
     "deepspeed": {"num_gpus", "num_nodes", "hostfile", "include", "exclude", "master_addr", "master_port", "launcher",
                   "node_rank", "no_ssh"},
 }
@@ -392,6 +392,46 @@ def bound_port(snap) -> Optional[dict]:
     machines_raw = opts.get("num_machines", config.get("num_machines"))
     machines = _int(machines_raw) if machines_raw is not None else 1
     return {"port": port, "by": by, "free": False, "fallback": (machines or 1) <= 1}
+
+
+def per_node_processes(snap) -> Optional[tuple]:
+    """(processes on this node, how the command says so) for the nearest recorded `accelerate launch` or `deepspeed`
+    command that declares a number, else None:
+    - accelerate launch in its multi-process mode (--multi_gpu, --use_deepspeed/--use_fsdp, or the config's
+      distributed_type: accelerate_launch_mode) with --num_processes N (or the default config's num_processes): N
+      over --num_machines (accelerate/utils/launch.py prepare_multi_gpu_env: nproc_per_node = num_processes //
+      num_machines @ e7998c9fbcdb7ee72d3de9b57e9d4fde73964b8c);
+    - deepspeed --num_gpus N: N ranks on every host, cuda 0..N-1 whatever the host has (deepspeed/launcher/runner.py
+      main(): `updated_active_resources[hostname] = list(range(args.num_gpus))` @ 2d991ba352b7); only where
+      CUDA_VISIBLE_DEVICES is unset (the runner drops it under --num_gpus: ENV016's case).
+    The launch a process runs under comes first: only the nearest command is read."""
+    cmds = commands(snap)
+    if not cmds:
+        return None
+    cmd = cmds[0]
+    opts = cmd.get("options") or {}
+    if cmd.get("launcher") == "deepspeed":
+        n = _int(opts.get("num_gpus")) if opts.get("num_gpus") not in (None, "") else None
+        if n and n > 0 and env_of(snap).get("CUDA_VISIBLE_DEVICES") is None and not opts.get("include") \
+                and not opts.get("exclude"):
+            return n, f"deepspeed --num_gpus {n}"
+        return None
+    if cmd.get("launcher") != "accelerate":
+        return None
+    default = not opts.get("config_file")
+    config = (((snap.get("host") or {}).get("accelerate_config") or {}).get("values") or None) if default else None
+    if not default:
+        return None  # its own config file, not read here
+    mode = accelerate_launch_mode(cmd, config, default_config=True)
+    if not mode or mode.get("mode") != "multi" or not mode.get("asked"):
+        return None
+    machines_raw = opts.get("num_machines", (config or {}).get("num_machines") if mode.get("config_used") else None)
+    machines = _int(machines_raw) if machines_raw not in (None, "") else 1
+    if not machines or machines < 1:
+        return None
+    n = mode["asked"] // machines
+    said = f"accelerate launch --num_processes {mode['asked']}" + (f" --num_machines {machines}" if machines > 1 else "")
+    return (n, said) if n > 0 else None
 
 
 def launch_env(snap) -> Mapping[str, str]:
