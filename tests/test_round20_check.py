@@ -172,3 +172,75 @@ def test_gpu016_quiet_when_the_counts_match_or_are_not_declared():
                  ["deepspeed", "--num_gpus", "4", "train.py"], ["deepspeed", "train.py"]):
         assert [f for f in findings_of(make_snapshot(gpus=a100x4, launch=_launch(argv)), "GPU016")
                 if f.severity != "info"] == [], argv
+
+
+# ------------------------- PKG028: the libnccl.so.2 libtorch_cuda.so resolves to, in ld.so's order (gather.native)
+import os  # noqa: E402
+import shutil  # noqa: E402
+
+ELF = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf")
+
+
+def _torch_tree(tmp_path, kind):
+    """site/torch/lib/{libc10.so, libtorch_cuda.so (DT_NEEDED libnccl.so.2, `kind` = rpath|runpath
+    $ORIGIN/../../nvidia/nccl/lib)}, site/nvidia/nccl/lib/libnccl.so.2 (the wheel's), /opt/nccl/lib/libnccl.so.2 ->
+    libnccl.so.2.18.3 (a container's)."""
+    site = tmp_path / "site"
+    (site / "torch" / "lib").mkdir(parents=True)
+    shutil.copy(os.path.join(ELF, "site", "torch", "lib", "libc10.so"), site / "torch" / "lib" / "libc10.so")
+    shutil.copy(os.path.join(ELF, "nccl", kind, "libtorch_cuda.so"), site / "torch" / "lib" / "libtorch_cuda.so")
+    (site / "nvidia" / "nccl" / "lib").mkdir(parents=True)
+    shutil.copy(os.path.join(ELF, "nccl", "libnccl.so.2"), site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
+    other = tmp_path / "opt" / "nccl" / "lib"
+    other.mkdir(parents=True)
+    shutil.copy(os.path.join(ELF, "nccl", "libnccl.so.2"), other / "libnccl.so.2.18.3")
+    os.symlink("libnccl.so.2.18.3", other / "libnccl.so.2")
+    return str(site), str(other)
+
+
+def test_torch_nccl_follows_the_loaders_order(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.native import torch_nccl
+
+    site, other = _torch_tree(tmp_path, "runpath")
+    fact = torch_nccl(Sources(environ={"LD_LIBRARY_PATH": other}), site=site)
+    assert fact["needed"] == "libnccl.so.2" and fact["search"] == "RUNPATH"
+    assert fact["from"] == "LD_LIBRARY_PATH" and fact["version"] == "2.18.3"  # LD_LIBRARY_PATH before DT_RUNPATH
+    fact = torch_nccl(Sources(environ={}), site=site)
+    assert fact["from"] == "RUNPATH" and fact["path"].endswith("nvidia/nccl/lib/libnccl.so.2") and "version" not in fact
+    site2, other2 = _torch_tree(tmp_path / "b", "rpath")
+    fact = torch_nccl(Sources(environ={"LD_LIBRARY_PATH": other2}), site=site2)
+    assert fact["search"] == "RPATH" and fact["from"] == "RPATH"  # DT_RPATH (no RUNPATH) before LD_LIBRARY_PATH
+
+
+PINNED = {"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"}
+
+
+def _nccl_snap(fact, **extra):
+    return make_snapshot(packages=dict(PINNED, torch_nccl=fact, torch_pins={"nvidia-nccl-cu12": "2.19.3"}, **extra))
+
+
+def test_pkg028_an_older_nccl_on_ld_library_path_wins_over_the_wheel():
+    fact = {"needed": "libnccl.so.2", "search": "RUNPATH", "from": "LD_LIBRARY_PATH",
+            "path": "/usr/local/nccl/lib/libnccl.so.2", "real_name": "libnccl.so.2.18.3", "version": "2.18.3"}
+    [f] = findings_of(_nccl_snap(fact), "PKG028")
+    assert f.severity == "error" and "2.18.3" in f.title and "2.19.3" in f.title and "LD_LIBRARY_PATH" in f.subjects
+    unknown = dict(fact, real_name="libnccl.so.2")
+    del unknown["version"]
+    [f] = findings_of(_nccl_snap(unknown), "PKG028")
+    assert f.severity == "warning"
+    missing = {"needed": "libnccl.so.2", "search": "RUNPATH"}
+    [f] = findings_of(make_snapshot(packages={"torch": "2.2.0", "torch_nccl": missing}), "PKG028")
+    assert f.severity == "error" and "cannot open shared object file" in f.detail
+
+
+def test_pkg028_quiet_when_torch_loads_its_own_or_the_same_version():
+    own = {"needed": "libnccl.so.2", "search": "RPATH", "from": "RPATH",
+           "path": "/venv/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2"}
+    assert findings_of(_nccl_snap(own), "PKG028") == []
+    same = {"needed": "libnccl.so.2", "search": "RUNPATH", "from": "LD_LIBRARY_PATH", "path": "/opt/n/libnccl.so.2",
+            "version": "2.19.3"}
+    assert findings_of(_nccl_snap(same), "PKG028") == []
+    assert findings_of(_nccl_snap({"needed": None}), "PKG028") == []  # NCCL linked in statically
+    # a missing libnccl with the wheel installed: torch's import preloads it
+    assert findings_of(_nccl_snap({"needed": "libnccl.so.2", "search": "RUNPATH"}), "PKG028") == []

@@ -519,3 +519,67 @@ def nccl_preloaded(src: Sources) -> list:
         if len(out) >= MAX_PRELOADED:
             break
     return out
+
+
+def torch_nccl(src: Sources, site: Optional[str] = None) -> dict:
+    """{needed, path, from, real_name, version, search} for the libnccl.so.N torch's libtorch_cuda.so names in its
+    DT_NEEDED, as ld.so(8) finds it ("Search order": the object's DT_RPATH when it has no DT_RUNPATH, then
+    LD_LIBRARY_PATH, then DT_RUNPATH, then ld.so.cache and the default directories; $ORIGIN expanded): `from` says
+    which step found it ("RPATH", "LD_LIBRARY_PATH", "RUNPATH", "system"), `search` which kind of path the object
+    carries ("RPATH": pip wheels, patchelf --force-rpath, so LD_LIBRARY_PATH cannot override; "RUNPATH": it can;
+    "none"). `version` from the real file's name (libnccl.so.2.18.3), left out when the name carries none (the
+    nvidia-nccl wheel's libnccl.so.2). {"needed": None} when libtorch_cuda.so links NCCL statically (no DT_NEEDED
+    libnccl); {} when it cannot be read. An LD_PRELOAD copy comes first of all (nccl_preloaded, PKG011). ld.so.cache
+    is not read: its directories are approximated by the system ones. Headers only, never loaded."""
+    import platform
+
+    from ddpdoctor.facts.env import NCCL_SO, nccl_version_in_name
+    from ddpdoctor.gather.elf import read_object
+
+    if site is None:
+        site = torch_site()
+        if site is None:
+            return {}
+    lib = _torch_lib_dir(site)
+    path = os.path.join(lib, "libtorch_cuda.so") if lib else None
+    obj = read_object(path) if path and os.path.exists(path) else None
+    if obj is None:
+        return {}
+    try:
+        needed = next((n for n in obj.needed() if NCCL_SO.match(n)), None)
+        paths = obj.search_paths()
+    except Exception:  # noqa: BLE001 - a truncated object
+        return {}
+    finally:
+        obj.close()
+    if needed is None:
+        return {"needed": None}
+
+    def expand(dirs):
+        return [os.path.normpath(d.replace("${ORIGIN}", lib).replace("$ORIGIN", lib)) for d in dirs]
+
+    rpath, runpath = expand(paths["rpath"]), expand(paths["runpath"])
+    arch = platform.machine() or "x86_64"
+    order = [("RPATH", d) for d in (rpath if not runpath else [])]
+    order += [("LD_LIBRARY_PATH", d) for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
+    order += [("RUNPATH", d) for d in runpath] + [("system", d.format(arch=arch)) for d in SYSTEM_LIB_DIRS]
+    out = {"needed": needed, "search": "RUNPATH" if runpath else "RPATH" if rpath else "none"}
+    for origin, d in order[:32]:
+        if not d.startswith("/"):
+            continue
+        candidate = os.path.join(d, needed)
+        local = candidate if origin in ("RPATH", "RUNPATH") else src.path(candidate)
+        if not os.path.exists(local):
+            continue
+        out.update({"path": candidate, "from": origin})
+        try:
+            real = os.path.basename(os.path.realpath(local))
+        except OSError:
+            real = None
+        if real:
+            out["real_name"] = real
+            version = nccl_version_in_name(real)
+            if version:
+                out["version"] = version
+        break
+    return out
