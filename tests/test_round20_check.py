@@ -244,3 +244,66 @@ def test_pkg028_quiet_when_torch_loads_its_own_or_the_same_version():
     assert findings_of(_nccl_snap({"needed": None}), "PKG028") == []  # NCCL linked in statically
     # a missing libnccl with the wheel installed: torch's import preloads it
     assert findings_of(_nccl_snap({"needed": "libnccl.so.2", "search": "RUNPATH"}), "PKG028") == []
+
+
+# ------------------ PKG029: an extension's DT_NEEDED libcudart.so.N found nowhere, or another CUDA's (CenterPoint#102)
+
+def test_extension_cudart_resolved_like_ld_so(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.native import scan_extension_modules
+
+    site = tmp_path / "site"
+    (site / "det3d" / "ops").mkdir(parents=True)
+    shutil.copy(os.path.join(ELF, "cudart", "iou3d_nms_cuda.so"), site / "det3d" / "ops" / "iou3d_nms_cuda.so")
+    (site / "torch" / "lib").mkdir(parents=True)
+    shutil.copy(os.path.join(ELF, "site", "torch", "lib", "libc10.so"), site / "torch" / "lib" / "libc10.so")
+    scan = scan_extension_modules(Sources(root=str(tmp_path), environ={}), str(site))
+    [row] = scan["cudart"]
+    assert row["package"] == "det3d" and row["needed"] == "libcudart.so.9.0" and row["version"] == "9.0"
+    assert "path" not in row  # found nowhere
+    # the CUDA 9.0 toolkit's lib64 listed in /etc/ld.so.conf.d (ld.so.cache): found there
+    kit = tmp_path / "usr" / "local" / "cuda-9.0" / "lib64"
+    kit.mkdir(parents=True)
+    shutil.copy(os.path.join(ELF, "cudart", "libcudart.so.9.0"), kit / "libcudart.so.9.0")
+    (tmp_path / "etc" / "ld.so.conf.d").mkdir(parents=True)
+    (tmp_path / "etc" / "ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
+    (tmp_path / "etc" / "ld.so.conf.d" / "cuda-9-0.conf").write_text("/usr/local/cuda-9.0/lib64\n")
+    [row] = scan_extension_modules(Sources(root=str(tmp_path), environ={}), str(site))["cudart"]
+    assert row["path"] == "/usr/local/cuda-9.0/lib64/libcudart.so.9.0" and row["from"] == "ld.so.conf"
+    # LD_LIBRARY_PATH comes before ld.so.cache
+    (tmp_path / "opt" / "c").mkdir(parents=True)
+    shutil.copy(os.path.join(ELF, "cudart", "libcudart.so.9.0"), tmp_path / "opt" / "c" / "libcudart.so.9.0")
+    [row] = scan_extension_modules(Sources(root=str(tmp_path), environ={"LD_LIBRARY_PATH": "/opt/c"}),
+                                   str(site))["cudart"]
+    assert row["from"] == "LD_LIBRARY_PATH"
+
+
+def _cudart_snap(row, cuda="10.2", own=None):
+    pk = {"torch": "1.6.0", "torch_build": {"cuda": cuda, "hip": None}, "extension_cudart": [row]}
+    if own:
+        pk["torch_cudart"] = own
+    return make_snapshot(packages=pk)
+
+
+CENTERPOINT = {"package": "det3d", "file": "det3d/ops/iou3d_nms/iou3d_nms_cuda.so", "needed": "libcudart.so.9.0",
+               "version": "9.0"}
+
+
+def test_pkg029_an_extension_built_against_cuda_9_under_a_cu102_torch():
+    [f] = findings_of(_cudart_snap(CENTERPOINT), "PKG029")
+    assert f.severity == "error" and "libcudart.so.9.0" in f.title and "CUDA 9.0" in f.title and "10.2" in f.title
+    assert "pkg:det3d" in f.subjects and "cannot open shared object file" in f.detail
+    found = dict(CENTERPOINT, path="/usr/local/cuda-9.0/lib64/libcudart.so.9.0", **{"from": "ld.so.conf"})
+    [f] = findings_of(_cudart_snap(found), "PKG029")
+    assert f.severity == "warning" and "beside torch's CUDA 10.2" in f.title
+
+
+def test_pkg029_quiet_for_torchs_own_runtime_or_the_same_cuda():
+    cu12 = {"package": "flash_attn", "file": "flash_attn_2_cuda.so", "needed": "libcudart.so.12", "version": "12"}
+    assert findings_of(_cudart_snap(cu12, cuda="12.1", own="libcudart.so.12"), "PKG029") == []  # torch loads it
+    assert findings_of(_cudart_snap(cu12, cuda="12.4"), "PKG029") == []  # same major, torch's own name not read
+    same = dict(CENTERPOINT, needed="libcudart.so.10.2", version="10.2", path="/usr/local/cuda/lib64/libcudart.so.10.2")
+    assert findings_of(_cudart_snap(same), "PKG029") == []
+    cu11 = {"package": "apex", "file": "amp_C.so", "needed": "libcudart.so.11.0", "version": "11.0",
+            "path": "/usr/local/cuda/lib64/libcudart.so.11.0", "from": "ld.so.conf"}
+    assert findings_of(_cudart_snap(cu11, cuda="11.8"), "PKG029") == []  # every CUDA 11.x runtime is .so.11.0

@@ -77,6 +77,10 @@ FIELDS = {
     "torch_mkl": OBJ, "torch_mkl.lib": STR, "torch_mkl.undefined": LIST, "torch_mkl.undefined[]": STR,
     "torch_mkl.mkl_libs": LIST, "torch_mkl.mkl_libs[]": STR, "torch_mkl.unresolved": LIST,
     "torch_mkl.unresolved[]": STR, "torch_mkl.exported": LIST, "torch_mkl.exported[]": STR,
+    # check20 (PKG029): each compiled extension's DT_NEEDED libcudart.so.N[.M], where ld.so finds it (none: not found)
+    "extension_cudart": LIST, "extension_cudart[]": OBJ, "extension_cudart[].package": STR,
+    "extension_cudart[].file": STR, "extension_cudart[].needed": STR, "extension_cudart[].version": STR,
+    "extension_cudart[].path": STR, "extension_cudart[].from": STR, "torch_cudart": STR,
     # check20 (PKG028): the libnccl.so.N libtorch_cuda.so's DT_NEEDED resolves to, in ld.so's search order
     "torch_nccl": OBJ, "torch_nccl.needed": STR, "torch_nccl.path": STR, "torch_nccl.from": STR,
     "torch_nccl.real_name": STR, "torch_nccl.version": STR, "torch_nccl.search": STR,
@@ -175,6 +179,9 @@ def gather_packages(src: Sources) -> dict:
         scan = scan_extension_modules(src, site, torch_version=versions.get("torch"))
         if scan:
             out["extension_cxx_needs"], out["cuda_archs"] = scan["cxx"], scan["cuda"]
+            out["extension_cudart"] = scan.get("cudart") or []
+            if scan.get("torch_cudart"):
+                out["torch_cudart"] = scan["torch_cudart"]
     if versions.get("xformers"):
         xf = xformers_build()
         if xf:
