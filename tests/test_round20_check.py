@@ -307,3 +307,23 @@ def test_pkg029_quiet_for_torchs_own_runtime_or_the_same_cuda():
     cu11 = {"package": "apex", "file": "amp_C.so", "needed": "libcudart.so.11.0", "version": "11.0",
             "path": "/usr/local/cuda/lib64/libcudart.so.11.0", "from": "ld.so.conf"}
     assert findings_of(_cudart_snap(cu11, cuda="11.8"), "PKG029") == []  # every CUDA 11.x runtime is .so.11.0
+
+
+# ----------------------------------- SYS004: the host's own RAM when no cgroup limit binds (the 4 GiB guess, said so)
+GiB = 1024 ** 3
+
+
+def test_sys004_host_ram_small_for_the_declared_ranks():
+    eight = {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    snap = make_snapshot(env=eight, host={"memory": {"total_bytes": 16 * GiB, "available_bytes": 12 * GiB}})
+    [f] = findings_of(snap, "SYS004")
+    assert f.severity == "warning" and "16.0 GiB for 8 local ranks" in f.title and "guess" in f.detail
+    assert f.subjects == ["path:/proc/meminfo"] or list(f.subjects) == ["path:/proc/meminfo"]
+
+
+def test_sys004_host_ram_quiet_with_room_one_rank_or_no_declared_count():
+    eight = {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    assert findings_of(make_snapshot(env=eight, host={"memory": {"total_bytes": 64 * GiB}}), "SYS004") == []
+    assert findings_of(make_snapshot(host={"memory": {"total_bytes": 4 * GiB}}), "SYS004") == []  # one process
