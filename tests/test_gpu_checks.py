@@ -590,6 +590,40 @@ def test_gpu023_minor_version_compatibility_is_a_note_and_a_match_is_quiet():
     none(fixture("dgx-a100-8x-nvswitch"), "GPU023")  # no torch_build recorded: nothing to compare
 
 
+def archs(sass, ptx):
+    def edit(s):
+        s["packages"]["cuda_archs"] = [{"package": "torch", "file": "torch/lib/libtorch_cuda.so", "sass": sass,
+                                        "ptx": ptx}]
+    return edit
+
+
+def test_gpu023_driver_below_the_minor_version_floor_is_an_error():
+    """A 450.51 driver reports CUDA 11.0, but minor-version compatibility starts at 450.80.02 (the compat docs)."""
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=build("11.8", "11.0", "450.51.06")), "GPU023")
+    assert f.severity == "error" and "450.80.02" in f.title
+    assert one(fixture("dgx-a100-8x-nvswitch", edit=build("11.8", "11.0", "450.80.02")), "GPU023").severity == "info"
+
+
+def test_gpu023_gpu_served_only_by_ptx_needs_the_builds_driver():
+    """torch 1.13 cu117 (cubins to sm_86, PTX compute_86) on A100s edited to H100s (sm_90) under a 470 driver: the
+    H100 runs torch only through PTX JIT, which minor-version compatibility does not cover."""
+    def h100(s):
+        for d in s["gpus"]["devices"]:
+            d["name"], d["cuda_capability"] = "NVIDIA H100 80GB HBM3", [9, 0]
+    torch113 = archs([37, 50, 60, 70, 75, 80, 86], [86])
+    f = one(fixture("dgx-a100-8x-nvswitch", keep=2, edit=both(build("11.7", "11.4", "470.82.01", "1.13.1+cu117"),
+                                                              torch113, h100)), "GPU023")
+    assert f.severity == "error" and "PTX" in f.title and "sm_90" in f.title and "gpu:1" in f.subjects
+    assert "unsupported toolchain" in f.detail
+    # the same build on the A100s it carries cubins for: minor-version compatibility runs it (a note)
+    f = one(fixture("dgx-a100-8x-nvswitch", keep=2, edit=both(build("11.7", "11.4", "470.82.01", "1.13.1+cu117"),
+                                                              torch113)), "GPU023")
+    assert f.severity == "info"
+    # a driver of the build's CUDA: nothing to say
+    none(fixture("dgx-a100-8x-nvswitch", keep=2, edit=both(build("11.7", "11.7", "515.65.01", "1.13.1+cu117"),
+                                                           torch113, h100)), "GPU023")
+
+
 # GPU024 rank-cpus-far-from-gpu, GPU029 exclusive-gpu-shared-by-ranks, ENV012 ranks-share-cpus
 def siblings(*ranks):
     def edit(s):
@@ -1105,3 +1139,20 @@ def test_gpu036_quiet_cases():
     assert not findings_of(_rocm_snap("5.4.22803", "2.0.0+rocm5.4.2", ["gfx1101"]), "GPU036")  # unknown: no verdict
     assert not findings_of(_rocm_snap(None, "2.0.0+cu118", ["gfx1100"]), "GPU036")             # not a ROCm build
     assert not findings_of(_rocm_snap("5.4.22803", "2.0.0+rocm5.4.2", []), "GPU036")           # no AMD GPU listed
+
+
+# GPU037 fp16-without-fast-fp16: a recorded 4x A100 machine, its GPUs edited to Pascal P40s (6.1) / P100s (6.0)
+def _as_model(name, cc):
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["name"], d["cuda_capability"] = name, list(cc)
+    return edit
+
+
+def test_gpu037_fp16_on_p40s_warns_and_p100s_are_quiet():
+    asked = {"ACCELERATE_MIXED_PRECISION": "fp16"}
+    f = one(fixture("dgx-a100-8x-nvswitch", env=asked, keep=4, edit=_as_model("Tesla P40", (6, 1))), "GPU037")
+    assert f.severity == "warning" and "Tesla P40 (6.1)" in f.title and "gpu:0" in f.subjects
+    none(fixture("dgx-a100-8x-nvswitch", env=asked, keep=4, edit=_as_model("Tesla P100-PCIE-16GB", (6, 0))), "GPU037")
+    none(fixture("dgx-a100-8x-nvswitch", env=asked, keep=4), "GPU037")  # A100: tensor cores
+    none(fixture("dgx-a100-8x-nvswitch", keep=4, edit=_as_model("Tesla P40", (6, 1))), "GPU037")  # nothing asked

@@ -18,7 +18,9 @@ def test_every_row_names_its_source():
         tables = json.load(fh)["tables"]
     assert set(tables) == {"min_driver_of_cuda_major", "newest_arch_of_toolkit", "release_archs",
                            "rocm_wheel_target_since", "nccl_first_for_gpu_major", "windows_distributed_since",
-                           "rocm_wheel_targets_current"}  # round 18: the current build script's PYTORCH_ROCM_ARCH
+                           "rocm_wheel_targets_current",  # round 18: the current build script's PYTORCH_ROCM_ARCH
+                           "fp16_throughput", "tensor_cores_since",  # round 20: GPU037, the programming guide's table
+                           "ptx_jit_needs_driver"}  # round 20: GPU023, PTX JIT is not in minor-version compatibility
     for name, table in tables.items():
         assert table["rows"], name
         for row in table["rows"]:

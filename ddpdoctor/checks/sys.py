@@ -189,7 +189,9 @@ def container_memory_limit_low(snap):
         the file it came from, when it is below the host's memory and below 4 GiB per local rank (a
         rough figure for one rank with its DataLoader workers, which the finding says is a guess). It
         also says when /dev/shm is larger than the limit. In a container whose cgroup files cannot be
-        read, the limit is reported as unknown (a note), never assumed absent.
+        read, the limit is reported as unknown (a note), never assumed absent. Where no limit binds,
+        the host's own RAM (MemTotal) against the same 4 GiB guess for each of two or more local ranks
+        that the launch declares (LOCAL_WORLD_SIZE, the launch command's process count).
 
     Why it matters
         Inside the container, free and psutil show the host's memory, but the kernel's OOM killer
@@ -216,11 +218,10 @@ def container_memory_limit_low(snap):
                        "docker inspect -f '{{.HostConfig.Memory}}' <container>   # on the host",
                    subjects=["cgroup:memory.max"], evidence={"memory_max_state": "unknown", "container": host.get("container")})
         return
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
-        return
     total = (host.get("memory") or {}).get("total_bytes")
-    if isinstance(total, int) and limit >= total:
-        return  # the limit does not bind: the host runs out first
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0 or (isinstance(total, int) and limit >= total):
+        yield from _host_memory_low(snap, host, total)  # no limit binds: the host's own RAM does
+        return
     nlocal, source = local_ranks(snap)
     need = nlocal * MEM_PER_RANK
     if limit >= need:
@@ -242,6 +243,31 @@ def container_memory_limit_low(snap):
         evidence={"memory_max_bytes": limit, "memory_max_from": cg.get("memory_max_from"), "host_total_bytes": total,
                   "local_ranks": nlocal,
                   "wanted_bytes_guess": need, "shm_size_bytes": shm, "container": host.get("container")},
+    )
+
+
+def _host_memory_low(snap, host, total):
+    """SYS004 on a host whose own RAM binds (no cgroup limit below it): MemTotal under MEM_PER_RANK (a guess, said
+    so) for each of two or more local ranks whose count the launch declares."""
+    if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
+        return
+    reading = local_ranks(snap)
+    declared, source = reading.declared(), reading.source
+    if not declared or declared < 2 or total >= declared * MEM_PER_RANK:
+        return
+    avail = (host.get("memory") or {}).get("available_bytes")
+    yield warning(
+        f"this host's memory is {_fmt(total)} for {declared} local ranks ({_fmt(total // declared)} each)",
+        detail=("No cgroup limit binds, so the host's RAM does: each rank holds its own copy of torch, the CUDA context's "
+                "host side, the model and its optimizer state until they move to the GPU, and its DataLoader workers "
+                "theirs; past the RAM the kernel's OOM killer ends one ('Killed', signal 9, or 'DataLoader worker "
+                "... exited unexpectedly'). The 4 GiB a rank wanted here is a guess, not a measurement of this job"
+                + (f"; {_fmt(avail)} is free now" if isinstance(avail, int) else "") + f". Local ranks: {source}."),
+        fix="fewer ranks per host or fewer DataLoader workers (num_workers); or a host with more RAM; measure one rank's "
+            "RSS first: ps -o rss= -p <pid>",
+        subjects=["path:/proc/meminfo"],
+        evidence={"host_total_bytes": total, "available_bytes": avail, "local_ranks": declared,
+                  "wanted_bytes_guess": declared * MEM_PER_RANK},
     )
 
 

@@ -117,3 +117,43 @@ def runs_on(sass, ptx, capability: int) -> bool:
     index.html#binary-compatibility). Otherwise: "no kernel image is available for execution on the device"."""
     return (any(a // 10 == capability // 10 and a <= capability for a in sass or ())
             or any(a <= capability for a in ptx or ()))
+
+
+def _cap_key(cap) -> Optional[Tuple[int, int]]:
+    try:
+        major, minor = (int(x) for x in cap)
+    except (TypeError, ValueError):
+        return None
+    return major, minor
+
+
+@functools.lru_cache(maxsize=1)
+def _fp16_rows() -> Dict[Tuple[int, int], dict]:
+    out = {}
+    for r in rows("fp16_throughput"):
+        for cap in r["capabilities"]:
+            out[tuple(int(x) for x in cap.split("."))] = r
+    return out
+
+
+def tensor_cores(cap) -> Optional[bool]:
+    """Whether a GPU of compute capability `cap` ((major, minor)) has tensor cores; None when `cap` is not read."""
+    key = _cap_key(cap)
+    if key is None:
+        return None
+    since = tuple(int(x) for x in rows("tensor_cores_since")[0]["capability"].split("."))
+    return key >= since
+
+
+def fp16_without_speedup(cap) -> Optional[dict]:
+    """{fp16, fp32, source} when a GPU of compute capability `cap` has no tensor cores and its native fp16 arithmetic
+    is absent (fp16 None) or slower than its fp32 (the guide's throughput table): fp16 mixed precision buys nothing
+    there and its casts cost time. None for GPUs with tensor cores, with fast fp16 (5.3, 6.0, 6.2), or not in the
+    table."""
+    key = _cap_key(cap)
+    if key is None or tensor_cores(key):
+        return None
+    row = _fp16_rows().get(key)
+    if row is None or (row["fp16"] is not None and row["fp16"] >= row["fp32"]):
+        return None
+    return {"fp16": row["fp16"], "fp32": row["fp32"], "source": row["source"]}

@@ -47,7 +47,7 @@ KEPT = {
     "srun": {"nodes", "ntasks", "ntasks_per_node", "gpus_per_task", "gpus_per_node", "gres", "cpus_per_task"},
     "accelerate": {"num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
                    "config_file", "multi_gpu", "use_deepspeed", "use_fsdp", "rdzv_backend", "same_network",
-                   "mixed_precision", "cpu", "tpu", "use_megatron_lm", "mpirun_hostfile"},
+                   "mixed_precision", "cpu", "tpu", "use_megatron_lm", "mpirun_hostfile", "num_cpu_threads_per_process"},
     "deepspeed": {"num_gpus", "num_nodes", "hostfile", "include", "exclude", "master_addr", "master_port", "launcher",
                   "node_rank", "no_ssh"},
 }
@@ -212,6 +212,29 @@ def precision_asked(snap) -> list:
             for p in ("bf16", "fp8"):
                 if word.startswith(p) or (p == "fp8" and word == "transformer-engine"):
                     out.append((p, f"{cmd.get('program') or 'the training script'} --{key} {prog[key]}"))
+            if word in ("fp16", "16", "16-mixed", "16-true"):  # accelerate's PrecisionType, Lightning's _PRECISION_INPUT
+                out.append(("fp16", f"{cmd.get('program') or 'the training script'} --{key} {prog[key]}"))
+    return out
+
+
+def fp16_asked(snap) -> list:
+    """[(where, subject)] of every ask for fp16 (mixed) precision this job makes: ACCELERATE_MIXED_PRECISION=fp16 in
+    the environment, the recorded launch (accelerate launch --mixed_precision fp16, the program's --fp16 [True],
+    --precision 16-mixed), and the training script's or config's literals (lint.scriptfacts / configfacts `precision`
+    rows: TrainingArguments(fp16=True), `fp16: true`, DeepSpeed's fp16.enabled)."""
+    from ddpdoctor.facts.env import script_asks  # noqa: PLC0415
+
+    out = []
+    if str(env_of(snap).get("ACCELERATE_MIXED_PRECISION", "")).strip().lower() == "fp16":
+        out.append(("ACCELERATE_MIXED_PRECISION=fp16", "ACCELERATE_MIXED_PRECISION"))
+    for precision, where in precision_asked(snap):
+        if precision == "fp16":
+            out.append((where, "launch:" + where.split()[0]))
+    for row in script_asks(snap, "precision"):
+        if row.get("precision") == "fp16":
+            path = str(row.get("path") or "")
+            config = path.lower().endswith((".yml", ".yaml", ".json", ".toml"))
+            out.append((f"{path}:{row.get('line')} {row.get('what')}", f"{'path' if config else 'script'}:{path}"))
     return out
 
 
@@ -315,6 +338,99 @@ def torchrun_nproc(snap) -> Optional[int]:
         return None
     raw = str(cmd["options"].get("nproc_per_node") or "").strip()
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+# Which port a launch binds its rendezvous store on, from the launchers' own code:
+# - torchrun reads --master-port (PET_MASTER_PORT; default 29500), never MASTER_PORT: torch/distributed/run.py
+#   get_args_parser() @ f34fa1515024; `--standalone` is c10d on localhost:0, "picks a free port"
+#   (run.py, the --standalone help); a c10d --rdzv-endpoint of port 0 the same.
+# - accelerate launch: --main_process_port 0 -> get_free_port(); unset -> 29500; on one machine a port in use makes it
+#   fall back to a free port itself ("Accelerate will attempt to launch in a standalone-like mode by finding an open
+#   port automatically"): huggingface/accelerate src/accelerate/utils/launch.py prepare_multi_gpu_env /
+#   prepare_deepspeed_cmd_env @ e7998c9fbcdb7ee72d3de9b57e9d4fde73964b8c (older releases raise ConnectionError there).
+DEFAULT_STORE_PORT = 29500
+
+
+def bound_port(snap) -> Optional[dict]:
+    """{port, by, free, fallback} for the nearest recorded launch command when it is torchrun or accelerate launch:
+    `port` the one its store binds (None when the launcher picks a free port itself: `free`), `by` the option or
+    default that says so, `fallback` True where the launcher moves to a free port itself when that one is taken
+    (accelerate on one machine). None when the nearest launch is another (or none is recorded): MASTER_PORT decides."""
+    cmds = commands(snap)
+    if not cmds or cmds[0].get("launcher") not in ("torchrun", "accelerate"):
+        return None
+    cmd = cmds[0]
+    opts = cmd.get("options") or {}
+    if cmd["launcher"] == "torchrun":
+        env = launch_env(snap)
+        if opts.get("standalone"):
+            return {"port": None, "by": "torchrun --standalone", "free": True, "fallback": False}
+        if env.get("PET_RDZV_BACKEND", "static") != "static":
+            endpoint = str(env.get("PET_RDZV_ENDPOINT") or "")
+            port = _int(endpoint) if ":" in endpoint else None
+            if port == 0:
+                return {"port": None, "by": f"torchrun --rdzv-endpoint {endpoint}", "free": True, "fallback": False}
+            return None  # the store is served at the endpoint's host: not necessarily this one
+        port = _int(env.get("PET_MASTER_PORT")) if env.get("PET_MASTER_PORT") is not None else DEFAULT_STORE_PORT
+        by = "torchrun --master-port" if opts.get("master_port") is not None else \
+            ("PET_MASTER_PORT" if env.get("PET_MASTER_PORT") is not None else "torchrun's default")
+        return {"port": port, "by": by, "free": False, "fallback": False}
+    config = {}
+    if opts.get("config_file"):
+        if opts.get("main_process_port") is None:
+            return None  # its own config file, not read here, may name the port
+    else:  # the default config file accelerate reads without --config_file (gather.host accelerate_config)
+        config = ((snap.get("host") or {}).get("accelerate_config") or {}).get("values") or {}
+    raw = opts.get("main_process_port")
+    by = "accelerate launch --main_process_port" if raw is not None else "accelerate launch's default"
+    if raw is None and config.get("main_process_port") is not None:
+        raw, by = config["main_process_port"], "main_process_port in the accelerate config"
+    port = _int(raw) if raw is not None else DEFAULT_STORE_PORT
+    if port == 0:
+        return {"port": None, "by": f"{by} 0", "free": True, "fallback": False}
+    machines_raw = opts.get("num_machines", config.get("num_machines"))
+    machines = _int(machines_raw) if machines_raw is not None else 1
+    return {"port": port, "by": by, "free": False, "fallback": (machines or 1) <= 1}
+
+
+def per_node_processes(snap) -> Optional[tuple]:
+    """(processes on this node, how the command says so) for the nearest recorded `accelerate launch` or `deepspeed`
+    command that declares a number, else None:
+    - accelerate launch in its multi-process mode (--multi_gpu, --use_deepspeed/--use_fsdp, or the config's
+      distributed_type: accelerate_launch_mode) with --num_processes N (or the default config's num_processes): N
+      over --num_machines (accelerate/utils/launch.py prepare_multi_gpu_env: nproc_per_node = num_processes //
+      num_machines @ e7998c9fbcdb7ee72d3de9b57e9d4fde73964b8c);
+    - deepspeed --num_gpus N: N ranks on every host, cuda 0..N-1 whatever the host has (deepspeed/launcher/runner.py
+      main(): `updated_active_resources[hostname] = list(range(args.num_gpus))` @ 2d991ba352b7); only where
+      CUDA_VISIBLE_DEVICES is unset (the runner drops it under --num_gpus: ENV016's case).
+    The launch a process runs under comes first: only the nearest command is read."""
+    cmds = commands(snap)
+    if not cmds:
+        return None
+    cmd = cmds[0]
+    opts = cmd.get("options") or {}
+    if cmd.get("launcher") == "deepspeed":
+        n = _int(opts.get("num_gpus")) if opts.get("num_gpus") not in (None, "") else None
+        if n and n > 0 and env_of(snap).get("CUDA_VISIBLE_DEVICES") is None and not opts.get("include") \
+                and not opts.get("exclude"):
+            return n, f"deepspeed --num_gpus {n}"
+        return None
+    if cmd.get("launcher") != "accelerate":
+        return None
+    default = not opts.get("config_file")
+    config = (((snap.get("host") or {}).get("accelerate_config") or {}).get("values") or None) if default else None
+    if not default:
+        return None  # its own config file, not read here
+    mode = accelerate_launch_mode(cmd, config, default_config=True)
+    if not mode or mode.get("mode") != "multi" or not mode.get("asked"):
+        return None
+    machines_raw = opts.get("num_machines", (config or {}).get("num_machines") if mode.get("config_used") else None)
+    machines = _int(machines_raw) if machines_raw not in (None, "") else 1
+    if not machines or machines < 1:
+        return None
+    n = mode["asked"] // machines
+    said = f"accelerate launch --num_processes {mode['asked']}" + (f" --num_machines {machines}" if machines > 1 else "")
+    return (n, said) if n > 0 else None
 
 
 def launch_env(snap) -> Mapping[str, str]:

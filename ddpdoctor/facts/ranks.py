@@ -12,13 +12,13 @@ import ipaddress
 from typing import Any, NamedTuple, Optional
 
 from ddpdoctor.facts.env import env_int, env_of
-from ddpdoctor.facts.launch import torchrun_nproc
+from ddpdoctor.facts.launch import command_of, per_node_processes, torchrun_nproc
 from ddpdoctor.facts.slurm import slurm_tasks_on_this_node
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 FROM_LAUNCHER = "LOCAL_WORLD_SIZE"
 FROM_LOOPBACK = "MASTER_ADDR is a loopback address"
-FROM_COMMAND = "the launch command: torchrun --nproc-per-node"
+FROM_COMMAND = "the launch command:"
 # a rendezvous on a loopback address reaches no other host: every rank runs on this one
 LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 
@@ -130,11 +130,13 @@ def launch_command_ranks(snap) -> Optional[Reading]:
     (srun runs the command once per task). None when no torchrun command with a number was recorded."""
     nproc = torchrun_nproc(snap)
     if not nproc:
-        return None
+        other = per_node_processes(snap)  # accelerate launch / deepspeed: their own per-node process count
+        return Reading(other[0], f"{FROM_COMMAND} {other[1]}") if other else None
     tasks = slurm_tasks_on_this_node(env_of(snap)) if (snap.get("launcher") or {}).get("kind") == "slurm" else None
     if tasks and tasks > 1:
-        return Reading(nproc * tasks, f"{FROM_COMMAND} {nproc}, started by each of {tasks} SLURM tasks on this node")
-    return Reading(nproc, f"{FROM_COMMAND} {nproc}")
+        return Reading(nproc * tasks, f"{FROM_COMMAND} torchrun --nproc-per-node {nproc}, started by each of {tasks} "
+                                      "SLURM tasks on this node")
+    return Reading(nproc, f"{FROM_COMMAND} torchrun --nproc-per-node {nproc}")
 
 
 def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
@@ -154,6 +156,14 @@ def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
     nproc = torchrun_nproc(snap)
     if kind != "torchrun" and nproc and nproc > 1:  # torch/distributed/run.py: unset and nproc_per_node > 1 -> 1
         return 1, f"torchrun sets OMP_NUM_THREADS=1 (the launch command's --nproc-per-node {nproc})"
+    acc = command_of(snap, "accelerate")
+    if acc is not None and kind in ("none", "manual", None) and not (acc.get("options") or {}).get("cpu"):
+        # accelerate launch exports OMP_NUM_THREADS=--num_cpu_threads_per_process, default OMP_NUM_THREADS or 1 on
+        # GPUs (huggingface/accelerate src/accelerate/commands/launch.py _validate_launch_command @ 79a84264;
+        # utils/launch.py prepare_multi_gpu_env / prepare_simple_launcher_cmd_env set it)
+        n = _pos_int((acc.get("options") or {}).get("num_cpu_threads_per_process"))
+        return (n, "accelerate launch --num_cpu_threads_per_process") if n else \
+            (1, "accelerate launch sets OMP_NUM_THREADS=1 (its --num_cpu_threads_per_process default)")
     # Unset: torch uses one thread per core; accelerate, seeing no LOCAL_WORLD_SIZE under
     # hand-set ranks, also sets it to the core count (measured: "we set it at 2" on 2 cores, 2 ranks).
     quota_capped = _torch_default_past_quota(snap, usable)
@@ -208,3 +218,11 @@ def master_elsewhere(snap) -> Optional[str]:
         if ip.is_loopback or ip.is_unspecified or a.split("%")[0] in own:
             return None
     return resolved[0]
+
+
+def _pos_int(raw) -> Optional[int]:
+    try:
+        n = int(str(raw).strip())
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None

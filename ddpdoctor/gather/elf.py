@@ -75,6 +75,12 @@ class ElfObject:
                 return found
         return []
 
+    def search_paths(self) -> Dict[str, List[str]]:
+        """{"rpath": [...], "runpath": [...]}: DT_RPATH's and DT_RUNPATH's directories apart, unexpanded. ld.so(8)
+        searches DT_RPATH before LD_LIBRARY_PATH only when the object has no DT_RUNPATH, DT_RUNPATH after it."""
+        return {key: [d for text in self._dynamic_strings(tag) for d in text.split(":") if d]
+                for key, tag in (("rpath", DT_RPATH), ("runpath", DT_RUNPATH))}
+
     def section_named(self, name: str) -> Optional[tuple]:
         """(file offset, size) of the section called `name` (through .shstrtab), or None."""
         if not 0 <= self._shstrndx < len(self.sections):

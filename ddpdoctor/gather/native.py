@@ -5,6 +5,7 @@ reading itself is gather/elf.py."""
 from __future__ import annotations
 
 import os
+import re
 from typing import Optional
 
 from ddpdoctor.gather import Sources
@@ -405,19 +406,88 @@ def _module_facts(path: str, deadline: float) -> tuple:
 
     obj = read_object(path)
     if obj is None:
-        return None, None
+        return None, None, None
     try:
         wanted = obj.version_needs().get("libstdc++.so.6") or []
     except Exception:  # noqa: BLE001 - a truncated or odd object
         wanted = []
+    cudart = None
     try:
         archs = obj.cuda_archs(deadline)
+        name = next((n for n in obj.needed() if CUDART_SO.match(n)), None)
+        if name:
+            paths = obj.search_paths()
+            cudart = {"needed": name, "rpath": paths["rpath"], "runpath": paths["runpath"]}
     except Exception:  # noqa: BLE001
         archs = None
     finally:
         obj.close()
     needs = {"glibcxx": _max_version(wanted, "GLIBCXX_"), "cxxabi": _max_version(wanted, "CXXABI_")} if wanted else None
-    return needs, archs
+    return needs, archs, cudart
+
+
+# the CUDA runtime as a shared library: libcudart.so.10.2, libcudart.so.11.0, libcudart.so.12 (the soname carries the
+# major.minor up to CUDA 10.2 and 11.0, the major alone from CUDA 11.1 on) - not torch's own hashed copy
+# (libcudart-80664282.so.10.2, which only torch's own libraries name)
+CUDART_SO = re.compile(r"^libcudart\.so\.(\d+(?:\.\d+)?)$")
+MAX_CUDART_NEEDS = 8
+
+
+def ld_conf_dirs(src: Sources, limit: int = 32) -> list:
+    """The directories /etc/ld.so.conf lists, its `include` globs followed one level (/etc/ld.so.conf.d/*.conf:
+    cuda-*.conf puts /usr/local/cuda/lib64 there): what ldconfig puts in /etc/ld.so.cache, which ld.so(8) searches
+    after LD_LIBRARY_PATH and DT_RUNPATH. [] when unreadable."""
+    import glob
+
+    out: list = []
+
+    def parse(text, depth):
+        for line in (text or "").splitlines():
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if line.startswith("include "):
+                if depth:
+                    continue
+                for pattern in line.split()[1:]:
+                    pattern = pattern if pattern.startswith("/") else os.path.join("/etc", pattern)
+                    for f in sorted(glob.glob(src.path(pattern)))[:32]:
+                        try:
+                            with open(f, encoding="utf-8", errors="replace") as fh:
+                                parse(fh.read(1 << 14), depth + 1)
+                        except OSError:
+                            pass
+            elif line.startswith("/") and line not in out:
+                out.append(line)
+
+    parse(src.read("/etc/ld.so.conf", 1 << 14), 0)
+    return out[:limit]
+
+
+def resolve_needed(src: Sources, name: str, origin_dir: str, rpath: list, runpath: list,
+                   conf_dirs: Optional[list] = None) -> dict:
+    """{path, from} where ld.so(8) finds DT_NEEDED `name` of an object in `origin_dir` (real path) carrying `rpath` /
+    `runpath` (unexpanded): DT_RPATH when there is no DT_RUNPATH, LD_LIBRARY_PATH, DT_RUNPATH, the ld.so.conf
+    directories (ld.so.cache), the system directories. {} when found nowhere."""
+    import platform
+
+    def expand(dirs):
+        return [os.path.normpath(d.replace("${ORIGIN}", origin_dir).replace("$ORIGIN", origin_dir)) for d in dirs]
+
+    arch = platform.machine() or "x86_64"
+    order = [("RPATH", d, True) for d in (expand(rpath) if not runpath else [])]
+    order += [("LD_LIBRARY_PATH", d, False) for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":")
+              if d.startswith("/")]
+    order += [("RUNPATH", d, True) for d in expand(runpath)]
+    order += [("ld.so.conf", d, False) for d in (conf_dirs if conf_dirs is not None else ld_conf_dirs(src))]
+    order += [("system", d.format(arch=arch), False) for d in SYSTEM_LIB_DIRS]
+    for origin, d, real in order[:64]:
+        if not d.startswith("/"):
+            continue
+        candidate = os.path.join(d, name)
+        if os.path.exists(candidate if real else src.path(candidate)):
+            return {"path": candidate, "from": origin}
+    return {}
 
 
 # torch's own libraries that carry its CUDA kernels: libtorch_cuda.so (1.5+; libtorch_cuda_cu/_cpp in 1.8-1.10),
@@ -440,11 +510,14 @@ def scan_extension_modules(src: Sources, site: Optional[str] = None, torch_versi
             return {}
     deadline = time.monotonic() + EXT_DEADLINE_S
     cuda: list = []
+    torch_cudart = None
     lib = _torch_lib_dir(site)
     for name in TORCH_CUDA_LIBS if lib else ():
         path = os.path.join(lib, name)
         if os.path.exists(path):
-            _needs, archs = _module_facts(path, deadline + TORCH_ARCH_DEADLINE_S)
+            _needs, archs, own = _module_facts(path, deadline + TORCH_ARCH_DEADLINE_S)
+            if own is not None:
+                torch_cudart = own["needed"]
             if archs is not None:
                 rel = os.path.relpath(path, site)
                 cuda.append(dict(archs, package="torch", file=path if rel.startswith(os.pardir) else rel))
@@ -453,15 +526,15 @@ def scan_extension_modules(src: Sources, site: Optional[str] = None, torch_versi
     root, _depth = torch_extension_root(src.environ, sys.platform, torch_version)
     if root and os.path.isdir(src.path(root)):
         walks.append(_walk_so("torch_extensions", src.path(root), deadline))
-    out = []
+    out, runtimes, conf = [], [], None
     seen = 0
     for walk in walks:
         for package, path in walk:
             seen += 1
             if seen > 2 * MAX_EXT_FILES or time.monotonic() > deadline:
                 break
-            needs, archs = _module_facts(path, deadline)
-            if not needs and archs is None:
+            needs, archs, cudart = _module_facts(path, deadline)
+            if not needs and archs is None and cudart is None:
                 continue
             rel = os.path.relpath(path, site)
             if package == "torch_extensions":  # <root>/[py310_cu121/]<name>/<name>.so: the extension's name
@@ -473,8 +546,16 @@ def scan_extension_modules(src: Sources, site: Optional[str] = None, torch_versi
                 out.append(dict(needs, package=package, file=shown))
             if archs is not None and len(cuda) < MAX_CUDA_MODULES:
                 cuda.append(dict(archs, package=package, file=shown))
+            if cudart is not None and len(runtimes) < MAX_CUDART_NEEDS:
+                if conf is None:
+                    conf = ld_conf_dirs(src)
+                found = resolve_needed(src, cudart["needed"], os.path.dirname(os.path.realpath(path)),
+                                       cudart["rpath"], cudart["runpath"], conf)
+                runtimes.append(dict(found, package=package, file=shown, needed=cudart["needed"],
+                                     version=CUDART_SO.match(cudart["needed"]).group(1)))
     key = lambda e: (_rel(e.get("glibcxx")), _rel(e.get("cxxabi")))  # noqa: E731
-    return {"cxx": sorted(out, key=key, reverse=True)[:MAX_CXX_NEEDS], "cuda": cuda}
+    return {"cxx": sorted(out, key=key, reverse=True)[:MAX_CXX_NEEDS], "cuda": cuda, "cudart": runtimes,
+            "torch_cudart": torch_cudart}
 
 
 def extension_cxx_needs(src: Sources, site: Optional[str] = None, torch_version: Optional[str] = None) -> Optional[list]:
@@ -518,4 +599,68 @@ def nccl_preloaded(src: Sources) -> list:
         out.append(entry)
         if len(out) >= MAX_PRELOADED:
             break
+    return out
+
+
+def torch_nccl(src: Sources, site: Optional[str] = None) -> dict:
+    """{needed, path, from, real_name, version, search} for the libnccl.so.N torch's libtorch_cuda.so names in its
+    DT_NEEDED, as ld.so(8) finds it ("Search order": the object's DT_RPATH when it has no DT_RUNPATH, then
+    LD_LIBRARY_PATH, then DT_RUNPATH, then ld.so.cache and the default directories; $ORIGIN expanded): `from` says
+    which step found it ("RPATH", "LD_LIBRARY_PATH", "RUNPATH", "system"), `search` which kind of path the object
+    carries ("RPATH": pip wheels, patchelf --force-rpath, so LD_LIBRARY_PATH cannot override; "RUNPATH": it can;
+    "none"). `version` from the real file's name (libnccl.so.2.18.3), left out when the name carries none (the
+    nvidia-nccl wheel's libnccl.so.2). {"needed": None} when libtorch_cuda.so links NCCL statically (no DT_NEEDED
+    libnccl); {} when it cannot be read. An LD_PRELOAD copy comes first of all (nccl_preloaded, PKG011). ld.so.cache
+    is not read: its directories are approximated by the system ones. Headers only, never loaded."""
+    import platform
+
+    from ddpdoctor.facts.env import NCCL_SO, nccl_version_in_name
+    from ddpdoctor.gather.elf import read_object
+
+    if site is None:
+        site = torch_site()
+        if site is None:
+            return {}
+    lib = _torch_lib_dir(site)
+    path = os.path.join(lib, "libtorch_cuda.so") if lib else None
+    obj = read_object(path) if path and os.path.exists(path) else None
+    if obj is None:
+        return {}
+    try:
+        needed = next((n for n in obj.needed() if NCCL_SO.match(n)), None)
+        paths = obj.search_paths()
+    except Exception:  # noqa: BLE001 - a truncated object
+        return {}
+    finally:
+        obj.close()
+    if needed is None:
+        return {"needed": None}
+
+    def expand(dirs):
+        return [os.path.normpath(d.replace("${ORIGIN}", lib).replace("$ORIGIN", lib)) for d in dirs]
+
+    rpath, runpath = expand(paths["rpath"]), expand(paths["runpath"])
+    arch = platform.machine() or "x86_64"
+    order = [("RPATH", d) for d in (rpath if not runpath else [])]
+    order += [("LD_LIBRARY_PATH", d) for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
+    order += [("RUNPATH", d) for d in runpath] + [("system", d.format(arch=arch)) for d in SYSTEM_LIB_DIRS]
+    out = {"needed": needed, "search": "RUNPATH" if runpath else "RPATH" if rpath else "none"}
+    for origin, d in order[:32]:
+        if not d.startswith("/"):
+            continue
+        candidate = os.path.join(d, needed)
+        local = candidate if origin in ("RPATH", "RUNPATH") else src.path(candidate)
+        if not os.path.exists(local):
+            continue
+        out.update({"path": candidate, "from": origin})
+        try:
+            real = os.path.basename(os.path.realpath(local))
+        except OSError:
+            real = None
+        if real:
+            out["real_name"] = real
+            version = nccl_version_in_name(real)
+            if version:
+                out["version"] = version
+        break
     return out

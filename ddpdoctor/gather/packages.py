@@ -10,7 +10,7 @@ from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 # gather/native.py; imported here under their old names, which the gatherer and callers use.
 from ddpdoctor.gather.native import (extension_cxx_needs, ld_cuda_libs, ld_torch_libs, libstdcxx,  # noqa: F401
                                      nccl_preloaded, scan_extension_modules, torch_extensions, torch_mkl_symbols,
-                                     torch_site)
+                                     torch_nccl, torch_site)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
@@ -77,6 +77,13 @@ FIELDS = {
     "torch_mkl": OBJ, "torch_mkl.lib": STR, "torch_mkl.undefined": LIST, "torch_mkl.undefined[]": STR,
     "torch_mkl.mkl_libs": LIST, "torch_mkl.mkl_libs[]": STR, "torch_mkl.unresolved": LIST,
     "torch_mkl.unresolved[]": STR, "torch_mkl.exported": LIST, "torch_mkl.exported[]": STR,
+    # check20 (PKG029): each compiled extension's DT_NEEDED libcudart.so.N[.M], where ld.so finds it (none: not found)
+    "extension_cudart": LIST, "extension_cudart[]": OBJ, "extension_cudart[].package": STR,
+    "extension_cudart[].file": STR, "extension_cudart[].needed": STR, "extension_cudart[].version": STR,
+    "extension_cudart[].path": STR, "extension_cudart[].from": STR, "torch_cudart": STR,
+    # check20 (PKG028): the libnccl.so.N libtorch_cuda.so's DT_NEEDED resolves to, in ld.so's search order
+    "torch_nccl": OBJ, "torch_nccl.needed": STR, "torch_nccl.path": STR, "torch_nccl.from": STR,
+    "torch_nccl.real_name": STR, "torch_nccl.version": STR, "torch_nccl.search": STR,
     "libstdcxx": OBJ, "libstdcxx.path": STR, "libstdcxx.from": STR, "libstdcxx.glibcxx": STR, "libstdcxx.cxxabi": STR,
     "libstdcxx.needs_glibcxx": STR, "libstdcxx.needs_cxxabi": STR, "libstdcxx.needed_by": STR,
     # check19 (PKG026): compiled extension modules (site-packages, torch's JIT build directory) and the newest
@@ -112,7 +119,7 @@ FIELDS = {
                     'extension_cxx_needs[].glibcxx', 'extension_cxx_needs[].cxxabi',
                     'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
                     'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python',
-                    'ld_cuda_libs[].version', 'ninja.path', 'ninja.package', 'ninja.package_bin'))
+                    'ld_cuda_libs[].version', 'ninja.path', 'ninja.package', 'ninja.package_bin', 'torch_nccl.needed'))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 
@@ -166,9 +173,15 @@ def gather_packages(src: Sources) -> dict:
         mkl = torch_mkl_symbols(src, site)
         if mkl:
             out["torch_mkl"] = mkl
+        nccl = torch_nccl(src, site)
+        if nccl:
+            out["torch_nccl"] = nccl
         scan = scan_extension_modules(src, site, torch_version=versions.get("torch"))
         if scan:
             out["extension_cxx_needs"], out["cuda_archs"] = scan["cxx"], scan["cuda"]
+            out["extension_cudart"] = scan.get("cudart") or []
+            if scan.get("torch_cudart"):
+                out["torch_cudart"] = scan["torch_cudart"]
     if versions.get("xformers"):
         xf = xformers_build()
         if xf:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of, script_asks
-from ddpdoctor.facts.launch import commands
+from ddpdoctor.facts.launch import bound_port, commands
 from ddpdoctor.facts.launchers import rank_passed_explicitly
 from ddpdoctor.facts.slurm import slurm_batch_world_below, slurm_procid_beyond
 
@@ -235,7 +235,7 @@ def rendezvous_env_incomplete(snap):
     )
 
 
-@check("ENV002", "master-port-in-use", reads=("comm", "lint"), family="launcher", needs=("env", "launcher", "network"), catalogue=("A3",))
+@check("ENV002", "master-port-in-use", reads=("comm", "lint", "launch", "host"), family="launcher", needs=("env", "launcher", "network"), catalogue=("A3",))
 def master_port_in_use(snap):
     """The rendezvous port is already taken on this host before the job has started.
 
@@ -272,6 +272,13 @@ def master_port_in_use(snap):
         elastic launcher's worker (torchrun, torch.distributed.launch from torch 1.9) a MASTER_PORT listened
         on is the agent's own store, and rank 0's second bind there fails the same way
         (NVIDIA/Megatron-LM#125): the finding says so and points at env://.
+        When the recorded launch is torchrun or `accelerate launch` (`check -- torchrun ...`), the port judged is
+        the one that launcher binds, not MASTER_PORT (torchrun reads --master-port / PET_MASTER_PORT, default
+        29500; accelerate --main_process_port or its config's, default 29500); and nothing is reported when the
+        launcher picks a free port itself (torchrun --standalone, a c10d endpoint of port 0, accelerate
+        --main_process_port 0) or moves to one when its port is taken (accelerate launch on one machine:
+        "Accelerate will attempt to launch in a standalone-like mode", accelerate/utils/launch.py
+        prepare_multi_gpu_env @ e7998c9f; facts.launch.bound_port).
     """
     launcher = snap["launcher"]
     if list(_script_url_port_in_use(snap)):
@@ -282,6 +289,10 @@ def master_port_in_use(snap):
     failure = (snap.get("comm") or {}).get("failure")
     if isinstance(failure, dict) and failure.get("kind") == "port-in-use":
         return  # the comm test hit it too: COMM008 reports it, with the process holding the port
+    bound = bound_port(snap)
+    if bound is not None:  # torchrun / accelerate launch choose the port themselves: MASTER_PORT is not read
+        yield from _launch_port_in_use(snap, bound)
+        return
     env = env_of(snap)
     raw = env.get("MASTER_PORT")
     port = env_int(env, "MASTER_PORT") if raw is not None else 29500
@@ -307,6 +318,50 @@ def master_port_in_use(snap):
              "s.bind((\"\",0)); print(s.getsockname()[1])')"),
         subjects=subject,
         evidence={"port": port, "from_env": raw is not None, "rank": rank},
+    )
+
+
+def _launch_port_in_use(snap, bound):
+    """The port the recorded launch command binds (facts.launch.bound_port): none when the launcher picks a free one
+    itself (torchrun --standalone, accelerate --main_process_port 0), nor when accelerate on one machine moves to a
+    free port itself; else an error when it is listened on, a warning when an explicit choice is ephemeral."""
+    port = bound["port"]
+    if bound["free"] or port is None or not 0 < port < 65536:
+        return
+    listening = set(snap["network"].get("listening_tcp_ports") or [])
+    env = env_of(snap)
+    ignored = env.get("MASTER_PORT")
+    note = (f" MASTER_PORT={ignored} in the environment is not what it reads." if ignored not in (None, str(port))
+            else "")
+    if port in listening:
+        if bound["fallback"]:
+            return  # accelerate launch on one machine: "Port ... is already in use", then a free port of its own
+        yield error(
+            f"{bound['by']} {port} is already in use on this host",
+            detail=("Something is already listening on it, so the launcher's rendezvous store cannot bind it "
+                    "(\"errno: 98 - Address already in use\"). Often an orphaned worker of an earlier run." + note),
+            fix=(f"ss -ltnp 'sport = :{port}'   # who holds it; kill it if it is an orphan\n"
+                 + ("torchrun --standalone ...   # a free port of its own (one node)" if "torchrun" in bound["by"]
+                    else "accelerate launch --main_process_port 0 ...   # a free port of its own (one machine)")),
+            subjects=[f"launch:{bound['by'].split()[0]}"],
+            evidence={"port": port, "by": bound["by"], "MASTER_PORT": ignored},
+        )
+        return
+    if "default" in bound["by"]:
+        return  # 29500 sits below every default ephemeral range
+    eph = snap["network"].get("ip_local_port_range")
+    read = isinstance(eph, list) and len(eph) == 2 and all(isinstance(p, int) for p in eph)
+    low, high = eph if read else (32768, 60999)
+    if not low <= port <= high or bound["fallback"]:
+        return
+    yield warning(
+        f"{bound['by']} {port} is inside the ephemeral port range {low}-{high}",
+        detail=("It is free now, but the kernel hands ports in that range to outgoing connections, so one may hold it "
+                "when the launcher binds its store: the job then fails with \"errno: 98 - Address already in use\" "
+                "only now and then." + note),
+        fix=f"use a port below {low} (29500 is torchrun's and accelerate's default), or let the launcher pick one",
+        subjects=[f"launch:{bound['by'].split()[0]}"],
+        evidence={"port": port, "by": bound["by"], "ip_local_port_range": [low, high], "range_read": read},
     )
 
 

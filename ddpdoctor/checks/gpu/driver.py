@@ -36,7 +36,11 @@ def torch_cuda_vs_driver(snap):
         A driver of an older CUDA major cannot run the build: torch.cuda.is_available() is False and
         torch warns "The NVIDIA driver on your system is too old (found version 11040)", so training
         runs on the CPU or fails at `.cuda()`. Within one major, CUDA's minor-version compatibility
-        runs the build, but kernels that need a newer PTX JIT fail. A CPU build of torch (the default
+        runs the build, but kernels that need a newer PTX JIT fail: an error where torch's own
+        libtorch_cuda.so (packages.cuda_archs) serves a GPU only through PTX (cudaErrorUnsupportedPtxVersion,
+        "the provided PTX was compiled with an unsupported toolchain"), and where the driver is below the
+        major's minor-version-compatibility floor (450.80.02 for CUDA 11, 525.60.13 for 12: a 450.51
+        driver reports CUDA 11.0 but runs no 11.1+ build). A CPU build of torch (the default
         `pip install torch` on some platforms, or a requirements file pinning `+cpu`) ignores the GPUs; an
         error when the training script read puts work on a CUDA device ("Torch not compiled with CUDA
         enabled": zhysora/UCGAN#2).
@@ -92,6 +96,32 @@ def torch_cuda_vs_driver(snap):
                            "and torch warns 'The NVIDIA driver on your system is too old'.",
                     fix=f"pip install torch built for CUDA {gpus.get('cuda_driver')}   # or upgrade the driver",
                     subjects=["pkg:torch"], evidence=evidence)
+    elif driver < built and _below_major_floor(gpus.get("driver_version"), built[0]):
+        floor = gpu_versions.min_driver_of_cuda_major().get(built[0])
+        yield error(f"torch {version} (CUDA {build.get('cuda')}) needs driver {floor}+ for minor-version "
+                    f"compatibility; driver {gpus.get('driver_version')} supports CUDA {gpus.get('cuda_driver')} only",
+                    detail=(f"Minor-version compatibility runs a CUDA {built[0]}.x build on an older driver of the same "
+                            f"major only from driver {floor} on (docs.nvidia.com/deploy/cuda-compatibility, minimum "
+                            "required driver): below it torch.cuda.is_available() is False or the first kernel fails."),
+                    fix=f"upgrade the driver to {floor} or newer; or install a torch built for CUDA "
+                        f"{gpus.get('cuda_driver')}",
+                    subjects=["pkg:torch"], evidence=dict(evidence, minor_version_floor=floor))
+    elif driver < built and _ptx_only_gpus(snap):
+        only = _ptx_only_gpus(snap)
+        names = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c, _ in only}))
+        row = gpu_versions.rows("ptx_jit_needs_driver")[0]
+        yield error(f"torch {version} (CUDA {build.get('cuda')}) runs on {names} only by JIT-compiling its PTX, which "
+                    f"driver {gpus.get('driver_version')} (CUDA {gpus.get('cuda_driver')}) cannot",
+                    detail=(f"torch's libtorch_cuda.so carries no cubin for these GPUs, only PTX "
+                            f"({', '.join(sorted({f'compute_{a}' for *_, p in only for a in p}))}) that the CUDA "
+                            f"{build.get('cuda')} toolkit generated. Minor-version compatibility does not cover PTX JIT: "
+                            f"an older driver fails it with {row['error']} (\"{row['message']}\"; "
+                            f"{row['source']['url']})."),
+                    fix="upgrade the driver to one that reports CUDA " + str(build.get("cuda")) + " or newer; or install "
+                        "a torch whose build carries cubins for these GPUs",
+                    subjects=subjects([i for i, *_ in only], "pkg:torch"),
+                    evidence=dict(evidence, gpus=[{"index": i, "name": n, "capability": f"sm_{c}"}
+                                                  for i, n, c, _ in only]))
     elif driver < built:
         yield info(f"torch {version} is built for CUDA {build.get('cuda')}, the driver supports CUDA "
                    f"{gpus.get('cuda_driver')}: it runs through minor-version compatibility",
@@ -100,6 +130,30 @@ def torch_cuda_vs_driver(snap):
                           "toolchain'.",
                    fix="upgrade the driver to one that reports CUDA " + str(build.get("cuda")) + " or newer",
                    subjects=["pkg:torch"], evidence=evidence)
+
+
+def _below_major_floor(driver_version, major: int) -> bool:
+    """Whether a driver is older than the minimum driver of `major`'s minor-version compatibility (data/
+    gpu_versions.json min_driver_of_cuda_major: 450.80.02 for CUDA 11, 525.60.13 for 12); False when unknown."""
+    floor = gpu_versions.min_driver_of_cuda_major().get(major)
+    have = version_tuple(driver_version)
+    return bool(floor and len(have) >= 2 and have < version_tuple(floor))
+
+
+def _ptx_only_gpus(snap) -> list:
+    """[(index, name, capability, ptx)] of the GPUs torch's own libtorch_cuda.so (packages.cuda_archs, read from its
+    .nv_fatbin) serves only through PTX: no cubin of the GPU's major at or below its minor, a PTX at or below it."""
+    out = []
+    for mod in (snap.get("packages") or {}).get("cuda_archs") or ():
+        if not isinstance(mod, dict) or mod.get("package") != "torch":
+            continue
+        sass = [a for a in mod.get("sass") or () if isinstance(a, int)]
+        ptx = [a for a in mod.get("ptx") or () if isinstance(a, int)]
+        for dev in view(snap).devices:
+            cc = _capability(dev)
+            if cc is not None and not gpu_versions.runs_on(sass, [], cc) and gpu_versions.runs_on([], ptx, cc):
+                out.append((dev.get("index"), dev.get("name"), cc, [a for a in ptx if a <= cc]))
+    return out
 
 
 @check("GPU025", "gpus-missing-from-nvml", family="gpu", needs=("gpus", "pci"))

@@ -262,6 +262,10 @@ def local_ranks_vs_gpus(snap):
         host, with no CUDA_VISIBLE_DEVICES of its own, numbers its local ranks from 0 over the same
         GPUs as agent 0 (torchrun sets LOCAL_RANK per agent and passes CUDA_VISIBLE_DEVICES through,
         torch/distributed/elastic/agent/server/local_elastic_agent.py, _set_local_rank_env).
+        The local rank count also comes from the recorded launch command before its launcher ran
+        (facts.ranks.launch_command_ranks): torchrun --nproc-per-node; accelerate launch --num_processes
+        over --num_machines in its multi-process mode; deepspeed --num_gpus N, which starts N ranks on
+        cuda 0..N-1 of every host whatever it has (deepspeed/launcher/runner.py main()).
 
     Why it matters
         More ranks than GPUs: two ranks share a GPU (NCCL refuses duplicate GPUs: "Duplicate GPU

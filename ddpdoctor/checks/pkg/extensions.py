@@ -647,3 +647,84 @@ def extension_needs_newer_libstdcxx(snap):
                        "-c conda-forge gxx_linux-64 and export CXX=x86_64-conda-linux-gnu-g++"),
                   subjects=["pkg:host-compiler", "lib:libstdc++"],
                   evidence={"host_compiler": cc, "gcc_libstdcxx": row, "libstdcxx": cxx, "builders": builders})
+
+
+def _cuda_of_soname(version: str) -> tuple:
+    """(major, minor) a libcudart soname version names: "9.0" -> (9, 0), "11.0" -> (11, None) (every CUDA 11.x
+    runtime carries the soname libcudart.so.11.0), "12" -> (12, None)."""
+    parts = [int(p) for p in str(version).split(".") if p.isdigit()]
+    if not parts:
+        return ()
+    return (parts[0], parts[1] if parts[0] <= 10 and len(parts) > 1 else None)
+
+
+@check("PKG029", "extension-needs-other-cuda-runtime", family="packages", needs=("packages",))
+def extension_needs_other_cuda_runtime(snap):
+    """A compiled extension links a CUDA runtime (libcudart.so.N) the dynamic loader will not find, or another
+    CUDA's than torch's.
+
+    What it checks
+        Each compiled extension's DT_NEEDED libcudart.so.X[.Y] (packages.extension_cudart, read from its ELF
+        headers), where ld.so(8) finds it (its DT_RPATH without DT_RUNPATH, LD_LIBRARY_PATH, its DT_RUNPATH,
+        the /etc/ld.so.conf directories of ld.so.cache, the system directories), against the soname torch's
+        own libtorch_cuda.so needs (packages.torch_cudart: a name torch already loaded satisfies the
+        extension too) and the CUDA torch was built with (torch/version.py).
+
+    Why it matters
+        A name found nowhere and not already loaded fails `import` of the extension with "ImportError:
+        libcudart.so.9.0: cannot open shared object file: No such file or directory" - an extension
+        built against another CUDA toolkit than the torch now installed (tianweiy/CenterPoint#102,
+        det3d's iou3d_nms_cuda under torch 1.6 cu102), or one whose toolkit's lib64 is not on the
+        library path. Found, it loads a second CUDA runtime of another major into the process beside
+        torch's: torch's own cpp_extension refuses to build against another major ("The detected CUDA
+        version ... mismatches the version that was used to compile PyTorch", torch/utils/
+        cpp_extension.py _check_cuda_version).
+
+    Example
+        torch 1.6.0+cu102 and a det3d extension needing libcudart.so.9.0, no CUDA 9.0 anywhere.
+
+    Fix
+        Rebuild the extension against torch's CUDA (`pip install --no-build-isolation --force-reinstall
+        <pkg>` / `python setup.py develop` with CUDA_HOME at that toolkit), or put the toolkit's lib64 on
+        LD_LIBRARY_PATH.
+    """
+    pk = snap["packages"]
+    rows = [r for r in pk.get("extension_cudart") or () if isinstance(r, dict) and r.get("needed")]
+    if not rows:
+        return
+    build = pk.get("torch_build") or {}
+    torch_cuda = gpu_versions.release(build.get("cuda"))[:2] if isinstance(build, dict) else ()
+    own = pk.get("torch_cudart")
+    for row in rows[:8]:
+        want = _cuda_of_soname(row.get("version"))
+        if not want:
+            continue
+        agrees = bool(torch_cuda) and want[0] == torch_cuda[0] and (want[1] is None or want[1] == torch_cuda[1])
+        torch_s = f"CUDA {build.get('cuda')}" if torch_cuda else "an unknown CUDA"
+        ext_s = f"CUDA {row['version']}" + (".x" if want[1] is None else "")
+        ev = {"package": row.get("package"), "file": row.get("file"), "needed": row["needed"], "found": row.get("path"),
+              "from": row.get("from"), "torch_cuda": build.get("cuda"), "torch_cudart": own}
+        if row["needed"] == own:
+            continue  # the name torch's own library loads first: the extension binds to that copy
+        if not row.get("path"):
+            if agrees and own is None:
+                continue  # torch may load that very name itself (not read here): no verdict
+            yield error(f"{row.get('package')} needs {row['needed']}, which the dynamic loader finds nowhere"
+                        + ("" if agrees else f": it was built against {ext_s}, torch is {torch_s}"),
+                        detail=(f"{row.get('file')} names {row['needed']} in its DT_NEEDED; no directory of its search "
+                                "path, LD_LIBRARY_PATH, ld.so.conf or the system directories holds it, and torch's own "
+                                f"libraries load {own or 'another name'}: importing it fails with \"ImportError: "
+                                f"{row['needed']}: cannot open shared object file: No such file or directory\"."),
+                        fix=(f"pip install --no-build-isolation --force-reinstall --no-cache-dir {row.get('package')}   "
+                             f"# rebuild it against torch's {torch_s}" if not agrees else
+                             f"export LD_LIBRARY_PATH=<the CUDA {row['version']} toolkit>/lib64:$LD_LIBRARY_PATH"),
+                        subjects=[f"pkg:{row.get('package')}", "pkg:torch"], evidence=ev)
+        elif not agrees and torch_cuda:
+            yield warning(f"{row.get('package')} loads {row['path']} ({ext_s}) beside torch's {torch_s}",
+                          detail=(f"{row.get('file')} was built against another CUDA toolkit than torch: the process then "
+                                  "holds two CUDA runtimes, and torch's own cpp_extension refuses to build across a "
+                                  "major (\"The detected CUDA version ... mismatches the version that was used to compile "
+                                  "PyTorch\")."),
+                          fix=f"pip install --no-build-isolation --force-reinstall --no-cache-dir {row.get('package')}   "
+                              f"# rebuild it against torch's {torch_s}",
+                          subjects=[f"pkg:{row.get('package')}", "pkg:torch"], evidence=ev)

@@ -342,3 +342,76 @@ def nccl_wheel_below_torch_pin(snap):
                       fix=f"pip install {name}=={pin}   # then pip check",
                       subjects=[f"pkg:{name}", "pkg:torch"],
                       evidence={"installed": have, "pinned": pin, "torch": versions.get("torch")})
+
+
+@check("PKG028", "torch-loads-another-nccl", family="packages", needs=("packages",), reads=("env",))
+def torch_loads_another_nccl(snap):
+    """The libnccl.so.2 torch's libtorch_cuda.so will load is not the NCCL wheel torch was installed with.
+
+    What it checks
+        The library libtorch_cuda.so's DT_NEEDED libnccl.so.2 resolves to, found as ld.so(8) searches
+        (packages.torch_nccl: its DT_RPATH when it has no DT_RUNPATH, LD_LIBRARY_PATH, its DT_RUNPATH,
+        then the system directories), read from the ELF headers without importing torch, against the
+        nvidia-nccl-cuNN wheel installed and the version torch pins. A torch whose path is DT_RUNPATH (a
+        conda or source build, a container's own torch) lets LD_LIBRARY_PATH choose: a container's
+        /usr/lib libnccl or an NCCL directory on LD_LIBRARY_PATH wins over the wheel. A pip wheel's
+        DT_RPATH (patchelf --force-rpath) keeps its own. And a libnccl.so.2 found nowhere, with no NCCL
+        wheel that torch's import could preload either.
+
+    Why it matters
+        An NCCL older than the one torch was built against fails at import with "undefined symbol:
+        ncclCommRegister" (torch 2.2 needs NCCL 2.19; pytorch/pytorch#119932) or misbehaves at the first
+        collective; an unintended one runs every collective on code nobody tested with this torch. A
+        missing one fails `import torch` with "libnccl.so.2: cannot open shared object file".
+
+    Example
+        LD_LIBRARY_PATH=/usr/local/nccl/lib (libnccl.so.2.18.3) with a RUNPATH build of torch 2.2 that
+        pins nvidia-nccl-cu12==2.19.3.
+
+    Fix
+        Drop the NCCL directory from LD_LIBRARY_PATH (or put torch's nvidia/nccl/lib before it), or install
+        an NCCL at least as new as torch's pin there.
+    """
+    pk = snap["packages"]
+    fact = pk.get("torch_nccl")
+    versions = pk.get("versions") or {}
+    if not isinstance(fact, dict) or not fact.get("needed") or not versions.get("torch") or pk.get("nccl_preloaded"):
+        return  # no fact, NCCL linked in statically, or LD_PRELOAD decides (PKG011)
+    wheels = {w: versions.get(w) for w in NCCL_WHEELS if versions.get(w)}
+    pins = {k: v for k, v in (pk.get("torch_pins") or {}).items() if k.startswith("nvidia-nccl-")}
+    wheel, wheel_v = max(wheels.items(), key=lambda kv: _version(kv[1])) if wheels else (None, None)
+    want = (pins.get(wheel) if wheel else None) or next(iter(pins.values()), None) or wheel_v
+    if not fact.get("path"):
+        if wheels:
+            return  # torch's import preloads the wheel's copy when the loader finds none (torch/__init__.py)
+        yield error(f"libtorch_cuda.so needs {fact['needed']}, which the dynamic loader finds nowhere",
+                    detail=("No directory of its search path (" + str(fact.get("search")) + ", LD_LIBRARY_PATH, the "
+                            "system ones) holds it and no nvidia-nccl wheel is installed: `import torch` fails with \""
+                            + fact["needed"] + ": cannot open shared object file\"."),
+                    fix="pip install " + (next(iter(pins), None) or "nvidia-nccl-cu12")
+                        + (f"=={want}" if want else "") + "   # the NCCL torch links",
+                    subjects=["pkg:torch"], evidence={"torch_nccl": fact, "pins": pins})
+        return
+    if fact.get("from") in ("RPATH", "RUNPATH") or not wheels:
+        return  # torch's own directory, or no wheel to compare with (a build that expects the system NCCL)
+    got = fact.get("version")
+    older = bool(got and want and _version(got) < _version(want))
+    same = bool(got and want and _version(got) == _version(want))
+    if same:
+        return
+    make = error if older else warning if not got else info
+    via = "LD_LIBRARY_PATH" if fact["from"] == "LD_LIBRARY_PATH" else "the system library directories"
+    yield make(f"torch will load {fact['path']} ({'NCCL ' + got if got else 'version unknown'}) from {via}, not "
+               f"{wheel} {wheel_v}" + (f": older than the {want} torch needs" if older else ""),
+               detail=(f"libtorch_cuda.so carries a {fact.get('search')} search path, so ld.so looks in {via} before "
+                       "torch's nvidia/nccl/lib (ld.so(8), search order)."
+                       + (" An NCCL older than torch's fails at import with \"undefined symbol: ncclCommRegister\" "
+                          "(pytorch/pytorch#119932) or at the first collective." if older else
+                          " Every collective runs on that NCCL, which this torch was not tested with.")),
+               fix=(f"remove {fact['path'].rsplit('/', 1)[0]} from LD_LIBRARY_PATH (or put torch's nvidia/nccl/lib "
+                    "before it)" if fact["from"] == "LD_LIBRARY_PATH" else
+                    f"export LD_LIBRARY_PATH=<site-packages>/nvidia/nccl/lib:$LD_LIBRARY_PATH   # torch's {wheel}")
+                   + (f"; or install NCCL >= {want} there" if older else ""),
+               subjects=["pkg:torch", f"pkg:{wheel}"] + (["LD_LIBRARY_PATH"] if fact["from"] == "LD_LIBRARY_PATH"
+                                                         else [f"path:{fact['path']}"]),
+               evidence={"torch_nccl": fact, "wheel": wheel, "wheel_version": wheel_v, "needs": want})
