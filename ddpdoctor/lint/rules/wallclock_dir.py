@@ -29,10 +29,26 @@ _WRITE_NAMES = frozenset(("mkdir", "save_pretrained", "save_model", "save_state"
 _SHARES = frozenset(("broadcast_object_list", "broadcast", "all_gather_object", "scatter_object_list"))
 
 
-def _reads_clock(node: ast.AST, index, scope) -> bool:
-    """The expression is a path or name built from a clock read (`"runs/" + time.strftime(...)`), not data that
-    holds one (`{"time": time.time()}`, `Trainer(...)`)."""
-    return any(isinstance(n, ast.Call) and index.qual(n.func, scope) in _CLOCK for n in _path_nodes(node))
+def _reads_clock(node: ast.AST, index, scope, helpers=frozenset()) -> bool:
+    """The expression is a path or name built from a clock read (`"runs/" + time.strftime(...)`), or a call of a
+    function of this file that returns one (`make_run_dir(root)`, round 20), not data that holds one
+    (`{"time": time.time()}`, `Trainer(...)`)."""
+    return any(isinstance(n, ast.Call) and (index.qual(n.func, scope) in _CLOCK or
+                                            (helpers and id(index.function_of(n.func, scope)) in helpers))
+               for n in _path_nodes(node))
+
+
+def _returns(scope) -> list:
+    """The `return` values of a function's own body (not of functions nested in it)."""
+    out, todo = [], list(getattr(scope.node, "body", ()) if isinstance(scope.node, (ast.FunctionDef,
+                                                                                     ast.AsyncFunctionDef)) else ())
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Return) and n.value is not None:
+            out.append(n.value)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def _names(node: ast.AST) -> Set[str]:
@@ -99,18 +115,30 @@ def _path_names(node: ast.AST) -> Set[str]:
 def _stamped(index) -> Dict[tuple, ast.AST]:
     """Names (`stamp`, `args.output_dir`, `out_dir`) whose value is built from the wall clock, directly or through
     another such name (`out = os.path.join(args.out, stamp)`), on every rank: (scope, name) -> the assignment that
-    reads the clock."""
+    reads the clock. A function of the file that returns such a path (`def make_run_dir(root): return
+    os.path.join(root, datetime.now().strftime(...))`) makes its callers' names clock-built too (round 20: the
+    run folder built in a helper and returned to every rank)."""
     tainted: Dict[tuple, ast.AST] = {}
+    helpers: Dict[int, ast.AST] = {}
+    functions = [s for s in index.scopes if s.kind == "function"]
     for _ in range(3):
         for a in index.assigns:
             if a.value is None or a.ctx.gated:
                 continue   # computed on one rank only: the rule's quiet case (then shared or used there)
             via = [o for o in (_lookup(tainted, n, a.scope, index) for n in sorted(_path_names(a.value)))
                    if o is not None]
-            if via or _reads_clock(a.value, index, a.scope):
+            if via or _reads_clock(a.value, index, a.scope, helpers):
                 for target in a.targets:
                     if target:
                         tainted.setdefault(_key(target, a.scope, index), via[0] if via else a.node)
+        for fn in functions:
+            if id(fn) in helpers:
+                continue
+            for value in _returns(fn):
+                via = [o for o in (_lookup(tainted, n, fn, index) for n in sorted(_path_names(value))) if o is not None]
+                if via or _reads_clock(value, index, fn, helpers):
+                    helpers[id(fn)] = via[0] if via else value
+                    break
     return tainted
 
 

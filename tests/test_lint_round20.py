@@ -1,0 +1,29 @@
+"""Round 20 (issue 25): classes left by round 19's batches, each with a trigger and a quiet fixture
+(fixtures/lint/r20/)."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from ddpdoctor.lint.api import lint_paths
+from ddpdoctor.lint.engine import lint_source
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "r20"
+
+
+def found(path: Path, rid: str, preview: bool = True):
+    return [f for f in lint_paths([str(path)], preview=preview).findings if f.id == rid]
+
+
+def snippet(src: str, rid: str):
+    return [f for f in lint_source(textwrap.dedent(src), "train.py") if f.id == rid]
+
+
+def test_lint038_follows_a_clock_named_folder_returned_by_a_helper_and_kept_in_an_attribute():
+    got = found(FIX / "wallclock_helper_bad.py", "LINT038")
+    assert [(f.evidence["line"], f.evidence["name"]) for f in got] == [(21, "self.ckpt_dir"), (27, "run_dir")]
+
+
+def test_lint038_a_helper_folder_shared_from_rank_0_or_a_helper_returning_a_duration_is_quiet():
+    assert found(FIX / "wallclock_helper_ok.py", "LINT038") == []
