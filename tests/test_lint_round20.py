@@ -27,3 +27,15 @@ def test_lint038_follows_a_clock_named_folder_returned_by_a_helper_and_kept_in_a
 
 def test_lint038_a_helper_folder_shared_from_rank_0_or_a_helper_returning_a_duration_is_quiet():
     assert found(FIX / "wallclock_helper_ok.py", "LINT038") == []
+
+
+def test_lint016_horovod_optimizer_never_wrapped_is_anchored_at_the_optimizer_and_cites_horovod():
+    got = found(FIX / "horovod_unwrapped_bad.py", "LINT016")
+    assert [f.evidence["line"] for f in got] == [9]
+    assert got[0].evidence["init_line"] == 7 and "horovod/torch/optimizer.py" in got[0].evidence["source"]
+    assert "DistributedOptimizer" in got[0].fix
+
+
+def test_lint016_horovod_distributed_optimizer_or_a_hand_allreduce_of_gradients_is_quiet():
+    assert found(FIX / "horovod_wrapped_ok.py", "LINT016") == []
+    assert found(FIX / "horovod_hand_allreduce_ok.py", "LINT016") == []
