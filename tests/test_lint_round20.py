@@ -39,3 +39,12 @@ def test_lint016_horovod_optimizer_never_wrapped_is_anchored_at_the_optimizer_an
 def test_lint016_horovod_distributed_optimizer_or_a_hand_allreduce_of_gradients_is_quiet():
     assert found(FIX / "horovod_wrapped_ok.py", "LINT016") == []
     assert found(FIX / "horovod_hand_allreduce_ok.py", "LINT016") == []
+
+
+def test_lint029_covers_forward_methods_and_attribute_chains_of_module():
+    got = found(FIX / "ddp_module_chain_bad.py", "LINT029")
+    assert [f.evidence["line"] for f in got] == [30, 41, 52]
+
+
+def test_lint029_module_state_dict_and_no_grad_evaluation_beside_the_ddp_forward_are_quiet():
+    assert found(FIX / "ddp_module_chain_ok.py", "LINT029") == []
