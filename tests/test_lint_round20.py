@@ -48,3 +48,44 @@ def test_lint029_covers_forward_methods_and_attribute_chains_of_module():
 
 def test_lint029_module_state_dict_and_no_grad_evaluation_beside_the_ddp_forward_are_quiet():
     assert found(FIX / "ddp_module_chain_ok.py", "LINT029") == []
+
+
+def test_lint019_per_rank_early_stop_on_an_unshared_metric_is_found_at_the_break():
+    got = found(FIX / "early_stop_per_rank_bad.py", "LINT019")
+    assert [f.evidence["line"] for f in got] == [35, 48]
+    assert all("early stopping" in f.evidence["per_rank"] and "all_reduce" in f.fix for f in got)
+    assert "distributed_c10d.py" in got[0].evidence["source"]
+
+
+def test_lint019_reduced_metric_broadcast_decision_or_a_step_counter_is_quiet():
+    assert found(FIX / "early_stop_shared_ok.py", "LINT019") == []
+
+
+def test_lint019_metric_from_a_function_defined_elsewhere_or_a_single_process_file_is_quiet():
+    src = """
+        import torch
+        from evaluation import validate
+        def train(model, opt, patience):
+            bad = 0
+            for epoch in range(10):
+                model(torch.randn(2, 2)).sum().backward()
+                opt.step()
+                if validate(model) > 1.0:
+                    bad += 1
+                if bad >= patience:
+                    break
+        """
+    assert snippet("import torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                   + textwrap.dedent(src) + "dist.init_process_group('gloo')\ntrain(DDP(torch.nn.Linear(2, 2)), None, 3)\n",
+                   "LINT019") == []
+    single = """
+        import torch
+        def train(model, opt):
+            while True:
+                loss = model(torch.randn(2, 2)).sum()
+                loss.backward()
+                opt.step()
+                if loss.item() < 1e-3:
+                    break
+        """
+    assert snippet(single, "LINT019") == []
