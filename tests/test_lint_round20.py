@@ -89,3 +89,31 @@ def test_lint019_metric_from_a_function_defined_elsewhere_or_a_single_process_fi
                     break
         """
     assert snippet(single, "LINT019") == []
+
+
+def test_lint040_zero3_state_dict_saved_as_is_from_a_config_dict_or_a_named_json():
+    got = found(FIX / "zero3_dict_bad.py", "LINT040")
+    assert [(f.evidence["line"], f.evidence["model"]) for f in got] == [(15, "engine.module")]
+    assert "partition_parameters.py" in got[0].evidence["source"] and "save_16bit_model" in got[0].fix
+    named = found(FIX / "zero3_project" / "train_named_config_bad.py", "LINT040")
+    assert [(f.evidence["line"], f.evidence["model"]) for f in named] == [(23, "model")]
+    assert "ds_zero3.json" in named[0].evidence["zero3"]
+
+
+def test_lint040_gathered_weights_or_stage_2_are_quiet():
+    assert found(FIX / "zero3_gathered_ok.py", "LINT040") == []
+    assert found(FIX / "zero3_project" / "train_stage2_ok.py", "LINT040") == []
+
+
+def test_lint040_reads_the_projects_deepspeed_configs_when_the_script_names_none(tmp_path):
+    script = (FIX / "zero3_dict_bad.py").read_text().replace(
+        'DS_CONFIG = {"train_batch_size": 8, "zero_optimization": {"stage": 3}, "fp16": {"enabled": True}}',
+        "import sys\nDS_CONFIG = sys.argv[1]")
+    (tmp_path / "train.py").write_text(script)
+    (tmp_path / "README.md").write_text("deepspeed train.py configs/zero.json\n")
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "zero.json").write_text('{"zero_optimization": {"stage": 3}}')
+    got = found(tmp_path / "train.py", "LINT040")
+    assert [f.evidence["line"] for f in got] == [16] and "configs/zero.json" in got[0].evidence["zero3"]
+    (tmp_path / "configs" / "zero2.json").write_text('{"zero_optimization": {"stage": 2}}')
+    assert found(tmp_path / "train.py", "LINT040") == []   # one stage-2 config: the stage is not shown
