@@ -2,6 +2,7 @@
 (fixtures/lint/r20/)."""
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -117,3 +118,26 @@ def test_lint040_reads_the_projects_deepspeed_configs_when_the_script_names_none
     assert [f.evidence["line"] for f in got] == [16] and "configs/zero.json" in got[0].evidence["zero3"]
     (tmp_path / "configs" / "zero2.json").write_text('{"zero_optimization": {"stage": 2}}')
     assert found(tmp_path / "train.py", "LINT040") == []   # one stage-2 config: the stage is not shown
+
+
+def test_lint041_datasets_map_on_every_rank_of_a_torchrun_launch():
+    got = found(FIX / "datasets_project" / "run_clm_bad.py", "LINT041")
+    assert [(f.evidence["line"], f.evidence["load_line"]) for f in got] == [(11, 10)]
+    assert "training_args.py" in got[0].evidence["source"] and "main_process_first" in got[0].fix
+
+
+def test_lint041_main_process_first_keep_in_memory_or_streaming_is_quiet_and_each_guard_counts(tmp_path):
+    ok = FIX / "datasets_project"
+    assert found(ok / "run_clm_ok.py", "LINT041") == []
+    shutil.copy(ok / "README.md", tmp_path / "README.md")
+    src = (ok / "run_clm_ok.py").read_text()
+    (tmp_path / "run_clm_ok.py").write_text(src.replace('    with training_args.main_process_first(desc="tokenize"):\n'
+                                                        '        tokenized', '    if True:\n        tokenized'))
+    assert [f.evidence["line"] for f in found(tmp_path / "run_clm_ok.py", "LINT041")] == [12]
+    (tmp_path / "run_clm_ok.py").write_text(src.replace(", keep_in_memory=True", ""))
+    assert [f.evidence["line"] for f in found(tmp_path / "run_clm_ok.py", "LINT041")] == [13]
+
+
+def test_lint041_a_script_nothing_launches_multi_process_is_quiet(tmp_path):
+    shutil.copy(FIX / "datasets_project" / "run_clm_bad.py", tmp_path / "run_clm_bad.py")
+    assert found(tmp_path / "run_clm_bad.py", "LINT041") == []
