@@ -141,3 +141,12 @@ def test_lint041_main_process_first_keep_in_memory_or_streaming_is_quiet_and_eac
 def test_lint041_a_script_nothing_launches_multi_process_is_quiet(tmp_path):
     shutil.copy(FIX / "datasets_project" / "run_clm_bad.py", tmp_path / "run_clm_bad.py")
     assert found(tmp_path / "run_clm_bad.py", "LINT041") == []
+
+
+def test_lint038_a_clock_named_attribute_written_through_a_helper_parameter():
+    got = found(FIX / "wallclock_through_helper_bad.py", "LINT038")
+    assert [(f.evidence["line"], f.evidence["name"], f.evidence["clock_line"]) for f in got] == [(11, "folder", 19)]
+
+
+def test_lint038_a_helper_handed_a_fixed_folder_or_called_on_rank_0_is_quiet():
+    assert found(FIX / "wallclock_through_helper_ok.py", "LINT038") == []

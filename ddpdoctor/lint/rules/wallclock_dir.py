@@ -131,6 +131,27 @@ def _stamped(index) -> Dict[tuple, ast.AST]:
                 for target in a.targets:
                     if target:
                         tainted.setdefault(_key(target, a.scope, index), via[0] if via else a.node)
+        for call in index.calls:
+            # `save_checkpoint(model, self.ckpt_dir)`: a function of this file handed a clock-built name writes
+            # through its parameter (round 20: the held-out set's folders written through the project's helpers)
+            if call.ctx.gated or not call.node.args and not call.node.keywords:
+                continue
+            fn = index.function_of(call.node.func, call.scope)
+            if fn is None or fn.kind != "function" or not fn.params:
+                continue
+            params = fn.params
+            if params[0] in ("self", "cls") and isinstance(call.node.func, ast.Attribute):
+                params = params[1:]
+            named = [(params[i], a) for i, a in enumerate(call.node.args[:len(params)])
+                     if not isinstance(a, ast.Starred)]
+            named += [(k.arg, k.value) for k in call.node.keywords if k.arg in params]
+            for param, arg in named:
+                # only a name the run keeps (`self.out_dir`, `args.save_dir`): a local clock-named log file handed to
+                # a logger helper is one rank's own file (fr132 max-wzm/doctr-plus get_logger, fr125 ArcFace Logger)
+                via = [o for o in (_lookup(tainted, n, call.scope, index) for n in sorted(_path_names(arg))
+                                   if "." in n) if o is not None]
+                if via:
+                    tainted.setdefault((id(fn), param), via[0])
         for fn in functions:
             if id(fn) in helpers:
                 continue
@@ -180,7 +201,10 @@ def wallclock_dir_every_rank(t):
         such name (`out = os.path.join(args.out, stamp)`), computed on every rank and then used to create or write
         a folder or file (`os.makedirs`, `open(..., "w")`, `torch.save`, `SummaryWriter`, `save_pretrained`,
         `Path.mkdir`) on every rank. Quiet when the name is computed or used under a rank-0 gate, when it is
-        passed through `broadcast_object_list`/`all_gather_object`, and in a single-process script. A preview
+        passed through `broadcast_object_list`/`all_gather_object`, and in a single-process script. Since round 20
+        also a name a function of the file returns built from the clock (`run_dir = make_run_dir(root)`), and a
+        kept name (`self.out_dir`, `args.save_dir`) handed to a function of the file that writes through its
+        parameter (`save_checkpoint(model, self.out_dir)`). A preview
         rule (round 19): a note by default, a warning with `--preview` when the write runs on every rank.
 
     Why it matters
