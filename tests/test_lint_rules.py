@@ -532,6 +532,29 @@ CASES = {
         if dist.get_rank() == 0:
             os.makedirs(run_dir, exist_ok=True)
         """),
+    "LINT040": ("""
+        import torch, deepspeed
+        model = torch.nn.Linear(2, 2)
+        engine, _, _, _ = deepspeed.initialize(model=model, config={"zero_optimization": {"stage": 3}})
+        torch.save(engine.module.state_dict(), "model.pt")
+        """, """
+        import torch, deepspeed
+        model = torch.nn.Linear(2, 2)
+        engine, _, _, _ = deepspeed.initialize(model=model, config={"zero_optimization": {"stage": 2}})
+        torch.save(engine.module.state_dict(), "model.pt")
+        """),
+    "LINT041": ({"README.md": "torchrun --nproc_per_node 2 train.py\n", "train.py": """
+        from datasets import load_dataset
+        raw = load_dataset("imdb")
+        tokenized = raw.map(lambda b: {"n": len(b["text"])}, batched=True)
+        """}, {"README.md": "torchrun --nproc_per_node 2 train.py\n", "train.py": """
+        from datasets import load_dataset
+        from transformers import TrainingArguments
+        args = TrainingArguments("out")
+        raw = load_dataset("imdb")
+        with args.main_process_first():
+            tokenized = raw.map(lambda b: {"n": len(b["text"])}, batched=True)
+        """}),
 }
 
 

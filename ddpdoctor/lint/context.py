@@ -67,6 +67,19 @@ def _read(path: str) -> str:
         return ""
 
 
+def _zero_stage(text: str) -> Optional[int]:
+    """The ZeRO stage a DeepSpeed JSON config asks for (`"zero_optimization": {"stage": 3}`), or None ("auto", a
+    file that does not parse)."""
+    import json
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    zero = doc.get("zero_optimization") if isinstance(doc, dict) else None
+    stage = zero.get("stage") if isinstance(zero, dict) else None
+    return stage if isinstance(stage, int) and not isinstance(stage, bool) else None
+
+
 def read_context(files: List[str]) -> Optional[ProjectContext]:
     """The launch lines, pins and exports of the projects the files belong to (None when none found)."""
     ctx = ProjectContext()
@@ -97,6 +110,10 @@ def read_context(files: List[str]) -> Optional[ProjectContext]:
                 rel = os.path.relpath(path, root)
                 low = name.lower()
                 if _is_config(low):
+                    if low.endswith(".json") and len(text) <= 64 * 1024 and "zero_optimization" in text:
+                        stage = _zero_stage(text)   # a DeepSpeed config (round 20, LINT040)
+                        if stage is not None:
+                            ctx.ds_configs[rel] = stage
                     if len(text) <= 64 * 1024 and "tcp://" in text:
                         for key, url in parse_config_urls(text).items():
                             ctx.config_values.setdefault(key, url)

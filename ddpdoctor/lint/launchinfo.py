@@ -40,6 +40,7 @@ class ProjectContext:
     exports_at: Dict[str, Set[str]] = field(default_factory=dict)  # folder -> variables its scripts export
     sources: List[str] = field(default_factory=list)
     config_values: Dict[str, str] = field(default_factory=dict)  # rendezvous keys in JSON/YAML configs
+    ds_configs: Dict[str, int] = field(default_factory=dict)  # DeepSpeed JSON configs: relative path -> ZeRO stage
 
     def launches_of(self, path: str) -> List[Launch]:
         """The launch lines that run this file (matched by file name, or by module path for `-m`)."""

@@ -9,7 +9,7 @@ from . import rule
 from ..analysis import Scope
 from ..conditions import body_others, body_rank0, not_distributed
 from ..names import dotted, expr_nodes
-from ._common import C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS
+from ._common import C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS, is_distributed
 
 _COLLECTIVES = C10D_COLLECTIVES
 _SOURCE = ("pytorch/pytorch torch/distributed/distributed_c10d.py (all_reduce/barrier/broadcast: 'This function "
@@ -112,8 +112,113 @@ def _reads_clock(test: ast.AST, scope: Scope) -> bool:
                                and any(_clock_call(n) for n in ast.walk(a.value)) for a in scope.assigns)
 
 
-def _skips(stmts: List[ast.stmt], loop: ast.AST, scope: Scope, why: Optional[str] = None
-           ) -> Iterator[Tuple[ast.stmt, str]]:
+_METRIC = "a metric this rank computed and never shared (per-rank early stopping)"
+# Calls whose result is this rank's own number: a tensor read out (`loss.item()`); and, in a function of the file,
+# the marks of an evaluation (`.item()`, `no_grad`, `eval()`): a function that runs them and reduces nothing returns a
+# value of this rank's data alone.
+_EVAL_MARKS = ("item", "no_grad", "inference_mode", "eval")
+
+
+def _flow(scope: Scope):
+    """(name -> the value expressions and enclosing `if` tests of its assignments, augmented ones included; the calls
+    of the function's own body): the function's statements, walked once per scope for the metric question."""
+    deps: dict = {}
+    calls = []
+
+    def walk(stmts, tests):
+        for st in stmts:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and st.value is not None:
+                targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+                for target in targets:
+                    for n in ast.walk(target):
+                        if isinstance(n, ast.Name):
+                            deps.setdefault(n.id, []).append((st.value, tests))
+            for n in ast.walk(st) if not isinstance(st, (ast.If, ast.For, ast.While, ast.With, ast.Try,
+                                                          ast.AsyncFor, ast.AsyncWith)) else ():
+                if isinstance(n, ast.Call):
+                    calls.append(n)
+            if isinstance(st, ast.If):
+                calls.extend(n for n in ast.walk(st.test) if isinstance(n, ast.Call))
+                walk(st.body, tests + (st.test,))
+                walk(st.orelse, tests + (st.test,))
+            elif isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
+                calls.extend(n for n in ast.walk(getattr(st, "iter", None) or st.test) if isinstance(n, ast.Call))
+                walk(st.body, tests)
+                walk(st.orelse, tests)
+            elif isinstance(st, (ast.With, ast.AsyncWith)):
+                walk(st.body, tests)
+            elif isinstance(st, ast.Try):
+                for block in (st.body, st.orelse, st.finalbody, *[h.body for h in st.handlers]):
+                    walk(block, tests)
+    walk(getattr(scope.node, "body", []), ())
+    return deps, calls
+
+
+def _call_name(call: ast.Call) -> str:
+    return getattr(call.func, "attr", None) or getattr(call.func, "id", None) or ""
+
+
+def _per_rank_metric(test: ast.AST, scope: Scope, index, cache: dict) -> Optional[str]:
+    """Round 20: the test of an `if ...: break` reads, through the function's assignments (augmented ones and the
+    `if` tests they sit under included: `if val < best: ... else: patience += 1`) and the objects it feeds
+    (`early_stopping(val_loss)`), a number this rank computed alone: `x.item()`, or the value of a function of this
+    file that evaluates (`.item()`/`no_grad`/`eval()`) and reduces nothing. Quiet when any name of the chain is
+    reduced, gathered or broadcast (in place or by assignment), or comes from a function defined elsewhere."""
+    flow = cache.get(id(scope))
+    if flow is None:
+        flow = cache[id(scope)] = _flow(scope)
+    deps, calls = flow
+    todo = [n.id for n in ast.walk(test) if isinstance(n, ast.Name)]
+    seen, found = set(), None
+    values = [test]
+    while todo:
+        name = todo.pop()
+        if name in seen or len(seen) > 40:
+            continue
+        seen.add(name)
+        for value, tests in deps.get(name, ()):
+            values.append(value)
+            # a counter set from constants (`patience = 0`, `patience += 1`) follows the tests it sits under; a value
+            # computed from names follows those names only
+            counter = not any(isinstance(n, ast.Name) for n in ast.walk(value))
+            todo.extend(n.id for x in ((value, *tests) if counter else (value,)) for n in ast.walk(x)
+                        if isinstance(n, ast.Name))
+        for c in calls:   # `early_stopping(val_loss, model)`, `stopper.step(val_loss)`: the object takes the value
+            root = c.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id == name:
+                todo.extend(n.id for a in (*c.args, *(k.value for k in c.keywords)) for n in ast.walk(a)
+                            if isinstance(n, ast.Name))
+    for c in calls:  # reduced or received in place: `dist.all_reduce(val_loss)`, `dist.recv(flag, src=0)`
+        if any(w in _call_name(c).lower() for w in (*_SHARED, "recv")) and any(
+                isinstance(n, ast.Name) and n.id in seen for a in (*c.args, *(k.value for k in c.keywords))
+                for n in ast.walk(a)):
+            return None
+    for value in values:
+        for n in ast.walk(value):
+            if not isinstance(n, ast.Call):
+                continue
+            name = _call_name(n)
+            if any(w in name.lower() for w in _SHARED):
+                return None
+            if name == "item" and not n.args:
+                found = found or _METRIC
+                continue
+            fn = index.function_of(n.func, scope)
+            if fn is not None and fn is not scope:
+                reached = [c for s in index.reachable(fn, 3) for c in s.calls]
+                if any(any(w in (c.name or "").lower() for w in _SHARED) for c in reached):
+                    return None
+                if any(c.name in _EVAL_MARKS for c in reached):
+                    found = found or _METRIC
+    return found
+
+
+def _skips(stmts: List[ast.stmt], loop: ast.AST, scope: Scope, why: Optional[str] = None, index=None,
+           cache: Optional[dict] = None) -> Iterator[Tuple[ast.stmt, str]]:
     """`continue`/`break` of this loop under a test of a per-rank value (see _per_rank_value), and since round 16
     a `continue` under a rank test (`if local_rank == 0: ... if not args.val_datasets: continue`): the ranks that
     take it skip the rest of this iteration, a collective there included (fr99 Euiyeon-Kim/VideoFrameInterpolation
@@ -125,14 +230,18 @@ def _skips(stmts: List[ast.stmt], loop: ast.AST, scope: Scope, why: Optional[str
         elif isinstance(st, ast.If):
             test = st.test
             rank_only = not not_distributed(test) and (body_rank0(test) or body_others(test))
-            yield from _skips(st.body, loop, scope,
-                              why or _per_rank_value(test, loop, scope) or (_RANK_ONLY if rank_only else None))
-            yield from _skips(st.orelse, loop, scope, why)
+            here = why or _per_rank_value(test, loop, scope) or (_RANK_ONLY if rank_only else None)
+            if here is None and index is not None and not not_distributed(test) and \
+                    any(isinstance(b, ast.Break) for b in st.body):
+                # only `if ...: break` of this loop is traced (an early stop), not every `if` of the body
+                here = _per_rank_metric(test, scope, index, cache if cache is not None else {})
+            yield from _skips(st.body, loop, scope, here, index, cache)
+            yield from _skips(st.orelse, loop, scope, why, index, cache)
         elif isinstance(st, (ast.With, ast.AsyncWith)):
-            yield from _skips(st.body, loop, scope, why)
+            yield from _skips(st.body, loop, scope, why, index, cache)
         elif isinstance(st, ast.Try):
             for block in (st.body, st.orelse, st.finalbody):
-                yield from _skips(block, loop, scope, why)
+                yield from _skips(block, loop, scope, why, index, cache)
 
 
 def _backward_collective(call, wrapped) -> bool:
@@ -195,6 +304,10 @@ def _skip_finding(t, skip, why, loop, collective):
               "torch.distributed.all_reduce(stop, op=torch.distributed.ReduceOp.MAX)   # one decision for all\n"
               "if stop.item():\n"
               f"    {kind}   # every rank leaves together") if why == _CLOCK else
+             ("metric = torch.tensor([val_loss], device=device)\n"
+              "torch.distributed.all_reduce(metric)   # or decide on rank 0 and broadcast the stop flag\n"
+              "val_loss = metric.item() / torch.distributed.get_world_size()\n"
+              f"if early_stop(val_loss):\n    {kind}   # every rank leaves together") if why == _METRIC else
              ("bad = torch.tensor([float(not math.isfinite(loss_value))], device=device)\n"
               "torch.distributed.all_reduce(bad)   # every rank sees the same decision\n"
               "if bad.item():\n"
@@ -220,8 +333,13 @@ def rank_conditional_loop_exit(t):
         (`if local_rank == 0: ... continue` ahead of the epoch's `dist.barrier()`). Where only DeepSpeed wraps the
         model, the collective is the engine's `engine.backward(loss)` (round 17). Since round 18 also a loop each
         rank ends by its own wall clock (`if time.time() - start > limit: break`, `while time.time() - start < limit:`)
-        unless the stop flag is reduced first, and a rank test against a name bound to 0 (`rank == gpu_id2save`). A
-        preview rule (round 8): a note by default, a warning with `--preview`.
+        unless the stop flag is reduced first, and a rank test against a name bound to 0 (`rank == gpu_id2save`).
+        Since round 20 also per-rank early stopping: in a file that joins the group, an `if ...: break` whose test
+        reads (through the function's assignments, the counters set under tests of it, and objects it is fed to) a
+        number this rank computed alone - `loss.item()`, or the value of a function of this file that evaluates
+        (`.item()`, `no_grad`, `eval()`) and reduces nothing - with no all-reduce, broadcast, gather or recv of any
+        name of that chain. A value from a function defined elsewhere is not judged. A preview rule (round 8): a
+        note by default, a warning with `--preview`.
 
     Why it matters
         Collectives must be entered by every process of the group (torch/distributed/distributed_c10d.py), and
@@ -250,6 +368,8 @@ def rank_conditional_loop_exit(t):
         if not wrapped and any("deepspeed.initialize" in ix.by_qual for ix in t.facts.indexes.values()):
             wrapped = "engine"  # only the DeepSpeed engine's backward(loss) all-reduces (round 17)
         t.facts.cache["rank_break.wrapped"] = wrapped
+    flows: dict = {}
+    distributed = is_distributed(index)  # the metric arm: this file itself joins or sets up the group (round 20)
     for scope in index.scopes:
         if not scope.loops:
             continue
@@ -277,7 +397,8 @@ def rank_conditional_loop_exit(t):
                     )
                     continue
             hits = [st for st, under in _exits(loop.node.body, False, True, index.flags) if under]
-            skips = [] if hits else list(_skips(loop.node.body, loop.node, scope))
+            skips = [] if hits else list(_skips(loop.node.body, loop.node, scope, None,
+                                                index if distributed else None, flows))
             if not hits and not skips:
                 continue
             collective = _collective_in(index, scope, loop.node, wrapped)
@@ -298,8 +419,9 @@ def rank_conditional_loop_exit(t):
                         yield _skip_finding(t, skip, why, loop, after)
                         continue
                     if why in seen_why or (skip.lineno >= collective and not (
-                            why == _CLOCK and isinstance(skip, ast.Break))):
-                        continue  # (a break on the clock leaves every later iteration's collective, wherever it is)
+                            why in (_CLOCK, _METRIC) and isinstance(skip, ast.Break))):
+                        continue  # (a break on the clock or a per-rank metric leaves every later iteration's
+                        # collective, wherever it is)
                     seen_why.add(why)
                     yield _skip_finding(t, skip, why, loop, collective)
                 continue

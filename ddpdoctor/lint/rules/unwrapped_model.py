@@ -114,6 +114,40 @@ def _synchronised(t) -> bool:
     return any(_mentions(tree) for tree in t.facts.imported.values())
 
 
+HVD_INIT = "horovod.torch.init"
+_HVD_SOURCE = ("horovod/horovod horovod/torch/optimizer.py@65ae9afd05b854bc0dc9719dc246454edadf9487: "
+               "DistributedOptimizer registers a hook on every parameter that allreduces its gradient "
+               "(_make_hook -> _allreduce_grad_async) and step() waits for them; hvd.init() alone "
+               "(horovod/torch/mpi_ops.py) only joins the job")
+
+
+def _horovod_unwrapped(t):
+    """Round 20: `hvd.init()`, a training step (`.backward()` and an optimizer `.step()`), and no
+    `hvd.DistributedOptimizer` nor a gradient allreduce in the run: horovodrun starts N processes that each train
+    their own model. Anchored at the optimizer's construction (`torch.optim.X(...)`), else at hvd.init()."""
+    index = t.index
+    if "backward" not in index.by_name or not any(
+            "optim" in (c.recv or "").lower() for c in index.by_name.get("step", ())):
+        return
+    if is_trainer_script(index) or _synchronised(t):
+        return
+    init = index.by_qual[HVD_INIT][0]
+    built = [c for c in index.calls if (c.qual or "").startswith("torch.optim.") and
+             (c.qual or "").count(".") == 2 and (c.qual or "")[12:13].isupper()]
+    anchor = built[0] if built else init
+    yield t.finding(
+        "warning", anchor.node,
+        f"hvd.init() (line {init.line}) starts one process per slot, but this optimizer is never wrapped in "
+        "hvd.DistributedOptimizer and no gradient is allreduced: each rank trains its own copy of the model",
+        detail=("Horovod averages gradients only through hvd.DistributedOptimizer (its per-parameter hooks allreduce "
+                "each gradient during backward and step() waits for them) or an explicit hvd.allreduce of the "
+                "gradients. hvd.broadcast_parameters makes the copies start equal; without the wrapper they "
+                "drift apart from the first step, and the model rank 0 saves has seen only its own data."),
+        fix=("optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())\n"
+             "hvd.broadcast_parameters(model.state_dict(), root_rank=0)"),
+        evidence={"init_line": init.line, "source": _HVD_SOURCE})
+
+
 @rule("LINT016", "ranks-train-unsynchronised")
 def ranks_train_unsynchronised(t):
     """A process group and a DistributedSampler, a training step, and nothing that synchronises the gradients.
@@ -151,6 +185,9 @@ def ranks_train_unsynchronised(t):
         `model = DistributedDataParallel(model, device_ids=[local_rank])`.
     """
     index = t.index
+    if HVD_INIT in index.by_qual and INIT_PG not in index.by_qual and "deepspeed.initialize" not in index.by_qual:
+        yield from _horovod_unwrapped(t)
+        return
     if INIT_PG not in index.by_qual and "deepspeed.initialize" not in index.by_qual:
         return
     sampled = any(q in index.by_qual for q in SAMPLERS)

@@ -29,10 +29,26 @@ _WRITE_NAMES = frozenset(("mkdir", "save_pretrained", "save_model", "save_state"
 _SHARES = frozenset(("broadcast_object_list", "broadcast", "all_gather_object", "scatter_object_list"))
 
 
-def _reads_clock(node: ast.AST, index, scope) -> bool:
-    """The expression is a path or name built from a clock read (`"runs/" + time.strftime(...)`), not data that
-    holds one (`{"time": time.time()}`, `Trainer(...)`)."""
-    return any(isinstance(n, ast.Call) and index.qual(n.func, scope) in _CLOCK for n in _path_nodes(node))
+def _reads_clock(node: ast.AST, index, scope, helpers=frozenset()) -> bool:
+    """The expression is a path or name built from a clock read (`"runs/" + time.strftime(...)`), or a call of a
+    function of this file that returns one (`make_run_dir(root)`, round 20), not data that holds one
+    (`{"time": time.time()}`, `Trainer(...)`)."""
+    return any(isinstance(n, ast.Call) and (index.qual(n.func, scope) in _CLOCK or
+                                            (helpers and id(index.function_of(n.func, scope)) in helpers))
+               for n in _path_nodes(node))
+
+
+def _returns(scope) -> list:
+    """The `return` values of a function's own body (not of functions nested in it)."""
+    out, todo = [], list(getattr(scope.node, "body", ()) if isinstance(scope.node, (ast.FunctionDef,
+                                                                                     ast.AsyncFunctionDef)) else ())
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Return) and n.value is not None:
+            out.append(n.value)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def _names(node: ast.AST) -> Set[str]:
@@ -99,18 +115,51 @@ def _path_names(node: ast.AST) -> Set[str]:
 def _stamped(index) -> Dict[tuple, ast.AST]:
     """Names (`stamp`, `args.output_dir`, `out_dir`) whose value is built from the wall clock, directly or through
     another such name (`out = os.path.join(args.out, stamp)`), on every rank: (scope, name) -> the assignment that
-    reads the clock."""
+    reads the clock. A function of the file that returns such a path (`def make_run_dir(root): return
+    os.path.join(root, datetime.now().strftime(...))`) makes its callers' names clock-built too (round 20: the
+    run folder built in a helper and returned to every rank)."""
     tainted: Dict[tuple, ast.AST] = {}
+    helpers: Dict[int, ast.AST] = {}
+    functions = [s for s in index.scopes if s.kind == "function"]
     for _ in range(3):
         for a in index.assigns:
             if a.value is None or a.ctx.gated:
                 continue   # computed on one rank only: the rule's quiet case (then shared or used there)
             via = [o for o in (_lookup(tainted, n, a.scope, index) for n in sorted(_path_names(a.value)))
                    if o is not None]
-            if via or _reads_clock(a.value, index, a.scope):
+            if via or _reads_clock(a.value, index, a.scope, helpers):
                 for target in a.targets:
                     if target:
                         tainted.setdefault(_key(target, a.scope, index), via[0] if via else a.node)
+        for call in index.calls:
+            # `save_checkpoint(model, self.ckpt_dir)`: a function of this file handed a clock-built name writes
+            # through its parameter (round 20: the held-out set's folders written through the project's helpers)
+            if call.ctx.gated or not call.node.args and not call.node.keywords:
+                continue
+            fn = index.function_of(call.node.func, call.scope)
+            if fn is None or fn.kind != "function" or not fn.params:
+                continue
+            params = fn.params
+            if params[0] in ("self", "cls") and isinstance(call.node.func, ast.Attribute):
+                params = params[1:]
+            named = [(params[i], a) for i, a in enumerate(call.node.args[:len(params)])
+                     if not isinstance(a, ast.Starred)]
+            named += [(k.arg, k.value) for k in call.node.keywords if k.arg in params]
+            for param, arg in named:
+                # only a name the run keeps (`self.out_dir`, `args.save_dir`): a local clock-named log file handed to
+                # a logger helper is one rank's own file (fr132 max-wzm/doctr-plus get_logger, fr125 ArcFace Logger)
+                via = [o for o in (_lookup(tainted, n, call.scope, index) for n in sorted(_path_names(arg))
+                                   if "." in n) if o is not None]
+                if via:
+                    tainted.setdefault((id(fn), param), via[0])
+        for fn in functions:
+            if id(fn) in helpers:
+                continue
+            for value in _returns(fn):
+                via = [o for o in (_lookup(tainted, n, fn, index) for n in sorted(_path_names(value))) if o is not None]
+                if via or _reads_clock(value, index, fn, helpers):
+                    helpers[id(fn)] = via[0] if via else value
+                    break
     return tainted
 
 
@@ -152,7 +201,10 @@ def wallclock_dir_every_rank(t):
         such name (`out = os.path.join(args.out, stamp)`), computed on every rank and then used to create or write
         a folder or file (`os.makedirs`, `open(..., "w")`, `torch.save`, `SummaryWriter`, `save_pretrained`,
         `Path.mkdir`) on every rank. Quiet when the name is computed or used under a rank-0 gate, when it is
-        passed through `broadcast_object_list`/`all_gather_object`, and in a single-process script. A preview
+        passed through `broadcast_object_list`/`all_gather_object`, and in a single-process script. Since round 20
+        also a name a function of the file returns built from the clock (`run_dir = make_run_dir(root)`), and a
+        kept name (`self.out_dir`, `args.save_dir`) handed to a function of the file that writes through its
+        parameter (`save_checkpoint(model, self.out_dir)`). A preview
         rule (round 19): a note by default, a warning with `--preview` when the write runs on every rank.
 
     Why it matters
