@@ -393,3 +393,23 @@ def judge_text(text: str):
         # (round 16: progress lines, b103_24; wave 2: any line, "Configuration saved in ..." tagged ERROR)
         return False
     return "words"
+
+
+_ERRNO_RX: list = []
+
+
+def errno_text(text: str) -> bool:
+    """Does TEXT name one of glibc's strerror() texts (ddpdoctor/data/errno_texts.json: "Broken pipe", "Connection
+    refused", ...) as whole words? Asked only of a Markdown heading that carries a failure event (job.feed_line)."""
+    if not _ERRNO_RX:
+        import json
+        import pathlib
+
+        try:
+            with (pathlib.Path(__file__).resolve().parent.parent / "data" / "errno_texts.json").open(encoding="utf-8") as fh:
+                texts = sorted({v["text"] for v in json.load(fh)["errno"].values()}, key=len, reverse=True)
+        except (OSError, ValueError, KeyError, TypeError):
+            texts = []
+        _ERRNO_RX.append(re.compile(r"\b(?:%s)\b" % "|".join(re.escape(x) for x in texts), re.IGNORECASE) if texts else None)
+    rx = _ERRNO_RX[0]
+    return bool(rx and rx.search(text))

@@ -14,7 +14,7 @@ from ..lines import Line
 from ..signatures import Event, entry_of, survivable
 from ..verdict import (INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause,
                        launcher_in, rendezvous_wait, signalled_from_outside, timeouts_owner)
-from . import first_seen, hit, launcher_only_failure, ranks_text, rule
+from . import first_seen, hit, launcher_failure, launcher_only_failure, ranks_text, rule
 from . import who as _who_of
 
 
@@ -75,13 +75,17 @@ def _report(job: Job, rid: str, ev: Event, title: str, detail: str, fix: str, st
             evidence: Optional[dict] = None, ranks=None):
     rank, host = _who(job, ev)
     if rank is None and not ranks:
-        inferred = launcher_only_failure(job)
-        if inferred is not None:
-            # the message names no rank; the launcher reports one process failing: said as an inference
-            rank = inferred
-            detail += (f" No line names the rank; the launcher reports one process failing, local rank {inferred}: the "
-                       "message is taken to be its (an inference from the exit).")
-            evidence = {**(evidence or {}), "rank_from_launcher_exit": inferred}
+        got = launcher_failure(job)
+        if got is not None:
+            # the message names no rank; the launcher reports one process failing: said as an inference, and its
+            # global rank only where the log shows it (rules/__init__.launcher_failure)
+            local, rank, how = got
+            detail += (f" No line names the rank; the launcher reports one process failing, local rank {local}"
+                       + (f" (rank {rank}: {how})" if rank is not None and how else
+                          f" (rank {rank})" if rank is not None else
+                          " (its global rank is not in these logs)")
+                       + ": the message is taken to be its (an inference from the exit).")
+            evidence = {**(evidence or {}), "rank_from_launcher_exit": local}
     ranks = [rank] if ranks is None and rank is not None else (ranks or [])
     extra, sentence = fold(job, rid, ranks)
     occ = job.get(ev.kind)
