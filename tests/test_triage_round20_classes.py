@@ -173,3 +173,32 @@ def test_a_local_rank_without_the_node_count_is_named_as_local_only(tmp_path):
         assert f and f[0].id == "LOG004" and "local rank 1" in f[0].title, (launch, _ids(f))
         assert not any(s.startswith("rank:") for s in f[0].subjects), (launch, f[0].subjects)
         assert "not in these logs" in f[0].detail, f[0].detail
+
+
+# --- a lost connection that is not NCCL's is not called NCCL's; the TCPStore client's older spellings ----------------
+_BARRIER = ('Traceback (most recent call last):\n  File "train.py", line 10, in <module>\n    dist.barrier()\n'
+            '  File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 3145, in barrier\n'
+            '    work = default_pg.barrier(opts=opts)\n')
+
+
+def test_a_reset_connection_with_no_nccl_line_says_the_sockets_error_not_nccls(tmp_path):
+    f = _found(tmp_path, _BARRIER + "RuntimeError: Connection reset by peer\n")
+    assert f and f[0].id == "LOG022" and "Connection reset by peer" in f[0].title, _ids(f)
+    assert "NCCL" not in f[0].title, _ids(f)
+
+
+def test_an_nccl_remote_error_is_still_called_so(tmp_path):
+    f = _found(tmp_path, _BARRIER + "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+               "1269, remote process exited or there was a network error, NCCL version 2.14.3\n")
+    assert f and f[0].id == "LOG022" and "NCCL" in f[0].title, _ids(f)
+
+
+def test_the_store_clients_older_spellings_are_the_store_lost(tmp_path):
+    """torch <= 2.3 threw ECONNRESET where the client's read got 0 bytes (torch/csrc/distributed/c10d/Utils.hpp
+    recvBytes @059ed765: std::system_error(ECONNRESET) -> "Connection reset by peer"), and TCPStore.cpp's wrapper
+    names the store: the store's host lost, with its address."""
+    f = _found(tmp_path, "[W socket.cpp:601] [c10d] recvValue failed on SocketImpl(fd=64, addr=[node2]:35986, "
+               "remote=[node1]:29500): Connection reset by peer\nTraceback (most recent call last):\n"
+               '  File "train.py", line 10, in <module>\n    store.get("x")\n'
+               "torch.distributed.DistNetworkError: Connection reset by peer\n")
+    assert f and f[0].id == "LOG008" and "node1:29500" in f[0].title, _ids(f)

@@ -12,6 +12,7 @@ Moved out of job.py unchanged (round 19 wave 3, issue 24): each pattern keeps it
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from ..facts import messages as _messages
 
@@ -398,9 +399,10 @@ def judge_text(text: str):
 _ERRNO_RX: list = []
 
 
-def errno_text(text: str) -> bool:
-    """Does TEXT name one of glibc's strerror() texts (ddpdoctor/data/errno_texts.json: "Broken pipe", "Connection
-    refused", ...) as whole words? Asked only of a Markdown heading that carries a failure event (job.feed_line)."""
+def errno_text(text: str) -> Optional[str]:
+    """The first of glibc's strerror() texts (ddpdoctor/data/errno_texts.json: "Broken pipe", "Connection refused", ...)
+    that TEXT names as whole words, or None. Asked of a Markdown heading that carries a failure event (job.feed_line),
+    and of a lost peer's line that is not NCCL's (rules/catalogued.peer_lost: say the socket's own error)."""
     if not _ERRNO_RX:
         import json
         import pathlib
@@ -412,4 +414,5 @@ def errno_text(text: str) -> bool:
             texts = []
         _ERRNO_RX.append(re.compile(r"\b(?:%s)\b" % "|".join(re.escape(x) for x in texts), re.IGNORECASE) if texts else None)
     rx = _ERRNO_RX[0]
-    return bool(rx and rx.search(text))
+    m = rx.search(text) if rx else None
+    return m.group(0) if m else None

@@ -10,6 +10,7 @@ from typing import List, Optional
 from ...facts import messages as catalogue
 from ...facts import model_mismatch
 from ..job import Job, _fmt_ts
+from ..prose import errno_text as _errno_text
 from ..lines import Line
 from ..signatures import Event, entry_of, survivable
 from ..verdict import (INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause,
@@ -380,7 +381,11 @@ def peer_lost(job: Job):
            else "the JAX coordination service reported a peer's missed heartbeats" if entry_id.startswith("xla.")
            else "Ascend HCCL EI0006: building its links to the peers timed out" if entry_id.startswith("torch_npu.hccl.")
            else _hccl_code(entry_id) if entry_id.startswith("hccl.")
-           else "NCCL remote error")
+           else "NCCL remote error" if (entry_id.startswith("nccl") or "nccl" in ev.line.text.lower()
+                                        or not _errno_text(ev.line.text))
+           # not NCCL's line: the socket's own error as the line says it ("RuntimeError: Connection reset by peer",
+           # torch <= 2.3's c10d for a read that got 0 bytes, Utils.hpp recvBytes' ECONNRESET @059ed765)
+           else f"its connection failed: {_errno_text(ev.line.text)}")
     if entry_id.startswith("ray.node_") and not named:
         # Ray names the dead node by its id (gcs_actor_manager.cc GenNodeDiedCause) and, when the GCS marks it dead,
         # by its address (gcs_node_manager.cc RemoveNode): the host whose own log and kernel log hold the cause
