@@ -108,6 +108,12 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # src/common/error_code/error_code.cc, tools/mine_hccl_codes.py), whose lines need not carry an error word (round 18).
 # nccl-tests' and rccl-tests' checks ("%s: Test CUDA failure %s:%d '%s'", hipified "Test HIP failure", "Test NCCL
 # failure"; src/common.h CUDACHECK/NCCLCHECK) quote the runtime's text, which need not hold one either (round 18).
+# A runtime's status ("INTERNAL: Invalid system configuration: 2x2 host topology ...", "Internal: ...", "DEADLINE_EXCEEDED:
+# Barrier timed out") is printed by XLA, PJRT, JAX, the TPU runtime and gRPC as absl's Status::ToString writes it (the
+# code's name, ": ", the message; TensorFlow's older Status the name in words: "Deadline exceeded: "); logged rather than
+# raised into Python it carries no error word, and past a large log's head it was not read (round 20: the catalogue's
+# libtpu entry). Each code's two forms are keywords (data/status_codes.json, abseil-cpp absl/status/status.cc,
+# tensorflow/core/lib/core/status.cc; tests/test_triage_round20_classes.py checks the two agree).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -127,23 +133,58 @@ ANCHORS: Tuple[bytes, ...] = (
     b"MPI_ERR_", b"MPI_ABORT was invoked",
     b"[status_update][", b"replica(s) failed", b"raysubmit_", b"command failed with exit code", b"worker process has died",
     b"PBS: job killed", b"Job was aborted", b"termination is imminent",
-    b"EI00", b"EJ00", b"CUDA failure", b"HIP failure", b"NCCL failure")
+    b"EI00", b"EJ00", b"CUDA failure", b"HIP failure", b"NCCL failure",
+    # absl's and TensorFlow's status codes as their Status::ToString prints them before the message (data/status_codes.json)
+    b"CANCELLED: ", b"Cancelled: ", b"UNKNOWN: ", b"Unknown: ", b"INVALID_ARGUMENT: ", b"Invalid argument: ",
+    b"DEADLINE_EXCEEDED: ", b"Deadline exceeded: ", b"NOT_FOUND: ", b"Not found: ", b"ALREADY_EXISTS: ",
+    b"Already exists: ", b"PERMISSION_DENIED: ", b"Permission denied: ", b"UNAUTHENTICATED: ", b"Unauthenticated: ",
+    b"RESOURCE_EXHAUSTED: ", b"Resource exhausted: ", b"FAILED_PRECONDITION: ", b"Failed precondition: ",
+    b"ABORTED: ", b"Aborted: ", b"OUT_OF_RANGE: ", b"Out of range: ", b"UNIMPLEMENTED: ", b"Unimplemented: ",
+    b"INTERNAL: ", b"Internal: ", b"UNAVAILABLE: ", b"Unavailable: ", b"DATA_LOSS: ", b"Data loss: ")
 
 
-def _killed_texts() -> Tuple[str, ...]:
-    """glibc's strsignal(SIGKILL) in every language it is translated into (ddpdoctor/data/strsignal.json): what
-    bash prints, instead of "Killed", for a job killed under a non-English locale ("已杀死" under zh_CN)."""
+def _signal_texts() -> Dict[str, Tuple[str, ...]]:
+    """What a shell prints for a job that died of SIGKILL, SIGSEGV, SIGABRT or SIGBUS in every language it is
+    translated into (ddpdoctor/data/strsignal.json): glibc's strsignal() and bash's own siglist.c texts ("已杀死" for
+    "Killed" under zh_CN, "Speicherzugriffsfehler" for "Segmentation fault" under de). A text two signals share in
+    some language is left out of both (no guess which one it was)."""
     import json
     import pathlib
 
     try:
         with (pathlib.Path(__file__).resolve().parent.parent / "data" / "strsignal.json").open(encoding="utf-8") as fh:
-            return tuple(sorted(set(json.load(fh)["SIGKILL"].values())))
+            doc = json.load(fh)
+        by_sig: Dict[str, set] = {}
+        for table in (doc, doc.get("bash", {})):
+            for sig in ("SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS"):
+                by_sig.setdefault(sig, set()).update(str(v) for v in (table.get(sig) or {}).values())
+        seen: Dict[str, int] = {}
+        for texts in by_sig.values():
+            for t in texts:
+                seen[t] = seen.get(t, 0) + 1
+        return {sig: tuple(sorted(t for t in texts if seen[t] == 1)) for sig, texts in by_sig.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _bash_texts(key: str) -> Tuple[str, ...]:
+    """bash's own translations of one of its job-report texts (strsignal.json "bash": "line", "core_dumped")."""
+    import json
+    import pathlib
+
+    try:
+        with (pathlib.Path(__file__).resolve().parent.parent / "data" / "strsignal.json").open(encoding="utf-8") as fh:
+            return tuple(sorted(set(str(v) for v in json.load(fh)["bash"][key].values())))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return ()
 
 
-KILLED_TEXTS: Tuple[str, ...] = _killed_texts()
+SIGNAL_TEXTS: Dict[str, Tuple[str, ...]] = _signal_texts()
+KILLED_TEXTS: Tuple[str, ...] = SIGNAL_TEXTS.get("SIGKILL", ())
+# bash's "line %d: " (a script's job report: "train.sh: line 3: 4242 Killed  python ...") and "(core dumped)" in the
+# languages bash is translated into ("Zeile %d: ", "第 %d 行：")
+BASH_LINE_FORMATS: Tuple[str, ...] = _bash_texts("line")
+CORE_DUMPED_TEXTS: Tuple[str, ...] = _bash_texts("core_dumped")
 # The translations are not prefilter keywords: 34 more would make the memmem fallback (one pass per keyword) about 1.6x
 # slower (bench_triage, interleaved with c7c4f5a at load 8-12: 32.6-33.7 s against 19.6-21.7 s for 1 GiB). The shell
 # prints its report as the job ends, and the reader always hands on a file's head and its last lines (reader.py

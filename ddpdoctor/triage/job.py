@@ -20,13 +20,14 @@ from .prose import (
     _CHANGE_WORDS,
     _EXAMPLE_INTRO,
     _HEADING,
+    _HEADING_QUOTE,
     _HEADING_FIX,
     _MPICH_ABORT,
     _PR_LINK,
     _TEST_RUN_FAILED,
     is_format_template,
 )
-from .signatures import GLUED_TO_PROGRESS, KILLED_ALT, Event, survivable, user_frame
+from .signatures import BASH_LINE_ALT, GLUED_TO_PROGRESS, KILLED_ALT, KILLED_GLUED, SIGNAL_OF_TEXT, Event, survivable, user_frame
 
 KEEP = 8  # examples kept per event kind
 
@@ -72,8 +73,8 @@ _HVD_HEADER = re.compile(r"(?:^|[\s:])(?:Stalled|Missing) ranks:\s*$")
 # (or glibc's translation of "Killed" under the job's locale, data/strsignal.json: "已杀死" under zh_CN; or the word glued to
 # the end of a progress bar drawn with "\r" and no newline before it: "... elapsed: 799s, ETA: 157s已杀死")
 _K = "(?:" + KILLED_ALT + ")"
-_SHELL_KILLED = re.compile(r"^(?:%s|.*: line \d+: +\d+ %s(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?%s(?: +.*)?|%s%s)$"
-                           % (_K, _K, _K, GLUED_TO_PROGRESS, _K))
+_SHELL_KILLED = re.compile(r"^(?:%s|.*: (?:line \d+:|%s) *\d+ %s(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?%s(?: +.*)?|%s%s|Killed%s.*)$"
+                           % (_K, BASH_LINE_ALT, _K, _K, GLUED_TO_PROGRESS, _K, KILLED_GLUED))
 
 
 @dataclass
@@ -248,6 +249,7 @@ class Job:
         self.coll_trace: Dict[tuple, dict] = {}     # (host, pid, comm pointer) -> {opCount: (op name, nranks, line)} (NCCL COLL trace)
         self.last_setup: Dict[tuple, Line] = {}     # stream -> its last set-up line
         self.nnodes: Optional[Tuple[int, Line]] = None   # the node count a launch line or torchrun's configs ask for (> 1)
+        self.one_node: Optional[Line] = None   # a launch line that starts one node only (job.py _ONE_NODE)
         self.rdzv_line: Optional[Line] = None       # the last line that says the agent waits in the rendezvous
         self.rdzv_done = False                      # a line says the rendezvous completed or the workers started
         self.rank_claims: Dict[tuple, List[Line]] = {}   # (file, rank) -> lines where a process said it is that rank
@@ -267,6 +269,9 @@ class Job:
     def _rendezvous_line(self, line: Line) -> None:
         """A multi-node launch's node count (torchrun's `--nnodes 2` / `--nnodes=2:4` on its command line, or its launch
         configs' `min_nodes : 2`), and whether the rendezvous got past its wait (unexplained.rendezvous_wait)."""
+        if self.one_node is None and "per" in line.text and _ONE_NODE.search(line.text) \
+                and not _MULTI_NODE.search(line.text):
+            self.one_node = line
         m = _NNODES.search(line.text)
         if m:
             n = int(m.group(1) or m.group(2))
@@ -301,6 +306,13 @@ class Job:
         if code:
             # source code shown as text (a fenced block of a source language, a diff hunk, a pasted script): no
             # failure line, and no failure class or end from its words (blocks.py)
+            evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
+                   and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
+        if (not code and evs and t[:1] in " #" and _HEADING.match(t) and not _HEADING_QUOTE.search(t)
+                and _prose.errno_text(t)):
+            # a Markdown heading (an issue's or a post's title) that names an errno's text and quotes no message ("#
+            # Broken pipe when training with ...", "# [Errno 111] Connection refused when ..."): it names what the thread
+            # is about, and no process printed it (round 20, issue 24: b182_21). The body's own lines say what failed.
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
         ex = self._example.get(line.src)
@@ -750,7 +762,7 @@ class Job:
             # (glibc signal/siglist.h: init_sig (SIGKILL, "KILL", N_("Killed"))), alone for an interactive foreground
             # job, as "script.sh: line N: PID Killed  command" from a script (bash jobs.c, notify_of_job_status /
             # pretty_print_job). The rank is not named; the process is whatever the shell ran (the launcher or a rank).
-            m = re.search(r"(?:: line \d+:|^\[\d+\][+-]?) +(\d+) +Killed", line.text)
+            m = re.search(r"(?:: (?:line \d+:|%s)|^\[\d+\][+-]?) *(\d+) +%s" % (BASH_LINE_ALT, _K), line.text)
             self.exits.append(Exit(None, None, line.host or self._label_host(line), -9, "SIGKILL",
                                    int(m.group(1)) if m else None, line.ts, line, "shell"))
         elif kind == "mpirun_exit":
@@ -776,14 +788,15 @@ class Job:
         elif kind == "shell_signal":
             # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text,
             # the rank from the command's own environment assignments when it carries one (HOROVOD_RANK=0, RANK=3)
-            sig = {"Aborted": "SIGABRT", "Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS",
-                   "Illegal instruction": "SIGILL", "Floating point exception": "SIGFPE"}[str(d["what"])]
+            # (or its translation under the job's locale: signatures.SIGNAL_OF_TEXT, data/strsignal.json)
+            sig = SIGNAL_OF_TEXT[str(d.get("what") or d.get("bare"))]
             m = _ENV_RANK.search(str(d.get("cmd", "")))
             r = int(m.group(1)) if m else None
             if r is not None:
                 self.ranks.add(r)
                 rank = r
-            self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig, int(d["pid"]),
+            self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig,
+                                   int(d["pid"]) if d.get("pid") else None,
                                    line.ts, line, "shell"))
         elif kind == "horovod_exit":
             # horovodrun (Gloo) names the rank whose command ended and the shell's status: 128 + N is death by signal N
@@ -1274,6 +1287,14 @@ _SETUP = _messages.Prefiltered(re.compile(
 # torchrun's node count: its command line (`--nnodes 2`, `--nnodes=2:4`, torch.distributed.launch's `--nnodes=2`) or
 # its launch configs (torch/distributed/launcher/api.py launch_agent: "min_nodes        : 2")
 _NNODES = re.compile(r"--nnodes[= ](\d+)\b|^\W*(?:\S+\s+)?min_nodes\s+: (\d+)\s*$")
+# a launch of one node: torchrun's or torch.distributed.launch's command line with its --nproc-per-node and no
+# node count above 1 (torchrun's --nnodes defaults to "1:1": pytorch/pytorch torch/distributed/run.py @010929fd,
+# get_args_parser; torch.distributed.launch's to 1), no node rank above 0 and no rendezvous or master address of another
+# host. Its workers' local ranks are their global ranks (rules/__init__.launcher_failure).
+_ONE_NODE = re.compile(r"(?:\btorchrun|torch\.distributed\.(?:launch|run)|\bdistributed/(?:launch|run)\.py)\b.*"
+                       r"--nproc[_-]per[_-]node")
+_MULTI_NODE = re.compile(r"--nnodes[= ]+(?!1(?::1)?\b)\S|--node[_-]rank[= ]+[1-9]|--rdzv[_-]endpoint|"
+                         r"--master[_-]addr[= ]+(?!(?:127\.0\.0\.1|localhost)\b)\S")
 # the rendezvous completed, or workers started (torch/distributed/elastic/agent/server/api.py: "Rendezvous complete
 # for workers", "[default] Starting worker group"; dynamic_rendezvous.py: "has joined round N of the rendezvous")
 _RDZV_DONE = re.compile(r"Rendezvous complete for workers|has joined round \d+ of the rendezvous|Starting worker group|"

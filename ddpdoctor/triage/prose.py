@@ -12,6 +12,7 @@ Moved out of job.py unchanged (round 19 wave 3, issue 24): each pattern keeps it
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from ..facts import messages as _messages
 
@@ -393,3 +394,25 @@ def judge_text(text: str):
         # (round 16: progress lines, b103_24; wave 2: any line, "Configuration saved in ..." tagged ERROR)
         return False
     return "words"
+
+
+_ERRNO_RX: list = []
+
+
+def errno_text(text: str) -> Optional[str]:
+    """The first of glibc's strerror() texts (ddpdoctor/data/errno_texts.json: "Broken pipe", "Connection refused", ...)
+    that TEXT names as whole words, or None. Asked of a Markdown heading that carries a failure event (job.feed_line),
+    and of a lost peer's line that is not NCCL's (rules/catalogued.peer_lost: say the socket's own error)."""
+    if not _ERRNO_RX:
+        import json
+        import pathlib
+
+        try:
+            with (pathlib.Path(__file__).resolve().parent.parent / "data" / "errno_texts.json").open(encoding="utf-8") as fh:
+                texts = sorted({v["text"] for v in json.load(fh)["errno"].values()}, key=len, reverse=True)
+        except (OSError, ValueError, KeyError, TypeError):
+            texts = []
+        _ERRNO_RX.append(re.compile(r"\b(?:%s)\b" % "|".join(re.escape(x) for x in texts), re.IGNORECASE) if texts else None)
+    rx = _ERRNO_RX[0]
+    m = rx.search(text) if rx else None
+    return m.group(0) if m else None

@@ -77,7 +77,12 @@ WINDOW_OPENERS = {b"WorkNCCL(": 2, b"operation timeout:": 2, b"memory users": 12
                   # UCX's signal handler ("[host:pid:0:tid] Caught signal 7 (Bus error: ...)") prints the dying thread's
                   # backtrace next ("==== backtrace (tid: N) ====", one frame a line, ~20-30): frames inside NCCL tell
                   # where it died (Job._nccl_sigbus), and they carry no keyword
-                  b"Caught signal 7 (": 40}
+                  b"Caught signal 7 (": 40,
+                  # libstdc++'s verbose terminate handler (gcc-mirror/gcc libstdc++-v3/libsupc++/vterminate.cc @83f5179,
+                  # __verbose_terminate_handler) writes "terminate called after throwing an instance of 'T'" and, for a
+                  # std::exception, the message on the next line: "  what():  " + exc.what(). That line is the C++
+                  # message (a TORCH_CHECK's text, "Tensors must be CUDA and dense"), and carries no keyword of its own
+                  b"terminate called after throwing": 2}
 
 _GATE: list = []
 

@@ -40,9 +40,28 @@ class Event:
 # the WARN formats of NVIDIA/nccl src/ @5067397); a pdsh or srun host prefix ("node2: ") may stand before one
 # the shell's word for a job killed by SIGKILL: "Killed", or glibc's translation of it under the job's locale
 KILLED_ALT = "|".join(re.escape(t) for t in ("Killed",) + _messages.KILLED_TEXTS)
+# the shell's words for a job dead on SIGSEGV, SIGABRT or SIGBUS in the other languages (glibc's strsignal() and bash's
+# siglist.c through their .po catalogues, data/strsignal.json), bash's "line %d: " and "(core dumped)" likewise
+SIGNAL_TEXTS_OTHER = tuple(t for sig in ("SIGSEGV", "SIGABRT", "SIGBUS") for t in _messages.SIGNAL_TEXTS.get(sig, ()))
+SIGNAL_OF_TEXT = {t: sig for sig in ("SIGSEGV", "SIGABRT", "SIGBUS") for t in _messages.SIGNAL_TEXTS.get(sig, ())}
+SIGNAL_OF_TEXT.update({"Aborted": "SIGABRT", "Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS",
+                       "Illegal instruction": "SIGILL", "Floating point exception": "SIGFPE"})
+SIGNAL_ALT_OTHER = "|".join(re.escape(t) for t in sorted(SIGNAL_TEXTS_OTHER, key=len, reverse=True)) or "(?!)"
+BASH_LINE_ALT = "|".join(re.escape(f.strip()).replace("%d", r"\d+") for f in _messages.BASH_LINE_FORMATS) or "(?!)"
+# (a catalogue's full-width parentheses, "（核心已转储）", are ASCII ones in older translations: "段错误 (核心已转储)")
+CORE_ALT = "|".join(re.escape(t) for t in sorted({v for t in _messages.CORE_DUMPED_TEXTS
+                                                  for v in (t, t.replace("（", "(").replace("）", ")"))})) or "(?!)"
 # what may stand before that word when a terminal's progress bar, drawn with "\r" and no newline, ends the line
 # ("... elapsed: 799s, ETA: 157s已杀死"): a duration or a percentage, a rate, a bar's edge
 GLUED_TO_PROGRESS = r".*(?:\d[smh%]|it/s|s/it|/s|\||\])\s*"
+# what may follow that word when the shell's newline was lost (round 20, issue 24: b182_17): bash writes its notice
+# ("Killed", strsignal(SIGKILL) through bash jobs.c notify_of_job_status) on a line of its own, but a terminal paste
+# can keep it glued to what came next: the next prompt (bash's PS1: Debian's default "\u@\h:\w\$ " as
+# "root@host:~# ", bash's own default "\s-\v\$ " as "bash-5.2$ ", a bare "$ " / "# " / "% " / "> "), or the rest of a
+# progress line the program had drawn with "\r" and the notice overwrote from its first column ("Killedg in train
+# batch: 127687 / 263115": a word's tail, then the line's counter, with no words after it)
+KILLED_GLUED = (r"(?:(?:\(\S+\)\s*)?[\w.-]+@[\w.-]+(?::\S*)?\s*[$#%>]|bash-\d+(?:\.\d+)?[$#]|[$#%>](?:\s|$)|"
+                r"[a-z]\S*\s.*?(?:\d+\s*/\s*\d+|\d+(?:\.\d+)?%|it/s|s/it)[^A-Za-z]*$)")
 _NCCL_SUBSYS = re.compile(r"^\s*(?:[\w.\-]+: )?(?:Net|NET/(?:IB|Socket|Plugin)|Bootstrap|TOPO/NET) : ")
 # NCCL writes a socket address as "IP<port>" (ncclSocketToString, src/misc/socket.cc @5067397): a connect to such an
 # address is NCCL's own socket (bootstrap or transport), also on the line torch prints after "Last error:" without
@@ -174,14 +193,20 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # (also glibc's translations of "Killed", data/strsignal.json: "已杀死" under zh_CN; and the word glued to the end of
     # a progress bar that was drawn with "\r" and no newline, "... ETA: 157s已杀死", as a paste of the terminal keeps it)
     ("shell_killed", ("Killed",) + _messages.KILLED_TEXTS,
-     _re(r"^(?:(?:.*: line \d+: +\d+ )?(?:%s)(?: +.*)?|%s(?:%s))$" % (KILLED_ALT, GLUED_TO_PROGRESS, KILLED_ALT))),
+     _re(r"^(?:(?:.*: (?:line \d+:|%s) *\d+ )?(?:%s)(?: +.*)?|%s(?:%s)|Killed%s.*)$"
+         % (BASH_LINE_ALT, KILLED_ALT, GLUED_TO_PROGRESS, KILLED_ALT, KILLED_GLUED))),
     # the same shell report for the other deadly signals: bash prints strsignal() of the job's signal ("Aborted",
     # "Segmentation fault", "Bus error", ... then "(core dumped)" when it dumped) and the command it ran (bash jobs.c,
     # pretty_print_job; glibc's signal names). A launcher that runs each rank through a shell (horovodrun's
     # "bash: line 1: PID Aborted  HOROVOD_RANK=0 ... python train.py") puts the rank's environment in that command.
-    ("shell_signal", ("Aborted", "Segmentation fault", "Bus error", "Illegal instruction", "Floating point exception"),
-     _re(r": line \d+: +(?P<pid>\d+) +(?P<what>Aborted|Segmentation fault|Bus error|Illegal instruction|"
-         r"Floating point exception)(?: +\(core dumped\))?(?: +(?P<cmd>\S.*))?$")),
+    # Under another locale the shell writes each of these words, "line %d: " and "(core dumped)" translated (glibc's and
+    # bash's .po catalogues, data/strsignal.json: "train.sh: Zeile 3: 4242 Speicherzugriffsfehler  python ...", "段错误
+    # (核心已转储)"); a foreground job's report is the word alone on its line (round 20, issue 24: b179_16's locale).
+    ("shell_signal", ("Aborted", "Segmentation fault", "Bus error", "Illegal instruction", "Floating point exception")
+     + SIGNAL_TEXTS_OTHER,
+     _re(r"(?:: (?:line \d+:|%s) *(?P<pid>\d+) +(?P<what>Aborted|Segmentation fault|Bus error|Illegal instruction|"
+         r"Floating point exception|%s)(?: *(?:\(core dumped\)|%s))?(?: +(?P<cmd>\S.*))?|^(?P<bare>%s)(?: *(?:\(core dumped\)|%s))?)$"
+         % (BASH_LINE_ALT, SIGNAL_ALT_OTHER, CORE_ALT, SIGNAL_ALT_OTHER, CORE_ALT))),
     # PyCharm's (IntelliJ's) Run window when the process it started ends: IdeCoreBundle.properties @432c504
     # finished.with.exit.code.text.message "Process finished with exit code {0}", on a signal followed by
     # "(interrupted by signal N: SIGNAME)" (ProcessTerminatedListener; format of real logs: "exit code 137 (interrupted by

@@ -16,7 +16,7 @@ function of the job and the rules run in any order.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ...model import Finding
 from ...model.registry import check
@@ -52,6 +52,24 @@ def launcher_only_failure(job: Job) -> Optional[int]:
     bad = {(e.rank if e.rank is not None else e.local_rank) for e in job.exits
            if ((e.code not in (None, 0)) or e.signal) and (e.rank is not None or e.local_rank is not None)}
     return next(iter(bad)) if len(bad) == 1 else None
+
+
+def launcher_failure(job: Job) -> Optional[Tuple[int, Optional[int], str]]:
+    """The one process a launcher reports failing, as (its local rank, its global rank or None, how the global rank is
+    known). The global rank is said only where the log shows it: the launcher's own table or a pid that joins the two
+    (torchrun's "rank: 3 (local_rank: 3)"), or a one-node launch (its command line: `--nproc-per-node 4` with no
+    `--nnodes` above 1, job.one_node), where a local rank is the global one. Otherwise only the local rank is named
+    (a node's local rank 0 is rank 0 only on the first node)."""
+    exits = [e for e in job.exits if ((e.code not in (None, 0)) or e.signal) and (e.rank is not None or e.local_rank is not None)]
+    if len({(e.rank if e.rank is not None else e.local_rank) for e in exits}) != 1:
+        return None
+    e = exits[0]
+    local = e.local_rank if e.local_rank is not None else e.rank
+    if e.rank is not None and not getattr(e, "rank_guessed", False):
+        return local, e.rank, ""
+    if job.one_node is not None and job.nnodes is None:
+        return local, local, f"a one-node launch (line {job.one_node.lineno}), where the local rank is the global one"
+    return local, None, ""
 
 
 def first_seen(job: Job, line: Optional[Line]) -> dict:

@@ -10,11 +10,12 @@ from typing import List, Optional
 from ...facts import messages as catalogue
 from ...facts import model_mismatch
 from ..job import Job, _fmt_ts
+from ..prose import errno_text as _errno_text
 from ..lines import Line
 from ..signatures import Event, entry_of, survivable
 from ..verdict import (INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause,
                        launcher_in, rendezvous_wait, signalled_from_outside, timeouts_owner)
-from . import first_seen, hit, launcher_only_failure, ranks_text, rule
+from . import first_seen, hit, launcher_failure, launcher_only_failure, ranks_text, rule
 from . import who as _who_of
 
 
@@ -75,13 +76,17 @@ def _report(job: Job, rid: str, ev: Event, title: str, detail: str, fix: str, st
             evidence: Optional[dict] = None, ranks=None):
     rank, host = _who(job, ev)
     if rank is None and not ranks:
-        inferred = launcher_only_failure(job)
-        if inferred is not None:
-            # the message names no rank; the launcher reports one process failing: said as an inference
-            rank = inferred
-            detail += (f" No line names the rank; the launcher reports one process failing, local rank {inferred}: the "
-                       "message is taken to be its (an inference from the exit).")
-            evidence = {**(evidence or {}), "rank_from_launcher_exit": inferred}
+        got = launcher_failure(job)
+        if got is not None:
+            # the message names no rank; the launcher reports one process failing: said as an inference, and its
+            # global rank only where the log shows it (rules/__init__.launcher_failure)
+            local, rank, how = got
+            detail += (f" No line names the rank; the launcher reports one process failing, local rank {local}"
+                       + (f" (rank {rank}: {how})" if rank is not None and how else
+                          f" (rank {rank})" if rank is not None else
+                          " (its global rank is not in these logs)")
+                       + ": the message is taken to be its (an inference from the exit).")
+            evidence = {**(evidence or {}), "rank_from_launcher_exit": local}
     ranks = [rank] if ranks is None and rank is not None else (ranks or [])
     extra, sentence = fold(job, rid, ranks)
     occ = job.get(ev.kind)
@@ -376,7 +381,11 @@ def peer_lost(job: Job):
            else "the JAX coordination service reported a peer's missed heartbeats" if entry_id.startswith("xla.")
            else "Ascend HCCL EI0006: building its links to the peers timed out" if entry_id.startswith("torch_npu.hccl.")
            else _hccl_code(entry_id) if entry_id.startswith("hccl.")
-           else "NCCL remote error")
+           else "NCCL remote error" if (entry_id.startswith("nccl") or "nccl" in ev.line.text.lower()
+                                        or not _errno_text(ev.line.text))
+           # not NCCL's line: the socket's own error as the line says it ("RuntimeError: Connection reset by peer",
+           # torch <= 2.3's c10d for a read that got 0 bytes, Utils.hpp recvBytes' ECONNRESET @059ed765)
+           else f"its connection failed: {_errno_text(ev.line.text)}")
     if entry_id.startswith("ray.node_") and not named:
         # Ray names the dead node by its id (gcs_actor_manager.cc GenNodeDiedCause) and, when the GCS marks it dead,
         # by its address (gcs_node_manager.cc RemoveNode): the host whose own log and kernel log hold the cause

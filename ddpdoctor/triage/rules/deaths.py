@@ -11,7 +11,7 @@ from typing import Optional
 from ..job import Exit, Job, _LIB_FRAME
 from ..signatures import entry_of
 from ..verdict import INF, KIND_RULE, own_events, any_specific, escalated_kills, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
-from . import first_seen, hit, ranks_text, rule, who_exited
+from . import first_seen, hit, launcher_failure, ranks_text, rule, who_exited
 
 
 _MEM_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+(\S.*)$")
@@ -427,22 +427,37 @@ def rank_failed(job: Job):
             continue
         if rank is None:
             rank = _mpirun_named(job, ev.line)
+        local = None
+        if rank is None and not any(r is not None for r in job.exceptions):
+            # no line names the rank; the launcher reports one process failing ("failed (exitcode: 1) local_rank: 0"):
+            # the exception is taken to be its, named by its local rank, and by its global rank only where the log
+            # shows that too (a one-node launch, the launcher's table: rules/__init__.launcher_failure)
+            got = launcher_failure(job)
+            if got is not None:
+                local, rank, how = got
         extra, sentence = fold(job, "LOG004", [rank])
         where = ""
         if frame and not _LIB_FRAME.search(frame["file"]):
             where = f" at {frame['file']}:{frame['line']} in {frame['func']}"
         exits = job.exits_of(rank)
         code = next((e.code for e in exits if e.code is not None), None)
-        who = f"rank {rank}" if rank is not None else "a process"
+        who = (f"local rank {local}" + (f" (rank {rank})" if rank is not None else "") if local is not None else
+               f"rank {rank}" if rank is not None else "a process")
         etype = ev.data.get("type", "exception").rsplit(".", 1)[-1]
         msg = str(ev.data.get("msg", "")).strip()
         yield hit(job, "error", f"{who} failed with {etype}{where}: {msg[:160]}", at=ev.line, stage=0,
                   ranks=[rank] if rank is not None else [], hosts=[job.rank_host[rank]] if rank in job.rank_host else [],
                   detail=(f"{'This is the earliest failure in the logs. ' if rank == root else ''}"
                           f"{who.capitalize()} raised {etype}" + (f" and exited with code {code}" if code is not None else "")
-                          + ". " + sentence).strip(),
+                          + ". " + (f"No line names the rank; the launcher reports one process failing, local rank {local}"
+                                    + (f" (rank {rank}: {how})" if rank is not None and how else
+                                       " (its global rank is not in these logs)" if rank is None else "")
+                                    + ": the exception is taken to be its (an inference from the exit). "
+                                    if local is not None else "")
+                          + sentence).strip(),
                   fix=_GENERIC_FIX,
-                  evidence={"exception": etype, "message": msg[:500], "frame": frame, **extra})
+                  evidence={"exception": etype, "message": msg[:500], "frame": frame, **extra,
+                            **({"rank_from_launcher_exit": local} if local is not None else {})})
         reported += 1
         if reported >= 3:
             break
