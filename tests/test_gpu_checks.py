@@ -86,8 +86,11 @@ def test_gpu002_rtx40_on_old_driver_is_an_error():
         s["gpus"]["driver_version"] = "535.104.05"
         for p in s["gpus"]["pairs"]:
             p["p2p"].update(read="OK", write="OK")
-    f = one(fixture("rtx4090-4x-no-p2p", edit=old), "GPU002")
+    f = one(fixture("rtx4090-4x-no-p2p", edit=old, env=torchrun(4)), "GPU002")
     assert f.severity == "error" and "NCCL_P2P_DISABLE" in f.subjects
+    # graded by the job (check21): no launch says how many ranks run here -> a warning; one rank here -> nothing
+    assert one(fixture("rtx4090-4x-no-p2p", edit=old), "GPU002").severity == "warning"
+    none(fixture("rtx4090-4x-no-p2p", edit=old, env=torchrun(1)), "GPU002")
     none(fixture("rtx4090-4x-no-p2p", edit=old, env={"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"}), "GPU002")
 
 

@@ -90,3 +90,58 @@ def test_gpu038_quiet_when_the_devices_open_or_not_rocm_or_not_recorded():
     assert findings_of(cuda, "GPU038") == []
     old = make_snapshot(packages=ROCM, gpus=dict(NO_NVML, hints={"dev_nvidia0": False, "proc_driver_nvidia": False}))
     assert findings_of(old, "GPU038") == []
+
+
+# ------------------------------------------------ GPU002: consumer P2P graded by the job (gpu_versions consumer_p2p)
+
+def _torchrun(n):
+    return {"TORCHELASTIC_RUN_ID": "abc", "RANK": "0", "WORLD_SIZE": str(n), "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": str(n), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
+def _claims_p2p(driver):
+    def edit(s):
+        s["gpus"]["driver_version"] = driver
+        for p in s["gpus"]["pairs"]:
+            p["p2p"].update(read="OK", write="OK")
+    return edit
+
+
+def test_gpu002_rtx40_reporting_p2p_on_an_old_driver_is_graded_by_the_job():
+    """Trigger: 4 ranks on 4 RTX 4090s whose driver 535 claims P2P (accelerate's check_cuda_p2p_ib_support rule)."""
+    from factory import fixture_snapshot as fixture
+
+    [f] = findings_of(fixture("rtx4090-4x-no-p2p", env=_torchrun(4), edit=_claims_p2p("535.104.05")), "GPU002")
+    assert f.severity == "error" and "This host runs 4 ranks" in f.detail
+    assert "huggingface/accelerate" in f.detail and "550.40.07" in f.fix
+    [f] = findings_of(fixture("rtx4090-4x-no-p2p", edit=_claims_p2p("535.104.05")), "GPU002")
+    assert f.severity == "warning" and "No launch recorded" in f.detail
+    # quiet: the fixed driver (which reports P2P not supported on RTX 40), or P2P disabled by the job
+    assert findings_of(fixture("rtx4090-4x-no-p2p", env=_torchrun(4), edit=_claims_p2p("550.54.14")), "GPU002") == []
+    assert findings_of(fixture("rtx4090-4x-no-p2p", env=dict(_torchrun(4), NCCL_P2P_DISABLE="1"),
+                               edit=_claims_p2p("535.104.05")), "GPU002") == []
+
+
+def test_gpu002_p2p_not_supported_is_a_note_with_nccls_own_fallback_and_quiet_for_one_rank():
+    """NVML says P2P not supported: NCCL disables P2P itself (paths.cc), so a note; nothing when one rank runs here."""
+    from factory import fixture_snapshot as fixture
+
+    [f] = findings_of(fixture("rtx4090-4x-no-p2p", env=_torchrun(4)), "GPU002")
+    assert f.severity == "info" and "NVIDIA/nccl src/graph/paths.cc" in f.detail and f.evidence["local_ranks"] == 4
+    assert findings_of(fixture("rtx4090-4x-no-p2p", env=_torchrun(1)), "GPU002") == []
+
+
+def test_gpu002_reads_the_consumer_p2p_table():
+    """A changed row changes the verdict: the table, not the code, holds the family and the fixed driver."""
+    from ddpdoctor.facts import gpu_versions
+    from factory import fixture_snapshot as fixture
+
+    [row] = gpu_versions.consumer_p2p_defects()
+    assert row["name_contains"] == "RTX 40" and row["driver_fixed"] == "550.40.07"
+    snap = fixture("rtx4090-4x-no-p2p", env=_torchrun(4), edit=_claims_p2p("550.40.06"))
+    assert [f.severity for f in findings_of(snap, "GPU002")] == ["error"]
+    row["driver_fixed"] = "550.40.05"
+    try:
+        assert findings_of(snap, "GPU002") == []
+    finally:
+        row["driver_fixed"] = "550.40.07"

@@ -195,3 +195,13 @@ def rocm_unreachable(snap) -> Optional[dict]:
     topology = [str(g.get("gfx")) for g in (pci.get("amd_gpus") or []) if isinstance(g, dict)]
     return {"missing": missing, "denied": denied, "driver": bool(hints.get("amdgpu_module")),
             "kfd_topology": topology, "hip": build.get("hip")}
+
+
+def consumer_p2p_defects() -> Tuple[dict, ...]:
+    """The consumer GPU families whose older drivers report P2P that hangs NCCL ({name_contains, driver_fixed, ...})."""
+    return tuple(r for r in rows("consumer_p2p") if r.get("name_contains"))
+
+
+def nccl_disables_unreported_p2p() -> dict:
+    """The row saying NCCL itself turns P2P off where NVML reports it not OK (its source and effect)."""
+    return next(r for r in rows("consumer_p2p") if r.get("nvml_not_ok"))
