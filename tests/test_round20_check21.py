@@ -145,3 +145,86 @@ def test_gpu002_reads_the_consumer_p2p_table():
         assert findings_of(snap, "GPU002") == []
     finally:
         row["driver_fixed"] = "550.40.07"
+
+
+# ------------------------------------------ SET002: bf16 asked by the model's own config.json (precision_calls.json)
+
+def _gpus(name, cc, n=2):
+    return {"count": n, "devices": [{"index": i, "name": name, "uuid": f"GPU-{i}", "cuda_capability": list(cc)}
+                                    for i in range(n)], "pairs": []}
+
+
+def _ckpt(tmp_path, config):
+    import json
+
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config))
+    return d
+
+
+def test_the_launch_records_a_local_models_config_dtype(tmp_path):
+    """Gathered: `--model_name_or_path ./ckpt` resolved against the command's cwd, its config.json read bounded."""
+    from ddpdoctor.facts.launch import parse_command
+    from ddpdoctor.gather.launch import model_config_facts
+
+    _ckpt(tmp_path, {"architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16"})
+    cmd = parse_command(["torchrun", "--nproc-per-node", "2", "train.py", "--model_name_or_path", "./ckpt",
+                         "--output_dir", "out", "--hub_token", "hf_secret"])
+    assert cmd["script_models"] == {"--model_name_or_path": "./ckpt"}
+    [fact] = model_config_facts(Sources(environ={}), cmd["script_models"], str(tmp_path))
+    assert fact["key"] == "torch_dtype" and fact["dtype"] == "bfloat16" and fact["config"].endswith("ckpt/config.json")
+    # a Hub id (no such directory) is not read; transformers 5's `dtype` key is
+    assert model_config_facts(Sources(environ={}), {"--model_name_or_path": "meta-llama/Llama-3.2-1B"},
+                              str(tmp_path)) == []
+    (tmp_path / "v5").mkdir()
+    (tmp_path / "v5" / "config.json").write_text('{"dtype": "bfloat16"}')
+    from ddpdoctor.facts.launch import script_model_dirs
+
+    assert script_model_dirs(["--model", "v5", "--lr", "1e-4"]) == {}  # --model is not a model option of the table
+    [fact] = model_config_facts(Sources(environ={}), {"--model_path": "v5"}, str(tmp_path))
+    assert fact["key"] == "dtype"
+
+
+def _with_config(tmp_path, config, gpus):
+    from ddpdoctor.facts.launch import parse_command
+    from ddpdoctor.gather.launch import model_config_facts
+
+    _ckpt(tmp_path, config)
+    cmd = dict(parse_command(["torchrun", "--nproc-per-node", "2", "train.py", "--model_name_or_path", "./ckpt"]),
+               depth=1)
+    cmd["model_configs"] = model_config_facts(Sources(environ={}), cmd["script_models"], str(tmp_path))
+    return make_snapshot(gpus=gpus, launch={"commands": [cmd], "depth_read": 1})
+
+
+def test_set002_bf16_config_on_gpus_without_bf16_is_a_marked_guess(tmp_path):
+    """Trigger: the model's config.json says bfloat16, the GPUs are V100s (7.0)."""
+    snap = _with_config(tmp_path, {"torch_dtype": "bfloat16"}, _gpus("Tesla V100-SXM2-32GB", (7, 0)))
+    [f] = [f for f in findings_of(snap, "SET002") if "model's config" in f.title]
+    assert f.severity == "warning" and "torch_dtype=bfloat16" in f.title and "a guess" in f.detail
+    assert "17e3b6a9" in f.detail and "float16" in f.fix
+    assert any(s.startswith("path:") and s.endswith("config.json") for s in f.subjects)
+
+
+def test_set002_bf16_config_quiet_on_ampere_or_float32(tmp_path):
+    """Quiet: the same config on A100s (8.0); a float32 config on V100s."""
+    snap = _with_config(tmp_path, {"torch_dtype": "bfloat16"}, _gpus("NVIDIA A100-SXM4-80GB", (8, 0)))
+    assert [f for f in findings_of(snap, "SET002") if "model's config" in f.title] == []
+    other = tmp_path / "b"
+    other.mkdir()
+    snap = _with_config(other, {"torch_dtype": "float32"}, _gpus("Tesla V100-SXM2-32GB", (7, 0)))
+    assert [f for f in findings_of(snap, "SET002") if "model's config" in f.title] == []
+
+
+def test_check_given_command_records_the_models_config(tmp_path, monkeypatch):
+    """`ddpdoctor check -- torchrun train.py --model_name_or_path ./ckpt`: the pipeline resolves it against the cwd."""
+    from ddpdoctor.pipeline.check import add_given_command
+
+    _ckpt(tmp_path, {"dtype": "bfloat16"})
+    monkeypatch.chdir(tmp_path)
+    snap = make_snapshot(gpus=_gpus("Tesla T4", (7, 5)))
+    add_given_command(snap, ["torchrun", "--nproc-per-node", "2", "train.py", "--model_name_or_path", "./ckpt"])
+    [cmd] = snap.sections["launch"]["commands"]
+    assert cmd["model_configs"][0]["dtype"] == "bfloat16"
+    [f] = [f for f in findings_of(snap, "SET002") if "model's config" in f.title]
+    assert "Tesla T4 (7.5)" in f.title

@@ -125,6 +125,11 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         from ddpdoctor.gather.launch import save_dir_facts
 
         cmd["save_dirs"] = save_dir_facts(Sources(), cmd["script_dirs"], os.getcwd())
+    if cmd.get("script_models"):
+        from ddpdoctor.gather import Sources
+        from ddpdoctor.gather.launch import model_config_facts
+
+        cmd["model_configs"] = model_config_facts(Sources(), cmd["script_models"], os.getcwd())
     section = snapshot.sections.get("launch")
     if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
         section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
