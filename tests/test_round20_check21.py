@@ -228,3 +228,38 @@ def test_check_given_command_records_the_models_config(tmp_path, monkeypatch):
     assert cmd["model_configs"][0]["dtype"] == "bfloat16"
     [f] = [f for f in findings_of(snap, "SET002") if "model's config" in f.title]
     assert "Tesla T4 (7.5)" in f.title
+
+
+# ----------------------------- GPU023: a driver below the build's CUDA within a major, with or without the PTX fact
+
+def _a100_under(build_cuda, driver_cuda="12.2", driver="535.161.08", archs=None):
+    from factory import fixture_snapshot as fixture
+
+    def edit(s):
+        s["packages"]["versions"]["torch"] = "2.7.1+cu" + build_cuda.replace(".", "")
+        s["packages"]["torch_build"] = {"cuda": build_cuda, "hip": None, "git_version": "0" * 40}
+        s["gpus"]["cuda_driver"], s["gpus"]["driver_version"] = driver_cuda, driver
+        if archs is not None:
+            s["packages"]["cuda_archs"] = [{"package": "torch", "file": "torch/lib/libtorch_cuda.so", "sass": archs,
+                                            "ptx": [90]}]
+    return fixture("dgx-a100-8x-nvswitch", keep=2, edit=edit)
+
+
+def test_gpu023_without_the_ptx_fact_says_what_is_not_known_and_marks_the_guess():
+    """Trigger: cu126 build, 12.2 driver, torch's compiled architectures not recorded: the note names the unknown and
+    the wheel-table guess (gpu_versions release_archs) as a guess."""
+    [f] = findings_of(_a100_under("12.6"), "GPU023")
+    assert f.severity == "info" and "minor-version compatibility" in f.title
+    assert "not known" in f.detail and "A guess from PyTorch's own CUDA 12.6 wheels" in f.detail
+    assert "every visible GPU has a cubin there" in f.detail and f.evidence["torch_archs_recorded"] is False
+    assert f.evidence["wheel_cubins_cover"] is True
+    # no wheel list for the build either: said so, no guess made
+    [f] = findings_of(_a100_under("12.4"), "GPU023")
+    assert "No architecture list of PyTorch's CUDA 12.4 wheels" in f.detail and f.evidence["wheel_cubins_cover"] is None
+
+
+def test_gpu023_with_the_ptx_fact_states_it_and_quiet_on_the_builds_driver():
+    """Quiet of the guess: torch's cubins read (sm_80 among them) -> the fact, no guess; the build's own driver -> nothing."""
+    [f] = findings_of(_a100_under("12.6", archs=[80, 86, 90]), "GPU023")
+    assert "read from its .nv_fatbin" in f.detail and "A guess" not in f.detail
+    assert findings_of(_a100_under("12.6", driver_cuda="12.8", driver="570.86.10"), "GPU023") == []
