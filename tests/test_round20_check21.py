@@ -263,3 +263,20 @@ def test_gpu023_with_the_ptx_fact_states_it_and_quiet_on_the_builds_driver():
     [f] = findings_of(_a100_under("12.6", archs=[80, 86, 90]), "GPU023")
     assert "read from its .nv_fatbin" in f.detail and "A guess" not in f.detail
     assert findings_of(_a100_under("12.6", driver_cuda="12.8", driver="570.86.10"), "GPU023") == []
+
+
+def test_a_config_file_naming_the_model_is_read_like_the_command(tmp_path, monkeypatch):
+    """`check --config job.yaml` with `model_name_or_path: ./ckpt` (LLaMA-Factory style): the model's config.json."""
+    from ddpdoctor.pipeline.check import add_config_facts
+
+    _ckpt(tmp_path, {"torch_dtype": "bfloat16"})
+    (tmp_path / "job.yaml").write_text("model_name_or_path: ./ckpt\nstage: sft\nlearning_rate: 1.0e-4\n")
+    (tmp_path / "hub.yaml").write_text("model_name_or_path: meta-llama/Llama-3.2-1B\n")
+    monkeypatch.chdir(tmp_path)
+    snap = make_snapshot(gpus=_gpus("Tesla V100-SXM2-32GB", (7, 0)))
+    add_config_facts(snap, [str(tmp_path / "job.yaml")])
+    [f] = [f for f in findings_of(snap, "SET002") if "model's config" in f.title]
+    assert f.severity == "warning" and "job.yaml model_name_or_path" in f.title and "a guess" in f.detail
+    quiet = make_snapshot(gpus=_gpus("Tesla V100-SXM2-32GB", (7, 0)))
+    add_config_facts(quiet, [str(tmp_path / "hub.yaml")])  # a Hub id: nothing read, nothing said
+    assert [f for f in findings_of(quiet, "SET002") if "model's config" in f.title] == []

@@ -178,6 +178,10 @@ def _launch_precision_beyond_the_gpus(devices):
         seen = set()
         asked = [(p, w, "the launch command", True, "launch:" + w.split()[0]) for p, w in precision_asked(snap)]
         for row in script_asks(snap, "precision"):  # lint.scriptfacts: the script's own literals
+            if row.get("model_config"):  # the model's config.json a --config file names (pipeline.check)
+                asked.append((str(row.get("precision")), f"{row.get('path')} {row.get('what')}", "the model's config",
+                              False, f"path:{row.get('path')}"))
+                continue
             refused = row.get("precision") == "tf32" or "(bf16=True)" in str(row.get("what")) \
                 or "mixed_precision=" in str(row.get("what"))
             config = str(row.get("path") or "").lower().endswith((".yml", ".yaml", ".json", ".toml"))
