@@ -280,3 +280,21 @@ def test_a_config_file_naming_the_model_is_read_like_the_command(tmp_path, monke
     quiet = make_snapshot(gpus=_gpus("Tesla V100-SXM2-32GB", (7, 0)))
     add_config_facts(quiet, [str(tmp_path / "hub.yaml")])  # a Hub id: nothing read, nothing said
     assert [f for f in findings_of(quiet, "SET002") if "model's config" in f.title] == []
+
+
+def test_the_new_facts_survive_a_snapshot_round_trip(tmp_path):
+    """Record and replay: the gathered hints and model configs are declared fields of their sections, so a snapshot
+    written with them loads (and a hand-edited wrong type is rejected)."""
+    import json
+
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    snap = _with_config(tmp_path, {"torch_dtype": "bfloat16"}, _gpus("Tesla V100-SXM2-32GB", (7, 0)))
+    doc = json.loads(json.dumps(snap.to_dict()))
+    doc["sections"]["gpus"] = dict(NO_NVML, hints=_hints(dev_kfd=False))
+    again = Snapshot.from_dict(doc)
+    assert again.sections["launch"]["commands"][0]["model_configs"][0]["dtype"] == "bfloat16"
+    assert again.sections["gpus"]["hints"]["dev_kfd"] is False
+    doc["sections"]["launch"]["commands"][0]["model_configs"][0]["dtype"] = 16
+    with pytest.raises(Exception):
+        Snapshot.from_dict(doc)
