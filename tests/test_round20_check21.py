@@ -298,3 +298,10 @@ def test_the_new_facts_survive_a_snapshot_round_trip(tmp_path):
     doc["sections"]["launch"]["commands"][0]["model_configs"][0]["dtype"] = 16
     with pytest.raises(Exception):
         Snapshot.from_dict(doc)
+
+
+def test_gpu038_quiet_off_linux():
+    """Quiet: a ROCm build on Windows (TheRock) has no /dev/kfd by design."""
+    snap = _rocm_snap(host={"os": "Windows", "platform": "Windows-10"}, dev_kfd=False, dev_kfd_rw=False,
+                      dev_dri_render=False, dev_dri_render_rw=False)
+    assert findings_of(snap, "GPU038") == []

@@ -178,6 +178,9 @@ def rocm_unreachable(snap) -> Optional[dict]:
     build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
     if not build.get("hip"):
         return None
+    host = (snap.get("host") or {}) if "host" in snap else {}
+    if host.get("os") and str(host.get("os")).lower() != "linux":
+        return None  # /dev/kfd and the DRM render nodes are Linux's; ROCm on Windows reaches GPUs otherwise
     gpus = (snap.get("gpus") or {}) if "gpus" in snap else {}
     hints = gpus.get("hints") if isinstance(gpus, dict) else None
     if not isinstance(hints, dict) or "dev_kfd" not in hints:
