@@ -86,8 +86,11 @@ def test_gpu002_rtx40_on_old_driver_is_an_error():
         s["gpus"]["driver_version"] = "535.104.05"
         for p in s["gpus"]["pairs"]:
             p["p2p"].update(read="OK", write="OK")
-    f = one(fixture("rtx4090-4x-no-p2p", edit=old), "GPU002")
+    f = one(fixture("rtx4090-4x-no-p2p", edit=old, env=torchrun(4)), "GPU002")
     assert f.severity == "error" and "NCCL_P2P_DISABLE" in f.subjects
+    # graded by the job (check21): no launch says how many ranks run here -> a warning; one rank here -> nothing
+    assert one(fixture("rtx4090-4x-no-p2p", edit=old), "GPU002").severity == "warning"
+    none(fixture("rtx4090-4x-no-p2p", edit=old, env=torchrun(1)), "GPU002")
     none(fixture("rtx4090-4x-no-p2p", edit=old, env={"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"}), "GPU002")
 
 
@@ -1156,3 +1159,11 @@ def test_gpu037_fp16_on_p40s_warns_and_p100s_are_quiet():
     none(fixture("dgx-a100-8x-nvswitch", env=asked, keep=4, edit=_as_model("Tesla P100-PCIE-16GB", (6, 0))), "GPU037")
     none(fixture("dgx-a100-8x-nvswitch", env=asked, keep=4), "GPU037")  # A100: tensor cores
     none(fixture("dgx-a100-8x-nvswitch", keep=4, edit=_as_model("Tesla P40", (6, 1))), "GPU037")  # nothing asked
+
+
+# GPU038 rocm-gpu-unreachable: the recorded CPU sandbox (NVML absent, no /dev/kfd) under a ROCm build of torch; more
+# cases in tests/test_round20_check21.py
+def test_gpu038_recorded_sandbox_under_a_rocm_build():
+    f = one(fixture("recorded-cpu-sandbox", packages__torch_build={"hip": "6.2.41133", "cuda": None}), "GPU038")
+    assert "/dev/kfd" in f.title and f.evidence["missing"] == ["/dev/kfd", "/dev/dri/renderD*"]
+    none(fixture("recorded-cpu-sandbox"), "GPU038")  # its own torch build is not ROCm

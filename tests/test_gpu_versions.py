@@ -20,7 +20,9 @@ def test_every_row_names_its_source():
                            "rocm_wheel_target_since", "nccl_first_for_gpu_major", "windows_distributed_since",
                            "rocm_wheel_targets_current",  # round 18: the current build script's PYTORCH_ROCM_ARCH
                            "fp16_throughput", "tensor_cores_since",  # round 20: GPU037, the programming guide's table
-                           "ptx_jit_needs_driver"}  # round 20: GPU023, PTX JIT is not in minor-version compatibility
+                           "ptx_jit_needs_driver",  # round 20: GPU023, PTX JIT is not in minor-version compatibility
+                           "rocm_device_files",  # round 20 (check21): GPU038, the device files a ROCm build opens
+                           "consumer_p2p"}  # round 20 (check21): GPU002, consumer P2P graded by the job
     for name, table in tables.items():
         assert table["rows"], name
         for row in table["rows"]:

@@ -92,7 +92,9 @@ def invalid_setting_value(snap):
         command: TrainingArguments bf16/tf32=True, Accelerator mixed_precision, Lightning
         precision=, autocast dtype=torch.bfloat16, float8 dtypes; tf32 below 8.0), or by the job's
         config files (`check --config`: `bf16: true`, `tf32: true`, DeepSpeed's bf16.enabled,
-        `mixed_precision: bf16`).
+        `mixed_precision: bf16`), or by the model's own config.json when the launch command names a
+        local model directory (`--model_name_or_path ./ckpt`: `torch_dtype`/`dtype` "bfloat16"; a
+        warning marked as a guess, since the script decides whether the weights load in it).
 
     Why it matters
         A bad PYTORCH_CUDA_ALLOC_CONF raises at the first CUDA allocation ("Expected 'True' or
@@ -168,7 +170,7 @@ def _launch_precision_beyond_the_gpus(devices):
     ACCELERATE_MIXED_PRECISION's value against the visible GPUs (the same catalogue entry's needs_capability):
     transformers refuses bf16 below 8.0 ("Your setup doesn't support bf16/gpu", TrainingArguments.__post_init__),
     accelerate likewise ("bf16 mixed precision requires PyTorch >= 1.10 and a supported device")."""
-    from ddpdoctor.facts.launch import precision_asked  # noqa: PLC0415
+    from ddpdoctor.facts.launch import model_config_precision, precision_asked  # noqa: PLC0415
 
     def judge(snap):
         entry = catalog.lookup("ACCELERATE_MIXED_PRECISION") or {}
@@ -176,12 +178,18 @@ def _launch_precision_beyond_the_gpus(devices):
         seen = set()
         asked = [(p, w, "the launch command", True, "launch:" + w.split()[0]) for p, w in precision_asked(snap)]
         for row in script_asks(snap, "precision"):  # lint.scriptfacts: the script's own literals
+            if row.get("model_config"):  # the model's config.json a --config file names (pipeline.check)
+                asked.append((str(row.get("precision")), f"{row.get('path')} {row.get('what')}", "the model's config",
+                              False, f"path:{row.get('path')}"))
+                continue
             refused = row.get("precision") == "tf32" or "(bf16=True)" in str(row.get("what")) \
                 or "mixed_precision=" in str(row.get("what"))
             config = str(row.get("path") or "").lower().endswith((".yml", ".yaml", ".json", ".toml"))
             asked.append((str(row.get("precision")), f"{row.get('path')}:{row.get('line')} {row.get('what')}",
                           "the job's config" if config else "the training script", refused,
                           f"{'path' if config else 'script'}:{row.get('path')}"))
+        # the model's own config.json (a local --model_name_or_path directory; precision_calls.json model_config)
+        asked += [(p, w, "the model's config", False, subj) for p, w, subj in model_config_precision(snap)]
         for precision, where, who, refused, subject in asked:
             need = needs.get(precision)
             if not need or not devices or precision in seen:
@@ -195,14 +203,22 @@ def _launch_precision_beyond_the_gpus(devices):
             make = error if refused else warning
             how = ("transformers refuses it before the first step (\"Your setup doesn't support bf16/gpu\", \"--tf32 "
                    "requires Ampere or a newer GPU arch\"), accelerate likewise." if refused else
-                   "Whether it fails or runs emulated and slow depends on the library and the torch release (a guess: "
-                   "the script's own code decides).")
+                   "Whether the weights load in it depends on the transformers release and the script's dtype "
+                   "argument (from 4.49 from_config uses the config's torch_dtype: huggingface/transformers#36567; "
+                   "--torch_dtype auto loads it); if they do, torch.cuda.is_bf16_supported() is True only by emulation "
+                   "below 8.0 (pytorch/pytorch torch/cuda/__init__.py @17e3b6a9), so it runs emulated and slow or a "
+                   "kernel without bf16 fails (a guess: the script's own code decides)." if who == "the model's config"
+                   else "Whether it fails or runs emulated and slow depends on the library and the torch release (a "
+                   "guess: the script's own code decides).")
             yield make(f"{who} asks for {precision} ({where}) on {', '.join(models)}: {precision} needs "
                        f"compute capability {want}",
                        detail=need["why"][0].upper() + need["why"][1:] + f". Source: {need['source']['repo']} "
                               f"{need['source']['path']} ({need['source'].get('symbol')}). " + how,
                        fix=(f"{where.replace(precision, 'fp16', 1)}   # on these GPUs; or run on GPUs of compute "
                             f"capability {want}+") if who == "the launch command" else
+                           (f"load the model in float16 on these GPUs: from_pretrained(..., dtype=torch.float16) or the "
+                            f"script's --torch_dtype float16 (not auto); or run on GPUs of compute capability {want}+")
+                           if who == "the model's config" else
                            f"use fp16 (or fp32) instead of {precision} at {where.split()[0]} on these GPUs; or run on "
                            f"GPUs of compute capability {want}+",
                        subjects=[subject] + [f"gpu:{d['index']}" for d in low],

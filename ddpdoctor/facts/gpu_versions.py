@@ -157,3 +157,54 @@ def fp16_without_speedup(cap) -> Optional[dict]:
     if row is None or (row["fp16"] is not None and row["fp16"] >= row["fp32"]):
         return None
     return {"fp16": row["fp16"], "fp32": row["fp32"], "source": row["source"]}
+
+
+def rocm_docker_options() -> str:
+    """The `docker run` options the ROCm documentation gives a container to reach the host's AMD GPUs."""
+    return next(r["docker"] for r in rows("rocm_device_files") if r.get("docker"))
+
+
+def rocm_groups() -> Tuple[str, ...]:
+    """The groups that own /dev/kfd and the render nodes (render; video on older distributions)."""
+    return tuple(next(r["groups"] for r in rows("rocm_device_files") if r.get("groups") and not r.get("docker")))
+
+
+def rocm_unreachable(snap) -> Optional[dict]:
+    """Why a ROCm (HIP) build of torch can reach no AMD GPU here, from the device files its HSA thunk opens read-write
+    (rocm_device_files: /dev/kfd, /dev/dri/renderD*), or None: not a ROCm build, not recorded (the gpus section's
+    hints are written when NVML is unusable, as it is beside AMD GPUs), or every file there and openable.
+    {"missing": [...], "denied": [...], "driver": amdgpu module loaded, "kfd_topology": AMD GPUs the sysfs lists}."""
+    pk = (snap.get("packages") or {}) if "packages" in snap else {}
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    if not build.get("hip"):
+        return None
+    host = (snap.get("host") or {}) if "host" in snap else {}
+    if host.get("os") and str(host.get("os")).lower() != "linux":
+        return None  # /dev/kfd and the DRM render nodes are Linux's; ROCm on Windows reaches GPUs otherwise
+    gpus = (snap.get("gpus") or {}) if "gpus" in snap else {}
+    hints = gpus.get("hints") if isinstance(gpus, dict) else None
+    if not isinstance(hints, dict) or "dev_kfd" not in hints:
+        return None
+    missing, denied = [], []
+    for name, present, rw in (("/dev/kfd", "dev_kfd", "dev_kfd_rw"), ("/dev/dri/renderD*", "dev_dri_render",
+                                                                      "dev_dri_render_rw")):
+        if not hints.get(present):
+            missing.append(name)
+        elif hints.get(rw) is False:
+            denied.append(name)
+    if not missing and not denied:
+        return None
+    pci = (snap.get("pci") or {}) if "pci" in snap else {}
+    topology = [str(g.get("gfx")) for g in (pci.get("amd_gpus") or []) if isinstance(g, dict)]
+    return {"missing": missing, "denied": denied, "driver": bool(hints.get("amdgpu_module")),
+            "kfd_topology": topology, "hip": build.get("hip")}
+
+
+def consumer_p2p_defects() -> Tuple[dict, ...]:
+    """The consumer GPU families whose older drivers report P2P that hangs NCCL ({name_contains, driver_fixed, ...})."""
+    return tuple(r for r in rows("consumer_p2p") if r.get("name_contains"))
+
+
+def nccl_disables_unreported_p2p() -> dict:
+    """The row saying NCCL itself turns P2P off where NVML reports it not OK (its source and effect)."""
+    return next(r for r in rows("consumer_p2p") if r.get("nvml_not_ok"))

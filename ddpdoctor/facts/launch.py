@@ -20,6 +20,8 @@ Pure functions: no process is read here.
 """
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 from typing import Mapping, Optional
@@ -171,6 +173,52 @@ def script_save_dirs(args: list) -> dict:
             if _SAVE_DIR_OPTION.match(key) and words and words[0]}
 
 
+@functools.lru_cache(maxsize=1)
+def model_config_table() -> dict:
+    """data/precision_calls.json `model_config`: the model options of a training program, the config.json keys that
+    record a dtype, the dtype names' precision words, the read bound, and the sources."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "precision_calls.json")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)["model_config"]
+
+
+def script_model_dirs(args: list) -> dict:
+    """{option as written: value} for the model options of a training program's arguments (`--model_name_or_path
+    ./ckpt`): a local directory or a Hub id, which gather.launch tells apart (a directory with a config.json)."""
+    keys = set(model_config_table()["options"])
+    return {name: words[0] for name, key, words, _ in program_options(args)
+            if name.startswith("--") and key in keys and words and words[0]}
+
+
+def config_precision(config: dict) -> Optional[tuple]:
+    """(precision word, key, dtype name) a model's config.json records (`torch_dtype` / `dtype`: "bfloat16"), else
+    None (float32, absent, or not a name the table maps)."""
+    table = model_config_table()
+    for key in table["keys"]:
+        value = config.get(key) if isinstance(config, dict) else None
+        if isinstance(value, str):
+            word = table["words"].get(value.strip().lower().replace("torch.", ""))
+            if word:
+                return word, key, value
+    return None
+
+
+def model_config_precision(snap) -> list:
+    """[(precision, where, subject)] the recorded commands' local model directories ask for through their own
+    config.json (commands[].model_configs, gathered: its dtype key and value)."""
+    out = []
+    for cmd in commands(snap):
+        for fact in cmd.get("model_configs") or ():
+            if not isinstance(fact, dict) or not fact.get("dtype"):
+                continue
+            word = model_config_table()["words"].get(str(fact["dtype"]).strip().lower().replace("torch.", ""))
+            if word:
+                out.append((word, f"{fact.get('config')} {fact.get('key')}={fact['dtype']} (the model of "
+                                  f"{cmd.get('program') or 'the training program'} {fact.get('option')})",
+                            f"path:{fact.get('config')}"))
+    return out
+
+
 def save_dirs(snap) -> list:
     """[(command, save-dir fact)] for every directory the recorded commands' programs save checkpoints to
     (commands[].save_dirs, gathered: its free space and the largest checkpoint already in it)."""
@@ -288,6 +336,9 @@ def _with_program_options(out: dict, rest: list) -> dict:
     dirs = script_save_dirs(rest)
     if dirs:
         out["script_dirs"] = dirs
+    models = script_model_dirs(rest)
+    if models:
+        out["script_models"] = models
     return out
 
 

@@ -151,9 +151,23 @@ def own_pids(src: Sources, limit: int = 64) -> list:
 
 
 def device_hints(src: Sources) -> dict:
-    """Signs that an NVIDIA GPU was expected although NVML is unusable."""
+    """Signs that an NVIDIA GPU was expected although NVML is unusable; and what a ROCm (HIP) build of torch needs
+    to reach an AMD GPU, since NVML is unusable there too: the device files ROCm's HSA thunk opens read-write
+    (/dev/kfd, one /dev/dri/renderD<N> per GPU; data/gpu_versions.json rocm_device_files), whether this process may
+    open them (os.access R_OK|W_OK: the file mode and the groups, as open() will judge them), and whether the
+    amdgpu kernel driver is loaded (/sys/module/amdgpu; its KFD topology is the pci section's amd_gpus)."""
+    rw = os.R_OK | os.W_OK
+    kfd = src.path("/dev/kfd")
+    try:
+        renders = sorted(n for n in os.listdir(src.path("/dev/dri")) if n.startswith("renderD"))[:64]
+    except OSError:
+        renders = []
     return {"dev_nvidia0": os.path.exists(src.path("/dev/nvidia0")),
-            "proc_driver_nvidia": os.path.exists(src.path("/proc/driver/nvidia/version"))}
+            "proc_driver_nvidia": os.path.exists(src.path("/proc/driver/nvidia/version")),
+            "dev_kfd": os.path.exists(kfd), "dev_kfd_rw": os.path.exists(kfd) and os.access(kfd, rw),
+            "dev_dri_render": bool(renders),
+            "dev_dri_render_rw": any(os.access(src.path(f"/dev/dri/{n}"), rw) for n in renders),
+            "amdgpu_module": os.path.isdir(src.path("/sys/module/amdgpu"))}
 
 
 def gather_with(backend: Any, src: Sources, deadline_s: Optional[float] = None) -> dict:

@@ -7,6 +7,7 @@ script's arguments only its precision options (facts.launch.SCRIPT_PRECISION; th
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -140,6 +141,34 @@ def save_dir_facts(src: Sources, dirs: dict, cwd: Optional[str]) -> list:
     return out
 
 
+def model_config_facts(src: Sources, models: dict, cwd: Optional[str]) -> list:
+    """For each model option of a training command ({option: value}, relative to `cwd`) that names a local directory
+    holding a config.json: the dtype that file records (facts.launch.config_precision: `torch_dtype` / `dtype`), read
+    bounded (model_config max_bytes of that one file, then json). A Hub id (no such directory) is left out: nothing is
+    downloaded. [{option, path, config, key, dtype}] (key and dtype absent when the config records none)."""
+    from ddpdoctor.facts.launch import config_precision, model_config_table  # noqa: PLC0415
+
+    limit = int(model_config_table()["max_bytes"])
+    out = []
+    for option, raw in list(models.items())[:4]:
+        path = os.path.expanduser(raw) if str(raw).startswith("~") else raw
+        path = path if os.path.isabs(path) or not cwd else os.path.join(cwd, path)
+        config = os.path.join(path, "config.json")
+        if not os.path.isabs(config) or not os.path.isfile(src.path(config)):
+            continue
+        text = src.read(config, limit)
+        try:
+            doc = json.loads(text) if text is not None and len(text) < limit else None
+        except ValueError:
+            doc = None
+        fact = {"option": option, "path": path, "config": config}
+        found = config_precision(doc) if isinstance(doc, dict) else None
+        if found:
+            fact["key"], fact["dtype"] = found[1], found[2]
+        out.append(fact)
+    return out
+
+
 SHELLS = ("sh", "bash", "dash", "zsh")
 MAX_SCRIPT_BYTES, MAX_SCRIPT_COMMANDS = 64 * 1024, 8
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -236,6 +265,12 @@ def launch_commands(src: Sources) -> dict:
                 except OSError:
                     cwd = None
                 cmd["save_dirs"] = save_dir_facts(src, cmd["script_dirs"], cwd)
+            if cmd.get("script_models"):
+                try:
+                    cwd = os.readlink(src.path(f"/proc/{pid}/cwd"))
+                except OSError:
+                    cwd = None
+                cmd["model_configs"] = model_config_facts(src, cmd["script_models"], cwd)
             out.append(cmd)
         pid = _ppid(src, pid)
     return {"commands": out, "depth_read": depth}
@@ -254,6 +289,11 @@ FIELDS = {
     "commands[].save_dirs[].checked": STR, "commands[].save_dirs[].exists": BOOL,
     "commands[].save_dirs[].free_bytes": INT, "commands[].save_dirs[].total_bytes": INT,
     "commands[].save_dirs[].largest_checkpoint": STR, "commands[].save_dirs[].largest_checkpoint_bytes": INT,
+    # check21: the training program's model options and the dtype a local model's config.json records
+    "commands[].script_models": OBJ, "commands[].script_models.*": STR, "commands[].model_configs": LIST,
+    "commands[].model_configs[]": OBJ, "commands[].model_configs[].option": STR, "commands[].model_configs[].path": STR,
+    "commands[].model_configs[].config": STR, "commands[].model_configs[].key": STR,
+    "commands[].model_configs[].dtype": STR,
 }
 
 

@@ -69,6 +69,7 @@ def config_facts(paths: List[str]) -> dict:
     errors: list = []
     precision: list = []
     attention: list = []
+    models: list = []
     for path in paths:
         try:
             doc = _load(path)
@@ -86,6 +87,8 @@ def config_facts(paths: List[str]) -> dict:
                 for k, v in node.items():
                     k = str(k)
                     _asks(k, v, path, precision, attention)
+                    if k in _model_options() and isinstance(v, str) and v.strip():
+                        models.append({"key": k, "value": v.strip(), "path": path})  # the model it trains (check21)
                     if _NODE_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool) and v >= 1:
                         nodes.append({"flag": k, "value": v, "path": path, "line": 0, "source": "config"})
                     if _ID_KEYS.match(k):
@@ -113,7 +116,14 @@ def config_facts(paths: List[str]) -> dict:
                 if m:
                     add([int(m.group(1))], key or "value", node)
     return {"gpu_indices": indices, "world_args": worlds, "node_args": nodes, "configs": list(paths), "errors": errors,
-            "precision": precision, "attention": attention}
+            "precision": precision, "attention": attention, "models": models}
+
+
+def _model_options() -> frozenset:
+    """The config keys that name the model a job trains (data/precision_calls.json model_config options)."""
+    from ddpdoctor.facts.launch import model_config_table  # noqa: PLC0415
+
+    return frozenset(model_config_table()["options"])
 
 
 def _asks(key: str, value, path: str, precision: list, attention: list) -> None:

@@ -125,6 +125,11 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         from ddpdoctor.gather.launch import save_dir_facts
 
         cmd["save_dirs"] = save_dir_facts(Sources(), cmd["script_dirs"], os.getcwd())
+    if cmd.get("script_models"):
+        from ddpdoctor.gather import Sources
+        from ddpdoctor.gather.launch import model_config_facts
+
+        cmd["model_configs"] = model_config_facts(Sources(), cmd["script_models"], os.getcwd())
     section = snapshot.sections.get("launch")
     if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
         section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
@@ -177,7 +182,29 @@ def add_config_facts(snapshot: Snapshot, configs: list) -> None:
     for key in ("gpu_indices", "world_args", "node_args", "precision", "attention"):
         merged[key] = list(facts.get(key) or ()) + cfg[key]
     merged["configs"], merged["config_errors"] = cfg["configs"], cfg["errors"]
+    merged["precision"] = list(merged["precision"]) + _model_config_rows(cfg.get("models") or [])
     section["facts"] = merged
+
+
+def _model_config_rows(models: list) -> list:
+    """Precision rows for the models the job's config files name (`model_name_or_path: ./ckpt`): the dtype each local
+    model directory's config.json records (gather.launch.model_config_facts, relative to the working directory, as
+    the trainer resolves it), bf16 only, marked model_config (the script decides whether the weights load in it)."""
+    import os
+
+    from ddpdoctor.facts.launch import model_config_table
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.launch import model_config_facts
+
+    words = model_config_table()["words"]
+    rows = []
+    for m in models[:4]:
+        for fact in model_config_facts(Sources(), {m["key"]: m["value"]}, os.getcwd()):
+            word = words.get(str(fact.get("dtype") or "").strip().lower().replace("torch.", ""))
+            if word == "bf16":
+                rows.append({"precision": word, "path": fact["config"], "line": 0, "model_config": True,
+                             "what": f"{fact['key']}={fact['dtype']} (the model of {m['path']} {m['key']})"})
+    return rows
 
 
 def add_launch_script_facts(snapshot: Snapshot) -> None:

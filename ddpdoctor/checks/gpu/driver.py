@@ -40,7 +40,9 @@ def torch_cuda_vs_driver(snap):
         libtorch_cuda.so (packages.cuda_archs) serves a GPU only through PTX (cudaErrorUnsupportedPtxVersion,
         "the provided PTX was compiled with an unsupported toolchain"), and where the driver is below the
         major's minor-version-compatibility floor (450.80.02 for CUDA 11, 525.60.13 for 12: a 450.51
-        driver reports CUDA 11.0 but runs no 11.1+ build). A CPU build of torch (the default
+        driver reports CUDA 11.0 but runs no 11.1+ build). Otherwise a note that says what is known
+        and what is not: without torch's compiled architectures recorded, whether a GPU needs PTX JIT
+        is a guess from PyTorch's own wheels' architecture list, marked as one. A CPU build of torch (the default
         `pip install torch` on some platforms, or a requirements file pinning `+cpu`) ignores the GPUs; an
         error when the training script read puts work on a CUDA device ("Torch not compiled with CUDA
         enabled": zhysora/UCGAN#2).
@@ -123,13 +125,52 @@ def torch_cuda_vs_driver(snap):
                     evidence=dict(evidence, gpus=[{"index": i, "name": n, "capability": f"sm_{c}"}
                                                   for i, n, c, _ in only]))
     elif driver < built:
-        yield info(f"torch {version} is built for CUDA {build.get('cuda')}, the driver supports CUDA "
-                   f"{gpus.get('cuda_driver')}: it runs through minor-version compatibility",
-                   detail="Features of the newer minor that need the driver (PTX JIT of newer PTX, some "
-                          "libraries' kernels) fail with 'the provided PTX was compiled with an unsupported "
-                          "toolchain'.",
-                   fix="upgrade the driver to one that reports CUDA " + str(build.get("cuda")) + " or newer",
-                   subjects=["pkg:torch"], evidence=evidence)
+        yield _minor_compatibility_note(snap, version, build, gpus, built, evidence)
+
+
+def _minor_compatibility_note(snap, version: str, build: dict, gpus: dict, built: tuple, evidence: dict):
+    """GPU023's note for a driver below the build's CUDA within one major, above the major's minor-version floor:
+    what is known (it runs through minor-version compatibility; torch's own kernels need no PTX JIT when its
+    compiled architectures were read and every GPU has a cubin) and what is not (without that reading, whether torch
+    serves a GPU only through PTX: a guess from PyTorch's own wheels' architecture list, gpu_versions release_archs,
+    marked as a guess; other libraries' PTX, such as torch.compile's Triton kernels, in any case)."""
+    row = gpu_versions.rows("ptx_jit_needs_driver")[0]
+    ptx = f"{row['error']}, \"{row['message']}\""
+    devices = [(d.get("index"), d.get("name"), _capability(d)) for d in view(snap).devices if _capability(d)]
+    if _torch_archs_known(snap):
+        known = ("torch's own libtorch_cuda.so carries a cubin for every visible GPU (read from its .nv_fatbin), so "
+                 "its kernels need no PTX JIT.")
+        guess, covered = "", None
+    else:
+        host = snap.get("host") or {}
+        arch_key = "aarch64" if "aarch64" in str(host.get("platform") or "").lower() else "x86_64"
+        wheel = (gpu_versions.release_archs().get(tuple(built[:2])) or {}).get(arch_key)
+        known = "torch's compiled architectures were not recorded (packages.cuda_archs), so whether it serves each " \
+                "GPU with a cubin or only through PTX is not known."
+        if wheel:
+            bare = sorted({f"{n} (sm_{c})" for _i, n, c in devices if not gpu_versions.runs_on(sorted(wheel), [], c)})
+            covered = not bare
+            guess = (f" A guess from PyTorch's own CUDA {build.get('cuda')} wheels for {arch_key} (cubins for "
+                     f"{', '.join(f'sm_{a}' for a in sorted(wheel))}; a build from elsewhere may differ): "
+                     + ("every visible GPU has a cubin there, so torch's kernels likely need no PTX JIT." if covered else
+                        f"{', '.join(bare)} have no cubin there (GPU032 judges that), and PTX JIT, if the build carries "
+                        f"PTX for them, is what this driver cannot do ({ptx})."))
+        else:
+            guess, covered = f" No architecture list of PyTorch's CUDA {build.get('cuda')} wheels is recorded either.", None
+    return info(f"torch {version} is built for CUDA {build.get('cuda')}, the driver supports CUDA "
+                f"{gpus.get('cuda_driver')}: it runs through minor-version compatibility",
+                detail=(f"Known: driver {gpus.get('driver_version')} is of CUDA {built[0]}, "
+                        + (f"at or above the major's minor-version-compatibility floor ({floor}), "
+                           if (floor := gpu_versions.min_driver_of_cuda_major().get(built[0])) else
+                           "whose minor-version-compatibility floor is not recorded (not known whether it is met), ")
+                        + "so the build runs with a limited feature set; PTX the "
+                        f"newer toolkit generated cannot be JIT-compiled by it ({ptx}; {row['source']['url']}). "
+                        + known + guess + " Not known here: the PTX of other libraries (torch.compile's Triton "
+                        "kernels, extensions), which meets the same limit."),
+                fix="upgrade the driver to one that reports CUDA " + str(build.get("cuda")) + " or newer   # `ddpdoctor "
+                    "snapshot` on the machine itself records torch's compiled architectures (libtorch_cuda.so)",
+                subjects=["pkg:torch"],
+                evidence=dict(evidence, torch_archs_recorded=_torch_archs_known(snap), wheel_cubins_cover=covered))
 
 
 def _below_major_floor(driver_version, major: int) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
+from ddpdoctor.facts import gpu_versions
 from ddpdoctor.facts.cuda_map import devices_of
 from ddpdoctor.facts.env import env_of, script_asks
 from ddpdoctor.facts.gpu import GiB, gib, local_ranks, subjects, view
@@ -60,6 +61,8 @@ def no_nvidia_driver(snap):
     on_bus_nv = {b: f for b, f in (((snap.get("pci") or {}).get("gpus") if "pci" in snap else None) or {}).items()
                  if isinstance(f, dict) and str(f.get("vendor") or "0x10de").lower() == "0x10de"}
     if hip and not on_bus_nv and kind not in ("version_mismatch", "driver_not_loaded"):
+        if gpu_versions.rocm_unreachable(snap) is not None:
+            return  # GPU038 says why no AMD GPU is reachable: "as expected with AMD GPUs" would be wrong here
         # a ROCm (HIP) build of torch drives AMD GPUs through HIP/RCCL: no NVML is expected, and the NVIDIA
         # checks do not apply (GPU035 judges what RCCL itself warns about)
         yield info(f"torch is a ROCm (HIP {hip}) build: the NVIDIA GPU checks do not apply here",
@@ -714,3 +717,74 @@ def _amd_gpus_torch_builds_for(snap) -> list:
     if not (pk.get("versions") or {}).get("torch"):
         return []
     return [str(gfx) for _node, gfx, _since in listed_amd_gpus(snap)]
+
+
+@check("GPU038", "rocm-gpu-unreachable", family="gpu", needs=("packages",), reads=("gpus", "pci", "host"))
+def rocm_gpu_unreachable(snap):
+    """A ROCm build of torch on a host or container where it can open no AMD GPU.
+
+    What it checks
+        With torch built for ROCm (torch.version.hip set), the device files ROCm's HSA thunk opens
+        read-write before HIP lists any GPU: /dev/kfd (hsaKmtOpenKFD, ROCm/ROCR-Runtime
+        libhsakmt/src/openclose.c) and the GPUs' render nodes /dev/dri/renderD* (libhsakmt fmm.c):
+        missing, or present but not openable by this user; and whether the amdgpu kernel driver is
+        loaded and its KFD topology (sysfs, which a container sees too) lists AMD GPUs. Sources in
+        data/gpu_versions.json, table rocm_device_files.
+
+    Why it matters
+        Without them HIP counts no device, so torch.cuda.is_available() is False (is_available is
+        device count > 0): the script trains on the CPU without a word or fails on .cuda() and the
+        NCCL (RCCL) backend. A container started without `--device=/dev/kfd --device=/dev/dri` (the
+        ROCm docs' docker options) has the driver's sysfs topology but no device file; a user outside
+        the render/video groups gets "Unable to open /dev/kfd read-write: Permission denied"
+        (ROCm/ROCm-docker#116); a host without the amdgpu driver has neither.
+
+    Example
+        `docker run rocm/pytorch python train.py` on a host with MI250s, without the --device options.
+
+    Fix
+        docker run --device=/dev/kfd --device=/dev/dri --group-add video --group-add render ...; on a
+        host: sudo usermod -aG render,video $USER (then log in again); without the driver: install
+        amdgpu-dkms (ROCm's install guide) or use a CUDA/CPU build of torch on this machine.
+    """
+    why = gpu_versions.rocm_unreachable(snap)
+    if why is None:
+        return
+    host = (snap.get("host") or {}) if "host" in snap else {}
+    container = host.get("container")
+    docker = gpu_versions.rocm_docker_options()
+    groups = gpu_versions.rocm_groups()
+    seen_gpus = why["kfd_topology"]
+    files = ", ".join(why["missing"] + why["denied"])
+    if why["missing"] and not why["driver"] and not seen_gpus and not container:
+        title = f"torch is a ROCm (HIP {why['hip']}) build, but this host has no amdgpu driver and no AMD GPU device"
+        detail = ("No /sys/module/amdgpu, no KFD topology and no " + files + ": HIP will count no device, so "
+                  "torch.cuda.is_available() is False and training runs on the CPU or fails on .cuda(). Either the "
+                  "amdgpu kernel driver is not installed or loaded, or this machine has no AMD GPU (a guess between "
+                  "the two: nothing recorded tells them apart).")
+        fix = "sudo modprobe amdgpu   # or install amdgpu-dkms (ROCm's install guide); on a machine without AMD GPUs, " \
+              "install torch's CUDA or CPU build instead"
+    elif why["missing"]:
+        where = f"this {container} container" if container else "this machine"
+        driver = (f"the host's amdgpu driver lists {len(seen_gpus)} AMD GPU(s) ({', '.join(sorted(set(seen_gpus)))}) "
+                  "in sysfs" if seen_gpus else "the amdgpu driver is loaded" if why["driver"] else
+                  "a container shares the host's kernel driver")
+        title = f"torch is a ROCm (HIP {why['hip']}) build, but {', '.join(why['missing'])} is missing in {where}"
+        detail = (f"{driver.capitalize()}, but {', '.join(why['missing'])} is not there: HIP opens /dev/kfd and each "
+                  "GPU's render node read-write before it counts a device, so torch.cuda.is_available() is False. A "
+                  f"container needs `{docker}` (ROCm docs, 'Accessing GPUs in containers').")
+        fix = f"docker run {docker} " + " ".join(f"--group-add {g}" for g in groups) + " IMAGE ...   # expose the " \
+              "AMD GPUs to the container"
+    else:
+        title = f"torch is a ROCm (HIP {why['hip']}) build, but this user cannot open {files} read-write"
+        detail = (f"{files} exist{'s' if len(why['denied']) == 1 else ''} but the user is not allowed to open "
+                  f"{'it' if len(why['denied']) == 1 else 'them'} read-write; they belong to group "
+                  f"{' or '.join(groups)}. HIP then counts no device (\"Unable to open /dev/kfd read-write: "
+                  "Permission denied\" in rocminfo), so torch.cuda.is_available() is False.")
+        fix = (f"sudo usermod -aG {','.join(groups)} $USER   # then log in again; in a container: "
+               + " ".join(f"--group-add {g}" for g in groups))
+    yield warning(title, detail=detail, fix=fix,
+                  subjects=["pkg:torch"] + [f"path:{f}" for f in why["missing"] + why["denied"]],
+                  evidence={"torch_hip": why["hip"], "missing": why["missing"], "not_openable": why["denied"],
+                            "amdgpu_module": why["driver"], "kfd_topology_gpus": seen_gpus,
+                            "container": container})

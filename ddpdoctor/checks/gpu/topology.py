@@ -8,28 +8,31 @@ from __future__ import annotations
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
+from ddpdoctor.facts import gpu_versions, ranks as _ranks
 from ddpdoctor.facts.gpu import (CONSUMER, expected_nvlinks, flag_on, nvlink_ok, p2p, pcie_p2p_ok, subjects,
                    version_tuple, view)
 
-RTX40_FIXED_DRIVER = (550, 40, 7)
 
-
-@check("GPU002", "no-gpu-p2p", family="gpu", needs=("gpus",), catalogue=("B1",))
+@check("GPU002", "no-gpu-p2p", family="gpu", needs=("gpus",), reads=("launcher", "launch", "env"), catalogue=("B1",))
 def no_gpu_p2p(snap):
-    """Visible GPUs cannot reach each other peer-to-peer (typical of GeForce cards).
+    """Visible GPUs cannot reach each other peer-to-peer (typical of GeForce cards), graded by the job.
 
     What it checks
         `nvmlDeviceGetP2PStatus(read)` and `(nvlink)` for every pair of visible GPUs that share a
-        socket, and the accelerate rule for RTX 40xx cards: drivers before 550.40.07 report P2P
-        that does not work.
+        socket, and the consumer families whose older drivers report P2P that does not work
+        (data/gpu_versions.json consumer_p2p: GeForce RTX 40 before driver 550.40.07, accelerate's
+        check_cuda_p2p_ib_support). Graded by the job: how many ranks the launcher or the launch
+        command puts on this host, and whether NCCL_P2P_DISABLE is set.
 
     Why it matters
-        Without P2P NCCL copies every all-reduce through host memory (SHM transport): it works,
-        at a fraction of the bandwidth. Worse, RTX 40xx cards on drivers before 550.40.07 claim
-        P2P, NCCL uses it, and the first all-reduce hangs; accelerate refuses to start there
-        ("Using RTX 4000 series doesn't support faster communication broadband via P2P or IB").
-        See huggingface/accelerate `state.py`, NVIDIA/nccl#1127, NVIDIA/nccl#1637,
-        OpenRLHF/OpenRLHF#1064.
+        RTX 40xx cards on drivers before 550.40.07 claim P2P, NCCL uses it, and the first
+        all-reduce hangs (NVIDIA/nccl-tests#117; accelerate refuses to start there): an error
+        when this host runs several ranks, a warning when no launch says how many, nothing
+        when it runs one. Where NVML reports P2P not OK, NCCL turns P2P off for that pair itself
+        (NVIDIA/nccl src/graph/paths.cc ncclTopoCheckP2p, "P2P is disabled between connected
+        GPUs") and copies through host memory: correct, at a fraction of the bandwidth, and
+        NCCL_P2P_DISABLE changes nothing (NVIDIA/nccl#1637), so that is a note, and nothing when
+        the job runs one rank on this host.
 
     Example
         4x GeForce RTX 4090 on one workstation: `nvidia-smi topo -p2p r` shows no OK.
@@ -42,32 +45,54 @@ def no_gpu_p2p(snap):
     v = view(snap)
     if len(v.devices) < 2:
         return
+    ranks, how = _ranks_here(snap)
     driver = v.gpus.get("driver_version")
-    rtx40 = [d["index"] for d in v.devices if "RTX 40" in str(d.get("name"))]
-    if rtx40 and version_tuple(driver) and version_tuple(driver) < RTX40_FIXED_DRIVER \
-            and not flag_on(v.env, "NCCL_P2P_DISABLE"):
-        yield error(f"RTX 40xx GPUs with driver {driver}: NCCL will use P2P that does not work and hang",
-                    detail=(f"{', '.join(v.short(i) for i in rtx40)} are GeForce RTX 40 series. Drivers before 550.40.07 "
-                            "report peer-to-peer as supported on them, NCCL uses it, and the first all-reduce hangs; "
-                            "accelerate refuses to launch on them for that reason."),
-                    fix="export NCCL_P2P_DISABLE=1 NCCL_IB_DISABLE=1   # or upgrade the NVIDIA driver to >= 550.40.07",
-                    subjects=subjects(rtx40, "NCCL_P2P_DISABLE"),
-                    evidence={"driver_version": driver, "gpus": [v.device(i).get("name") for i in rtx40]})
+    for row in gpu_versions.consumer_p2p_defects():
+        family = [d["index"] for d in v.devices if row["name_contains"] in str(d.get("name"))]
+        fixed = version_tuple(row["driver_fixed"])
+        if not family or not version_tuple(driver) or version_tuple(driver) >= fixed \
+                or flag_on(v.env, "NCCL_P2P_DISABLE") or ranks == 1:
+            continue
+        src = row["source"]
+        make = error if ranks else warning
+        job = (f"this host runs {ranks} ranks ({how})" if ranks else
+               "no launch recorded says how many ranks run here: a job with one rank per GPU meets it")
+        env = " ".join(f"{k}={val}" for k, val in row["workaround_env"].items())
+        yield make(f"{row['name_contains']}xx GPUs with driver {driver}: NCCL will use P2P that does not work and hang",
+                   detail=(f"{', '.join(v.short(i) for i in family)} are GeForce {row['name_contains']} series; "
+                           f"{row['effect']}. Fixed from driver {row['driver_fixed']} ({src['repo']} {src['path']} "
+                           f"@{src['commit'][:8]}, {src['symbol'].split(':')[0]}). {job[0].upper() + job[1:]}."),
+                   fix=f"export {env}   # or upgrade the NVIDIA driver to >= {row['driver_fixed']}",
+                   subjects=subjects(family, "NCCL_P2P_DISABLE"),
+                   evidence={"driver_version": driver, "gpus": [v.device(i).get("name") for i in family],
+                             "driver_fixed": row["driver_fixed"], "local_ranks": ranks, "local_ranks_source": how})
         return
     blocked = [p for p in v.pairs if p.get("topology") != "NVML_TOPOLOGY_SYSTEM"
                and p2p(p, "read") not in (None, "OK") and not nvlink_ok(p)]
-    if not blocked:
-        return
+    if not blocked or ranks == 1:
+        return  # one rank on this host: no collective crosses a GPU pair here
     gpus = sorted({p["a"] for p in blocked} | {p["b"] for p in blocked})
     statuses = sorted({str(p2p(p, "read")) for p in blocked})
     consumer = any(CONSUMER.search(str(v.device(i).get("name"))) for i in gpus)
+    nccl = gpu_versions.nccl_disables_unreported_p2p()
     yield info(f"no GPU peer-to-peer between {len(blocked)} pair(s) of visible GPUs: NCCL will copy through host memory",
                detail=(f"NVML P2P status {', '.join(statuses)} for " + "; ".join(v.pair_text(p) for p in blocked[:6])
                        + ". NCCL falls back to its SHM transport (GPU -> host memory -> GPU): correct, but all-reduce "
-                       "bandwidth is a fraction of P2P" + (" (GeForce cards do not support P2P)." if consumer else ".")),
+                       "bandwidth is a fraction of P2P" + (" (GeForce cards do not support P2P)" if consumer else "")
+                       + f". {nccl['effect'][0].upper() + nccl['effect'][1:]} ({nccl['source']['repo']} "
+                       f"{nccl['source']['path']} @{nccl['source']['commit'][:8]})."),
                fix="nothing to fix; for speed: fewer, larger GPUs, or GPUs with NVLink/P2P. Keep /dev/shm large "
                    "(docker: --ipc=host), since that path needs it",
-               subjects=subjects(gpus), evidence={"pairs": [[p["a"], p["b"], p2p(p, "read")] for p in blocked]})
+               subjects=subjects(gpus), evidence={"pairs": [[p["a"], p["b"], p2p(p, "read")] for p in blocked],
+                                                  "local_ranks": ranks, "local_ranks_source": how})
+
+
+def _ranks_here(snap) -> tuple:
+    """(ranks on this host as the launcher or the launch command declares them, how), or (None, why not): the
+    GPU checks do not guess it (facts.ranks.local_ranks().declared())."""
+    reading = _ranks.local_ranks(snap)
+    n = reading.declared()
+    return (n, reading.source) if n else (None, "not declared by a launcher or a recorded launch")
 
 
 def _between(pci: dict, a_bdf: str, b_bdf: str) -> list:
