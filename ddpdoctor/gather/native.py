@@ -176,6 +176,18 @@ def _torch_lib_dir(site: str) -> Optional[str]:
     return None
 
 
+def _torch_library(site: Optional[str], name: str) -> tuple:
+    """(torch's library folder, the ELF headers of its library `name` there) for `site` (the installed torch's
+    site-packages when None: torch_site); (folder or None, None) when the folder or the library cannot be found or
+    read. The one prelude of the gatherers that read one of torch's own libraries."""
+    from ddpdoctor.gather.elf import read_object
+
+    site = torch_site() if site is None else site
+    lib = _torch_lib_dir(site) if site is not None else None
+    path = os.path.join(lib, name) if lib else None
+    return lib, (read_object(path) if path and os.path.exists(path) else None)
+
+
 def torch_extensions(site: Optional[str] = None) -> Optional[list]:
     """The compiled extensions in torch's site-packages (flash-attn, apex, xformers, torch-scatter, a source build...)
     and in the checkouts it points into (develop installs: `setup.py build develop`, `pip install -e`) that link
@@ -340,13 +352,7 @@ def torch_mkl_symbols(src: Sources, site: Optional[str] = None) -> dict:
 
     from ddpdoctor.gather.elf import read_object
 
-    if site is None:
-        site = torch_site()
-        if site is None:
-            return {}
-    lib = _torch_lib_dir(site)
-    path = os.path.join(lib, "libtorch_cpu.so") if lib else None
-    obj = read_object(path) if path and os.path.exists(path) else None
+    lib, obj = _torch_library(site, "libtorch_cpu.so")
     if obj is None:
         return {}
     try:
@@ -392,7 +398,8 @@ def torch_mkl_symbols(src: Sources, site: Optional[str] = None) -> dict:
             dep.close()
         if mkl:
             found.append(where)
-    return {"lib": path, "undefined": und, "mkl_libs": found, "unresolved": unresolved, "exported": sorted(exported)}
+    return {"lib": os.path.join(lib, "libtorch_cpu.so"), "undefined": und, "mkl_libs": found,
+            "unresolved": unresolved, "exported": sorted(exported)}
 
 
 MAX_CXX_NEEDS, MAX_CUDA_MODULES, TORCH_ARCH_DEADLINE_S = 8, 16, 1.0
@@ -615,15 +622,8 @@ def torch_nccl(src: Sources, site: Optional[str] = None) -> dict:
     import platform
 
     from ddpdoctor.facts.env import NCCL_SO, nccl_version_in_name
-    from ddpdoctor.gather.elf import read_object
 
-    if site is None:
-        site = torch_site()
-        if site is None:
-            return {}
-    lib = _torch_lib_dir(site)
-    path = os.path.join(lib, "libtorch_cuda.so") if lib else None
-    obj = read_object(path) if path and os.path.exists(path) else None
+    lib, obj = _torch_library(site, "libtorch_cuda.so")
     if obj is None:
         return {}
     try:
