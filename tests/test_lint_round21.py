@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ddpdoctor.lint.api import lint_paths
+from ddpdoctor.lint.engine import lint_source
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures" / "lint" / "r21"
@@ -22,3 +25,30 @@ def test_lint019_step_counter_breaks_are_never_a_per_rank_metric():
 def test_lint019_an_early_stopping_object_fed_this_ranks_loss_is_still_found():
     got = found(FIX / "early_stop_object_bad.py", "LINT019")
     assert [f.evidence["line"] for f in got] == [33]
+
+
+def test_lint038_a_date_only_folder_name_is_quiet():
+    assert found(FIX / "wallclock_date_only_ok.py", "LINT038") == []
+
+
+def test_lint038_a_format_with_the_time_of_day_still_warns():
+    assert [f.evidence["line"] for f in found(FIX / "wallclock_time_of_day_bad.py", "LINT038")] == [15]
+
+
+@pytest.mark.parametrize("expr, loud", [
+    ('datetime.datetime.now().strftime("%Y%m%d")', False),
+    ('time.strftime("%m%d", time.localtime())', False),
+    ('str(datetime.date.today())', False),
+    ('f"{datetime.datetime.now():%Y-%m-%d}"', False),
+    ('datetime.datetime.now().strftime("%Y%m%d_%H%M")', True),
+    ('time.strftime("%m%d_%T", time.localtime())', True),
+    ('f"{datetime.datetime.now():%d-%-H}"', True),
+    ('datetime.datetime.now().strftime(FMT)', True),        # a format that is not a literal is not judged a date
+    ('str(int(time.time()))', True),
+])
+def test_lint038_reads_the_resolution_of_the_clock_text(expr, loud):
+    src = ("import datetime, os, time\nimport torch.distributed as dist\nFMT = os.environ['FMT']\n"
+           f"def main():\n    dist.init_process_group('gloo')\n    out = os.path.join('runs', {expr})\n"
+           "    os.makedirs(out, exist_ok=True)\n\nif __name__ == '__main__':\n    main()\n")
+    got = [f for f in lint_source(src, "train.py", preview=True) if f.id == "LINT038"]
+    assert bool(got) is loud
