@@ -52,3 +52,14 @@ def test_lint038_reads_the_resolution_of_the_clock_text(expr, loud):
            "    os.makedirs(out, exist_ok=True)\n\nif __name__ == '__main__':\n    main()\n")
     got = [f for f in lint_source(src, "train.py", preview=True) if f.id == "LINT038"]
     assert bool(got) is loud
+
+
+def test_lint015_a_script_named_for_the_deepspeed_launcher_with_no_launch_line_is_quiet():
+    assert found(FIX / "ds_named" / "deepspeed_train.py", "LINT015") == []
+
+
+def test_lint015_the_same_script_under_another_name_or_run_by_torchrun_still_warns(tmp_path):
+    (tmp_path / "train.py").write_text((FIX / "ds_named" / "deepspeed_train.py").read_text())
+    assert [f.evidence["line"] for f in found(tmp_path / "train.py", "LINT015")] == [12]
+    got = found(FIX / "ds_named_torchrun" / "deepspeed_train.py", "LINT015")
+    assert [(f.evidence["line"], f.severity) for f in got] == [(12, "warning")]
