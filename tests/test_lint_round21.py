@@ -32,7 +32,7 @@ def test_lint038_a_date_only_folder_name_is_quiet():
 
 
 def test_lint038_a_format_with_the_time_of_day_still_warns():
-    assert [f.evidence["line"] for f in found(FIX / "wallclock_time_of_day_bad.py", "LINT038")] == [15]
+    assert [f.evidence["line"] for f in found(FIX / "wallclock_time_of_day_bad.py", "LINT038")] == [14, 20, 25]
 
 
 @pytest.mark.parametrize("expr, loud", [
@@ -63,3 +63,14 @@ def test_lint015_the_same_script_under_another_name_or_run_by_torchrun_still_war
     assert [f.evidence["line"] for f in found(tmp_path / "train.py", "LINT015")] == [12]
     got = found(FIX / "ds_named_torchrun" / "deepspeed_train.py", "LINT015")
     assert [(f.evidence["line"], f.severity) for f in got] == [(12, "warning")]
+
+
+def test_lint013_identical_bytes_from_every_rank_are_a_note():
+    got = found(FIX / "same_bytes_every_rank_note.py", "LINT013")
+    assert [(f.evidence["line"], f.severity) for f in got] == [(16, "info"), (19, "info"), (22, "info")]
+    assert all("small metadata file" in f.title for f in got)
+
+
+def test_lint013_a_file_of_what_this_rank_computed_still_warns():
+    got = found(FIX / "rank_bytes_every_rank_bad.py", "LINT013")
+    assert [(f.evidence["line"], f.severity) for f in got] == [(19, "warning")]

@@ -577,9 +577,14 @@ def _metadata(call: Call) -> bool:
     """`torch.save(args, ".../training_args.bin")`, `torch.save({}, placeholder)`: a few bytes of
     metadata. Every rank writing it is a race on a file nobody reads back for weights: a note."""
     if call.name == "open" and call.qual in (None, "open", "builtins.open"):
-        return _settings_written(call)
+        return _settings_written(call) or _same_bytes(call)
     if call.name == "save_pretrained":
         recv = (call.recv or "").rsplit(".", 1)[-1].lower()
+        func = call.node.func
+        if not recv and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and \
+                last_name(func.value.func) == "from_pretrained" and isinstance(func.value.func, ast.Attribute):
+            # `DebertaV2Config.from_pretrained(name).save_pretrained(out)` (round 21, fr138 KoDPR): the class named
+            recv = ((dotted(func.value.func.value) or "").rsplit(".", 1)[-1]).lower()
         return any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES)
     if call.qual in ("shutil.copy", "shutil.copy2", "shutil.copyfile") and call.node.args:
         return _own_code(call.node.args[0])
@@ -624,6 +629,48 @@ def _own_code(src: ast.AST) -> bool:
     if isinstance(node, ast.Call) and (dotted(node.func) or "") in ("inspect.getfile", "inspect.getsourcefile"):
         return True
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py")
+
+
+_WRITE_CALLS = ("write", "writelines", "writerow", "writerows")
+
+
+def _same_bytes(call: Call) -> bool:
+    """Round 21 (fr137 vits-accelerate, fr138 SDoRA): a file opened for writing that receives only what is the same
+    on every rank - literals (a CSV header row, a fixed line) or the text of another file read whole
+    (`data = open(config_path).read()`; `f.write(data)`): every rank writes the same bytes, a race with nothing lost."""
+    body = None
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(i.context_expr is call.node for i in node.items):
+            body = node.body
+            break
+    if body is None:
+        return False
+    reads = {t for a in call.scope.assigns if isinstance(a.value, ast.Call) and last_name(a.value.func) == "read"
+             and not a.value.args for t in a.targets if t}
+    others = {t for a in call.scope.assigns if not (isinstance(a.value, ast.Call) and
+                                                    last_name(a.value.func) == "read") for t in a.targets if t}
+
+    def fixed(e: ast.AST) -> bool:
+        if isinstance(e, ast.Constant):
+            return True
+        if isinstance(e, (ast.List, ast.Tuple, ast.Set)):
+            return all(fixed(x) for x in e.elts)
+        if isinstance(e, ast.JoinedStr):
+            return all(isinstance(v, ast.Constant) for v in e.values)
+        if isinstance(e, ast.BinOp):
+            return fixed(e.left) and fixed(e.right)
+        return isinstance(e, ast.Name) and e.id in reads and e.id not in others
+
+    writes = 0
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Call) and last_name(n.func) in _WRITE_CALLS:
+                if not n.args or not all(fixed(a) for a in n.args):
+                    return False
+                writes += 1
+            elif isinstance(n, ast.Call) and last_name(n.func) in ("dump", "safe_dump", "save", "print"):
+                return False
+    return writes > 0
 
 
 def _settings_written(call: Call) -> bool:
