@@ -67,10 +67,46 @@ def test_lint015_the_same_script_under_another_name_or_run_by_torchrun_still_war
 
 def test_lint013_identical_bytes_from_every_rank_are_a_note():
     got = found(FIX / "same_bytes_every_rank_note.py", "LINT013")
-    assert [(f.evidence["line"], f.severity) for f in got] == [(16, "info"), (19, "info"), (22, "info")]
+    assert [(f.evidence["line"], f.severity) for f in got] == [(16, "info"), (19, "info"), (22, "info"), (25, "info")]
     assert all("small metadata file" in f.title for f in got)
 
 
 def test_lint013_a_file_of_what_this_rank_computed_still_warns():
     got = found(FIX / "rank_bytes_every_rank_bad.py", "LINT013")
     assert [(f.evidence["line"], f.severity) for f in got] == [(19, "warning")]
+
+
+LIGHTNING = FIX / "lightning"
+
+
+def test_lightning_ddp_runs_the_scripts_main_on_every_rank():
+    got = lint_paths([str(LIGHTNING / "train_lightning_ddp_bad.py")], preview=True).findings
+    loud = sorted((f.id, f.evidence["line"]) for f in got if f.severity == "warning")
+    assert loud == [("LINT013", 37), ("LINT027", 32), ("LINT028", 31), ("LINT038", 28)]
+
+
+def test_lightning_spawn_strategy_or_one_device_is_quiet():
+    for name in ("train_lightning_spawn_ok.py", "train_lightning_one_device_ok.py"):
+        got = lint_paths([str(LIGHTNING / name)], preview=True).findings
+        assert [f for f in got if f.id in ("LINT013", "LINT027", "LINT028", "LINT038")] == [], name
+
+
+@pytest.mark.parametrize("trainer_args, every_rank", [
+    ('devices=-1', True),                                          # Lightning >= 2.0: several devices -> "ddp"
+    ('devices="auto", strategy="ddp_find_unused_parameters_true"', True),
+    ('devices=2, strategy=DDPStrategy(find_unused_parameters=True)', True),
+    ('devices=2, strategy="deepspeed_stage_2"', True),
+    ('devices=2, strategy=DDPStrategy(start_method="spawn")', False),
+    ('devices=2, strategy="ddp_notebook"', False),
+    ('gpus=2', False),                                             # the 1.x API, whose default was ddp_spawn
+    ('devices=args.devices', False),                               # a count the file does not show
+])
+def test_lightning_strategies_that_rerun_the_script(tmp_path, trainer_args, every_rank):
+    src = (LIGHTNING / "train_lightning_ddp_bad.py").read_text().replace(
+        'accelerator="gpu", devices=4, strategy="ddp"', f'accelerator="gpu", {trainer_args}').replace(
+        "import torch\n", "import torch\nfrom pytorch_lightning.strategies import DDPStrategy\n", 1)
+    assert trainer_args in src
+    (tmp_path / "train.py").write_text(src)
+    got = [f for f in lint_paths([str(tmp_path / "train.py")], preview=True).findings
+           if f.id == "LINT013" and f.severity == "warning"]
+    assert bool(got) is every_rank

@@ -66,7 +66,8 @@ def training_args_local_rank(t):
         the project's requirements/setup/pyproject pin transformers below 5 (the field is still set
         there), or its README or shell scripts launch the script with `deepspeed` or
         `python -m torch.distributed.launch`, which pass `--local_rank` (for a module with no
-        `__main__` block that no launch line runs: when any launch line of the project does).
+        `__main__` block that no launch line runs: when any launch line of the project does), or (round 21)
+        when no launch line runs it and its own file name names the deepspeed launcher (`deepspeed_train.py`).
 
     Why it matters
         transformers (PR#41382) took device set-up out of TrainingArguments: the field survives

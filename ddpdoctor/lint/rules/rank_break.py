@@ -390,7 +390,10 @@ def rank_conditional_loop_exit(t):
         reads (through the function's assignments, the counters set under tests of it, and objects it is fed to) a
         number this rank computed alone - `loss.item()`, or the value of a function of this file that evaluates
         (`.item()`, `no_grad`, `eval()`) and reduces nothing - with no all-reduce, broadcast, gather or recv of any
-        name of that chain. A value from a function defined elsewhere is not judged. A preview rule (round 8): a
+        name of that chain. A value from a function defined elsewhere is not judged. Since round 21 the chain is
+        the compared names' own (whole attribute chains: `self.global_step`, never `self`); an object's feed
+        (`early_stopping(val_loss)`) counts only for a name the break's own test reads, so a step or epoch
+        counter (`if global_step >= max_train_steps: break`) is never a per-rank metric. A preview rule (round 8): a
         note by default, a warning with `--preview`.
 
     Why it matters

@@ -12,7 +12,7 @@ from .. import conditions as cond
 from ..conditions import is_rankish
 from ..names import dotted, last_name
 from . import rule
-from ._common import is_distributed, is_trainer_script, launched_distributed, names_the_rank, sharded
+from ._common import is_distributed, is_trainer_script, launched_distributed, lightning_relaunch, names_the_rank, sharded
 from ._reach import Reach, last_gasp, reach
 
 # save_pretrained of these writes a few small JSON files; the model's weights are what matters.
@@ -601,6 +601,10 @@ def _metadata(call: Call) -> bool:
     name = (dotted(obj) or "").rsplit(".", 1)[-1].lower() if obj is not None else ""
     if name in _METADATA:
         return True
+    if isinstance(obj, ast.Dict) and obj.values and all(isinstance(v, ast.Constant) or any(
+            isinstance(n, ast.Name) and any(p in _METADATA for p in n.id.lower().split("_")) for n in ast.walk(v))
+            for v in obj.values):
+        return True   # `json.dump({"training_config": asdict(config_to_save), ...}, f)` (round 21, fr136 Vaani)
     if call.qual == "json.dump" and isinstance(obj, ast.Name):
         # `args_dict = vars(args); json.dump(args_dict, f)`, `json.dump(ds_config, f)`: the run's settings as JSON
         if any(piece in _METADATA for piece in name.split("_")):
@@ -692,6 +696,8 @@ def _settings_written(call: Call) -> bool:
             name = (dotted(n) or "").rsplit(".", 1)[-1].lower() if isinstance(n, (ast.Name, ast.Attribute)) else ""
             if name in _METADATA or name == "__dict__":
                 return True
+            if isinstance(n, ast.Name) and any(piece in _METADATA for piece in name.split("_")):
+                return True   # `json.dump(asdict(config_to_save), f)` (round 21, fr136 Vaani: the run's settings)
     return False
 
 
@@ -710,7 +716,10 @@ def _trains(index: ModuleIndex) -> bool:
         return True
     if is_trainer_script(index) and "train" in index.by_name:
         return True
-    # a trainer object of a module not linted takes the step (`student_trainer.train_step(batch)`, kdsml, fr54)
+    # a trainer object of a module not linted takes the step (`student_trainer.train_step(batch)`, kdsml, fr54);
+    # round 21: a Lightning Trainer that re-runs the script per rank, and its `trainer.fit(...)`
+    if lightning_relaunch(index) is not None and any(Reach._train_marker(c) for c in index.by_name.get("fit", ())):
+        return True
     return any(Reach._train_marker(c) for name in _STEP_NAMES for c in index.by_name.get(name, ()))
 
 
@@ -846,7 +855,13 @@ def write_on_every_rank(t):
         test of its own (one fact per helper, computed once per run); it is reported at the call.
         Consecutive writes in one block are one finding. Saving the script's
         own arguments (`torch.save(args, "training_args.bin")`, `json.dump(vars(args), f)`), an empty
-        placeholder, or (round 19) a copy of the run's own code (`shutil.copy2(__file__, out_dir)`) is a note. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
+        placeholder, or (round 19) a copy of the run's own code (`shutil.copy2(__file__, out_dir)`) is a note; so is (round
+        21) a file that receives only literals or another file's text read whole (a CSV header, a copied
+        config.json), a settings dict (`json.dump({"cfg": asdict(config)}, f)`) and a Config re-saved from its hub
+        name: every rank writes the same bytes. Since round 21 a Lightning Trainer whose strategy re-runs the
+        script per rank (`strategy="ddp"`, not ddp_spawn; several devices with no strategy: Lightning >= 2.0 picks
+        ddp; data/launchers.json lightning_script_relaunch) and its `trainer.fit` make the script's own code
+        every-rank. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
         it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings, or, since round 18, the project's
         README or shell scripts launch the file that way, and since round 19 `srun python train.py` / `mpirun -np N` with
@@ -889,8 +904,8 @@ def write_on_every_rank(t):
     helper = _imported_by_others(t, index)  # a module the run's other files import, not an entry script
     if not (is_distributed(index) or launched_distributed(index) or _launched_by_project(t) or (
             helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed)) or
-            _sets_up_through_project(t, index)):
-        return
+            _sets_up_through_project(t, index) or lightning_relaunch(index) is not None):
+        return   # (round 21: a Lightning Trainer whose strategy re-runs this script on every rank)
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
     last = None  # the write last reported: consecutive writes of one block are one finding

@@ -271,7 +271,10 @@ def wallclock_dir_every_rank(t):
         passed through `broadcast_object_list`/`all_gather_object`, and in a single-process script. Since round 20
         also a name a function of the file returns built from the clock (`run_dir = make_run_dir(root)`), and a
         kept name (`self.out_dir`, `args.save_dir`) handed to a function of the file that writes through its
-        parameter (`save_checkpoint(model, self.out_dir)`). A preview
+        parameter (`save_checkpoint(model, self.out_dir)`). Since round 21 a date-only name (a literal strftime
+        format with no hour, minute or second: `%Y%m%d`; `date.today()`) is not per rank: processes started
+        together differ only across midnight (ddpdoctor/data/lint_clock.json). Since round 21 also a Lightning
+        Trainer whose strategy re-runs the script per rank makes the script's own code every-rank. A preview
         rule (round 19): a note by default, a warning with `--preview` when the write runs on every rank.
 
     Why it matters
