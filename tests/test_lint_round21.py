@@ -110,3 +110,9 @@ def test_lightning_strategies_that_rerun_the_script(tmp_path, trainer_args, ever
     got = [f for f in lint_paths([str(tmp_path / "train.py")], preview=True).findings
            if f.id == "LINT013" and f.severity == "warning"]
     assert bool(got) is every_rank
+
+
+def test_lint019_a_resumed_counter_and_a_shared_stop_flag_are_quiet():
+    # iter_num resumed from checkpoint["iter_num"] while `checkpoint` is later the save dict of a local metric; a
+    # stop flag in mp.Manager().Value handed to the spawned workers
+    assert found(FIX / "counter_resume_shared_flag_ok.py", "LINT019") == []

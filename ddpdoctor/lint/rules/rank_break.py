@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import functools
+import json
+import os
 from typing import Iterator, List, Optional, Tuple
 
 from . import rule
@@ -183,7 +186,7 @@ def _flow(scope: Scope):
                 targets = st.targets if isinstance(st, ast.Assign) else [st.target]
                 for target in targets:
                     for key in _targets(target):
-                        deps.setdefault(key, []).append((st.value, tests))
+                        deps.setdefault(key, []).append((st.value, tests, isinstance(st, ast.AugAssign)))
             for n in ast.walk(st) if not isinstance(st, (ast.If, ast.For, ast.While, ast.With, ast.Try,
                                                           ast.AsyncFor, ast.AsyncWith)) else ():
                 if isinstance(n, ast.Call):
@@ -209,6 +212,18 @@ def _call_name(call: ast.Call) -> str:
     return getattr(call.func, "attr", None) or getattr(call.func, "id", None) or ""
 
 
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                     "lint_shared_state.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_state() -> frozenset:
+    """Constructors of state the processes share (multiprocessing Value/Array/Manager; ddpdoctor/data/
+    lint_shared_state.json): a stop flag kept in one is the same for every process that holds it."""
+    with open(_DATA, encoding="utf-8") as fh:
+        return frozenset(json.load(fh)["constructors"])
+
+
 def _per_rank_metric(test: ast.AST, scope: Scope, index, cache: dict) -> Optional[str]:
     """Round 20: the test of an `if ...: break` reads, through the function's assignments (augmented ones and the
     `if` tests they sit under included: `if val < best: ... else: patience += 1`) and the objects it feeds
@@ -229,14 +244,29 @@ def _per_rank_metric(test: ast.AST, scope: Scope, index, cache: dict) -> Optiona
     todo = [(r, called) for r, called in _refs(test)]
     seen, found = set(), None
     values = [test]
+    shared = cache.get("shared_state")
+    if shared is None:
+        # names the file binds anywhere to shared state (`end_train = mp.Manager().Value('b', False)` in main,
+        # handed to the spawned workers as a parameter of the same name)
+        made = _shared_state()
+        shared = cache["shared_state"] = {t for a in index.assigns if isinstance(a.value, ast.Call)
+                                          and _call_name(a.value) in made for t in a.targets if t}
     while todo:
         name, no_feed = todo.pop()
         if name in seen or len(seen) > 40:
             continue
         seen.add(name)
-        for value, tests in deps.get(name, ()):
-            values.append(value)
+        if name in shared or name.split(".", 1)[0] in shared:
+            return None   # a flag the processes share: every rank reads the same value
+        # a counter (`global_step += 1`, `bad_epochs += 1`) is its resets and increments: only the tests those sit
+        # under can make it differ between ranks, not where it resumes from (`iter_num = checkpoint["iter_num"]`)
+        is_counter = any(aug and not any(isinstance(n, ast.Name) for n in ast.walk(v))
+                         for v, _t, aug in deps.get(name, ()))
+        for value, tests, _aug in deps.get(name, ()):
             counter = not any(isinstance(n, ast.Name) for n in ast.walk(value))
+            if is_counter and not counter:
+                continue
+            values.append(value)
             todo.extend((r, True) for r, _ in _refs(value))
             if counter:
                 todo.extend((r, True) for t in tests for r, _ in _refs(t))
