@@ -76,3 +76,11 @@ def rank_passed_explicitly(env) -> Optional[dict]:
                                                                               for v in row["absent"]):
             return row
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def lightning_script_relaunch() -> dict:
+    """How a Lightning Trainer's strategy starts the other ranks by re-running the script (subprocess script
+    launcher): {strategies, not, classes, default_multi_device, sources} (data/launchers.json)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return json.load(fh).get("lightning_script_relaunch", {})

@@ -5,6 +5,7 @@ import ast
 import re
 from typing import Iterable, List, Optional, Tuple
 
+from ...facts.launchers import lightning_script_relaunch
 from ..analysis import Call, ModuleIndex, Scope
 from ..conditions import is_rankish
 from ..names import dotted
@@ -373,3 +374,59 @@ def uses_local_rank_readers(index) -> bool:
     readers = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl")
     return is_trainer_script(index) or any(q.startswith(readers) for q in index.by_qual) or any(
         is_trainer_qual(v) or v.split(".")[0] in readers for v in index.module.imports.values())
+
+
+LIGHTNING_TRAINERS = ("pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer",
+                      "lightning.pytorch.trainer.Trainer", "pytorch_lightning.trainer.Trainer")
+
+
+def _several_devices(value: ast.AST) -> bool:
+    """A Lightning `devices=` value that asks for more than one device: an int > 1, -1, "auto", "-1", "0,1", a
+    list of two or more; a value the file does not show (`args.devices`) is not counted."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and isinstance(value.operand, ast.Constant):
+        return value.operand.value == 1   # devices=-1: every visible device
+    if isinstance(value, ast.Constant):
+        v = value.value
+        if isinstance(v, bool):
+            return False
+        if isinstance(v, int):
+            return v > 1 or v == -1
+        if isinstance(v, str):
+            v = v.strip()
+            return v in ("auto", "-1") or (v.isdigit() and int(v) > 1) or len([p for p in v.split(",") if p.strip()]) > 1
+        return False
+    return isinstance(value, (ast.List, ast.Tuple)) and len(value.elts) > 1
+
+
+def lightning_relaunch(index: ModuleIndex) -> Optional[Call]:
+    """Round 21: a Lightning Trainer of this file whose strategy starts the other ranks by RE-RUNNING THE SCRIPT
+    (Lightning's subprocess script launcher: `LOCAL_RANK=1 python train.py ...` per device), so its module-level code
+    and its `__main__` run on every rank: `strategy="ddp"` (not ddp_spawn/ddp_fork/ddp_notebook), "deepspeed...",
+    "fsdp", or a DDPStrategy/DeepSpeedStrategy/FSDPStrategy(...) without another start_method - with devices or
+    num_nodes that are not a literal 1; or no strategy with several devices (Lightning >= 2.0 picks "ddp"). Facts in
+    ddpdoctor/data/launchers.json `lightning_script_relaunch` (subprocess_script.py, accelerator_connector.py)."""
+    return next((call for call in index.calls if relaunches_script(call)), None)
+
+
+def relaunches_script(call: Call) -> bool:
+    """This call is a Lightning Trainer whose strategy re-runs the script per rank (see lightning_relaunch)."""
+    facts = lightning_script_relaunch()
+    if not facts or call.qual not in LIGHTNING_TRAINERS:
+        return False
+    kw = {k.arg: k.value for k in call.node.keywords if k.arg}
+    devices = kw.get("devices")
+    nodes = kw.get("num_nodes")
+    single = isinstance(devices, ast.Constant) and devices.value in (1, "1") and not (
+        nodes is not None and not (isinstance(nodes, ast.Constant) and nodes.value == 1))
+    strategy = kw.get("strategy")
+    if isinstance(strategy, ast.Constant) and isinstance(strategy.value, str) and strategy.value != "auto":
+        name = strategy.value.lower()
+        return name.startswith(tuple(facts["strategies"])) and not any(w in name for w in facts["not"]) and not single
+    if isinstance(strategy, ast.Call):
+        cls = (dotted(strategy.func) or "").rsplit(".", 1)[-1]
+        start = next((k.value for k in strategy.keywords if k.arg == "start_method"), None)
+        return cls in facts["classes"] and not single and (start is None or (
+            isinstance(start, ast.Constant) and start.value == "popen"))
+    if strategy is None or (isinstance(strategy, ast.Constant) and strategy.value == "auto"):
+        return facts.get("default_multi_device") == "ddp" and devices is not None and _several_devices(devices)
+    return False

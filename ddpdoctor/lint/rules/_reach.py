@@ -32,7 +32,8 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..analysis import Call, Ctx, ModuleIndex, Scope, exclusive
 from .. import conditions as cond
 from ..names import absolute_module, dotted, last_name
-from ._common import C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS, DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual, is_training_args_qual
+from ._common import (C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS, DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual,
+                      is_training_args_qual, relaunches_script)
 
 _DIST_QUALS = {INIT_PG, DDP, "torch.utils.data.DistributedSampler", "accelerate.Accelerator", "deepspeed.initialize",
                "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
@@ -1131,9 +1132,9 @@ class Reach:
             return ""  # one process: accelerate joins no group unless a launcher set the environment
         if q in _DIST_QUALS or (q.startswith("torch.distributed.") and q != "torch.distributed.is_available"):
             return f"{q.rsplit('.', 1)[-1]} at {where}"
-        if q in _LIGHTNING_TRAINERS and any(
-                k.arg in ("strategy", "gpus", "num_nodes") or (k.arg == "devices" and not (
-                    isinstance(k.value, ast.Constant) and k.value.value in (1, "1"))) for k in call.node.keywords):
+        if q in _LIGHTNING_TRAINERS and relaunches_script(call):
+            # round 21: only a strategy that re-runs the script per rank (ddp, deepspeed, fsdp; not ddp_spawn, whose
+            # ranks run the fit alone; data/launchers.json lightning_script_relaunch)
             return f"a multi-device Lightning Trainer at {where}"
         if is_training_args_qual(q) and any(k.arg in _DIST_ARGS for k in call.node.keywords):
             return f"{q.rsplit('.', 1)[-1]} with distributed settings at {where}"

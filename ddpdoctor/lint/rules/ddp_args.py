@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
+from ...facts.launchers import launchers
 from ..conditions import is_main_guard
 from ..names import dotted
 from . import rule
@@ -64,7 +66,8 @@ def training_args_local_rank(t):
         the project's requirements/setup/pyproject pin transformers below 5 (the field is still set
         there), or its README or shell scripts launch the script with `deepspeed` or
         `python -m torch.distributed.launch`, which pass `--local_rank` (for a module with no
-        `__main__` block that no launch line runs: when any launch line of the project does).
+        `__main__` block that no launch line runs: when any launch line of the project does), or (round 21)
+        when no launch line runs it and its own file name names the deepspeed launcher (`deepspeed_train.py`).
 
     Why it matters
         transformers (PR#41382) took device set-up out of TrainingArguments: the field survives
@@ -142,18 +145,34 @@ def local_rank_still_set(t) -> str:
     transformers below 5 (PR#41382 landed after 4.57), or it is launched by `deepspeed` or
     `python -m torch.distributed.launch`, which pass `--local_rank` to the script's argument parser."""
     ctx = t.context
-    if ctx is None:
-        return ""
-    major = ctx.max_major("transformers", t.real_path)
-    if major is not None and major < 5:
-        return f"the project pins transformers{ctx.pin_for('transformers', t.real_path)}"
-    launch = ctx.passes_local_rank(t.real_path)
-    if launch is not None:
-        return f"{launch.source}:{launch.line} launches it with {launch.launcher}, which passes --local_rank"
-    launch = ctx.project_passes_local_rank(t.real_path)
-    if launch is not None and not _is_entry(t):
-        return (f"{launch.source}:{launch.line} launches {launch.script} with {launch.launcher}, which passes "
-                "--local_rank, and this module is not launched itself")
+    if ctx is not None:
+        major = ctx.max_major("transformers", t.real_path)
+        if major is not None and major < 5:
+            return f"the project pins transformers{ctx.pin_for('transformers', t.real_path)}"
+        launch = ctx.passes_local_rank(t.real_path)
+        if launch is not None:
+            return f"{launch.source}:{launch.line} launches it with {launch.launcher}, which passes --local_rank"
+        launch = ctx.project_passes_local_rank(t.real_path)
+        if launch is not None and not _is_entry(t):
+            return (f"{launch.source}:{launch.line} launches {launch.script} with {launch.launcher}, which passes "
+                    "--local_rank, and this module is not launched itself")
+        if ctx.launches_of(t.real_path):
+            return ""   # a launch line says how it runs: the file's name does not overrule it
+    return _named_for_local_rank_launcher(t)
+
+
+def _named_for_local_rank_launcher(t) -> str:
+    """Round 21 (fr138: LLaVA-lineage `deepspeed_train.py`, no launch line in the project): a script whose own file
+    name names a launcher that passes `--local_rank` (data/launchers.json `script_name_token`, `passes_local_rank`:
+    deepspeed/launcher/launch.py) is taken to be started by it; HfArgumentParser then fills the field."""
+    stem = os.path.splitext(os.path.basename(t.real_path or ""))[0].lower()
+    tokens = set(re.split(r"[^a-z0-9]+|_", stem))
+    for row in launchers():
+        named = row.get("script_name_token")
+        if named and row.get("passes_local_rank") and named["token"] in tokens:
+            return (f"the file is named for the {row['name']} launcher and no launch line runs it otherwise; "
+                    f"{row['name']} passes {row['passes_local_rank']['option']} "
+                    f"({row['passes_local_rank']['source']['path']})")
     return ""
 
 

@@ -111,7 +111,8 @@ def download_on_every_rank(t):
     """A dataset downloaded by every rank at once into the same folder.
 
     What it checks
-        In a distributed script (it joins a process group, spawns the ranks or is launched by torchrun): a
+        In a distributed script (it joins a process group, spawns the ranks, is launched by torchrun or, since
+        round 21, builds a Lightning Trainer whose strategy re-runs the script per rank): a
         dataset built with `download=True` (torchvision's `datasets.MNIST(root, download=True)` and look-alikes)
         that every rank runs into one folder (a root built from the rank, `'data-%d' % hvd.rank()`, is each
         rank's own: round 15 wave 3): not under a rank test, not in a function every caller gates, not in the parent

@@ -74,7 +74,8 @@ def makedirs_race_every_rank(t):
     """A folder created by every rank with os.makedirs/os.mkdir and no exist_ok.
 
     What it checks
-        In a distributed script (it joins a process group, spawns the ranks or is launched by torchrun):
+        In a distributed script (it joins a process group, spawns the ranks, is launched by torchrun or, since
+        round 21, builds a Lightning Trainer whose strategy re-runs the script per rank):
         `os.makedirs(path)` without `exist_ok=True`, or `os.mkdir(path)`, that every rank runs on the same path
         (usually behind `if not os.path.exists(path):`): not under a rank test, not in a function every caller
         gates, not in the parent before `mp.spawn`, not to a per-rank path, not inside a `try:` that catches

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import functools
+import json
+import os
 from typing import Iterator, List, Optional, Tuple
 
 from . import rule
@@ -119,9 +122,59 @@ _METRIC = "a metric this rank computed and never shared (per-rank early stopping
 _EVAL_MARKS = ("item", "no_grad", "inference_mode", "eval")
 
 
+def _targets(target: ast.AST) -> Iterator[str]:
+    """The keys an assignment target binds: `x` -> x, `self.step` -> self.step, `m["loss"]` -> m, `a, b` -> a, b."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            yield from _targets(elt)
+    elif isinstance(target, ast.Starred):
+        yield from _targets(target.value)
+    elif isinstance(target, ast.Subscript):
+        yield from _targets(target.value)
+    else:
+        d = dotted(target)
+        if d:
+            yield d
+
+
+def _refs(expr: ast.AST) -> List[Tuple[str, bool]]:
+    """(name or whole attribute chain, read as the object of a method call) for what an expression reads
+    (`self.global_step >= self.max_steps` -> self.global_step, self.max_steps; `loss.item()` -> loss, called);
+    never the bare `self` of an attribute chain, so a counter kept in `self.global_step` is not every attribute of
+    `self`."""
+    out: List[Tuple[str, bool]] = []
+
+    def visit(n, called=False):
+        if isinstance(n, ast.Call):
+            visit(n.func.value if isinstance(n.func, ast.Attribute) else n.func, True)
+            for a in (*n.args, *(k.value for k in n.keywords)):
+                visit(a)
+            return
+        d = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+        if d:
+            out.append((d, called))
+            return
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+    visit(expr)
+    return out
+
+
+def _fed(call: ast.Call) -> List[str]:
+    """The objects a call may feed a value to: `early_stopping(v)` -> early_stopping, `stopper.step(v)` ->
+    stopper.step and stopper, `self.early_stop(v)` -> self.early_stop; never bare `self`/`cls`."""
+    out = []
+    for x in (call.func, call.func.value if isinstance(call.func, ast.Attribute) else None):
+        d = dotted(x) if x is not None else None
+        if d and d not in ("self", "cls"):
+            out.append(d)
+    return out
+
+
 def _flow(scope: Scope):
-    """(name -> the value expressions and enclosing `if` tests of its assignments, augmented ones included; the calls
-    of the function's own body): the function's statements, walked once per scope for the metric question."""
+    """(name or attribute chain (`val_loss`, `self.global_step`) -> the value expressions and enclosing `if` tests of
+    its assignments, augmented ones included; the calls of the function's own body): the function's statements,
+    walked once per scope for the metric question."""
     deps: dict = {}
     calls = []
 
@@ -132,9 +185,8 @@ def _flow(scope: Scope):
             if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and st.value is not None:
                 targets = st.targets if isinstance(st, ast.Assign) else [st.target]
                 for target in targets:
-                    for n in ast.walk(target):
-                        if isinstance(n, ast.Name):
-                            deps.setdefault(n.id, []).append((st.value, tests))
+                    for key in _targets(target):
+                        deps.setdefault(key, []).append((st.value, tests, isinstance(st, ast.AugAssign)))
             for n in ast.walk(st) if not isinstance(st, (ast.If, ast.For, ast.While, ast.With, ast.Try,
                                                           ast.AsyncFor, ast.AsyncWith)) else ():
                 if isinstance(n, ast.Call):
@@ -160,6 +212,18 @@ def _call_name(call: ast.Call) -> str:
     return getattr(call.func, "attr", None) or getattr(call.func, "id", None) or ""
 
 
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                     "lint_shared_state.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_state() -> frozenset:
+    """Constructors of state the processes share (multiprocessing Value/Array/Manager; ddpdoctor/data/
+    lint_shared_state.json): a stop flag kept in one is the same for every process that holds it."""
+    with open(_DATA, encoding="utf-8") as fh:
+        return frozenset(json.load(fh)["constructors"])
+
+
 def _per_rank_metric(test: ast.AST, scope: Scope, index, cache: dict) -> Optional[str]:
     """Round 20: the test of an `if ...: break` reads, through the function's assignments (augmented ones and the
     `if` tests they sit under included: `if val < best: ... else: patience += 1`) and the objects it feeds
@@ -170,32 +234,50 @@ def _per_rank_metric(test: ast.AST, scope: Scope, index, cache: dict) -> Optiona
     if flow is None:
         flow = cache[id(scope)] = _flow(scope)
     deps, calls = flow
-    todo = [n.id for n in ast.walk(test) if isinstance(n, ast.Name)]
+    # (name, reached through a counter's enclosing test): a counter set from constants (`patience = 0`,
+    # `patience += 1`) follows the tests it sits under (`if val < best: ... else: patience += 1`), but a name met only
+    # in such a test is traced through its own assignments, never into the calls made on its object: the `global_step`
+    # under `if accelerator.sync_gradients:` is not `accelerator.backward(loss)`'s loss (round 21, fr136/fr137)
+    # Only a name the break's own test reads as a value (`if early_stopping.early_stop: break`) takes what its object
+    # was fed: deeper in the chain, an object's attribute (`accelerator.num_processes` in the step budget) or an
+    # object whose method is called (`accelerator.prepare(loader)`) is traced through its own assignments only.
+    todo = [(r, called) for r, called in _refs(test)]
     seen, found = set(), None
     values = [test]
+    shared = cache.get("shared_state")
+    if shared is None:
+        # names the file binds anywhere to shared state (`end_train = mp.Manager().Value('b', False)` in main,
+        # handed to the spawned workers as a parameter of the same name)
+        made = _shared_state()
+        shared = cache["shared_state"] = {t for a in index.assigns if isinstance(a.value, ast.Call)
+                                          and _call_name(a.value) in made for t in a.targets if t}
     while todo:
-        name = todo.pop()
+        name, no_feed = todo.pop()
         if name in seen or len(seen) > 40:
             continue
         seen.add(name)
-        for value, tests in deps.get(name, ()):
-            values.append(value)
-            # a counter set from constants (`patience = 0`, `patience += 1`) follows the tests it sits under; a value
-            # computed from names follows those names only
+        if name in shared or name.split(".", 1)[0] in shared:
+            return None   # a flag the processes share: every rank reads the same value
+        # a counter (`global_step += 1`, `bad_epochs += 1`) is its resets and increments: only the tests those sit
+        # under can make it differ between ranks, not where it resumes from (`iter_num = checkpoint["iter_num"]`)
+        is_counter = any(aug and not any(isinstance(n, ast.Name) for n in ast.walk(v))
+                         for v, _t, aug in deps.get(name, ()))
+        for value, tests, _aug in deps.get(name, ()):
             counter = not any(isinstance(n, ast.Name) for n in ast.walk(value))
-            todo.extend(n.id for x in ((value, *tests) if counter else (value,)) for n in ast.walk(x)
-                        if isinstance(n, ast.Name))
+            if is_counter and not counter:
+                continue
+            values.append(value)
+            todo.extend((r, True) for r, _ in _refs(value))
+            if counter:
+                todo.extend((r, True) for t in tests for r, _ in _refs(t))
+        if no_feed:
+            continue
         for c in calls:   # `early_stopping(val_loss, model)`, `stopper.step(val_loss)`: the object takes the value
-            root = c.func
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id == name:
-                todo.extend(n.id for a in (*c.args, *(k.value for k in c.keywords)) for n in ast.walk(a)
-                            if isinstance(n, ast.Name))
+            if any(name == o or name.startswith(o + ".") for o in _fed(c)):
+                todo.extend((r, True) for a in (*c.args, *(k.value for k in c.keywords)) for r, _ in _refs(a))
     for c in calls:  # reduced or received in place: `dist.all_reduce(val_loss)`, `dist.recv(flag, src=0)`
         if any(w in _call_name(c).lower() for w in (*_SHARED, "recv")) and any(
-                isinstance(n, ast.Name) and n.id in seen for a in (*c.args, *(k.value for k in c.keywords))
-                for n in ast.walk(a)):
+                r in seen for a in (*c.args, *(k.value for k in c.keywords)) for r, _ in _refs(a)):
             return None
     for value in values:
         for n in ast.walk(value):
@@ -338,7 +420,10 @@ def rank_conditional_loop_exit(t):
         reads (through the function's assignments, the counters set under tests of it, and objects it is fed to) a
         number this rank computed alone - `loss.item()`, or the value of a function of this file that evaluates
         (`.item()`, `no_grad`, `eval()`) and reduces nothing - with no all-reduce, broadcast, gather or recv of any
-        name of that chain. A value from a function defined elsewhere is not judged. A preview rule (round 8): a
+        name of that chain. A value from a function defined elsewhere is not judged. Since round 21 the chain is
+        the compared names' own (whole attribute chains: `self.global_step`, never `self`); an object's feed
+        (`early_stopping(val_loss)`) counts only for a name the break's own test reads, so a step or epoch
+        counter (`if global_step >= max_train_steps: break`) is never a per-rank metric. A preview rule (round 8): a
         note by default, a warning with `--preview`.
 
     Why it matters

@@ -12,7 +12,7 @@ from .. import conditions as cond
 from ..conditions import is_rankish
 from ..names import dotted, last_name
 from . import rule
-from ._common import is_distributed, is_trainer_script, launched_distributed, names_the_rank, sharded
+from ._common import is_distributed, is_trainer_script, launched_distributed, lightning_relaunch, names_the_rank, sharded
 from ._reach import Reach, last_gasp, reach
 
 # save_pretrained of these writes a few small JSON files; the model's weights are what matters.
@@ -577,9 +577,14 @@ def _metadata(call: Call) -> bool:
     """`torch.save(args, ".../training_args.bin")`, `torch.save({}, placeholder)`: a few bytes of
     metadata. Every rank writing it is a race on a file nobody reads back for weights: a note."""
     if call.name == "open" and call.qual in (None, "open", "builtins.open"):
-        return _settings_written(call)
+        return _settings_written(call) or _same_bytes(call)
     if call.name == "save_pretrained":
         recv = (call.recv or "").rsplit(".", 1)[-1].lower()
+        func = call.node.func
+        if not recv and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and \
+                last_name(func.value.func) == "from_pretrained" and isinstance(func.value.func, ast.Attribute):
+            # `DebertaV2Config.from_pretrained(name).save_pretrained(out)` (round 21, fr138 KoDPR): the class named
+            recv = ((dotted(func.value.func.value) or "").rsplit(".", 1)[-1]).lower()
         return any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES)
     if call.qual in ("shutil.copy", "shutil.copy2", "shutil.copyfile") and call.node.args:
         return _own_code(call.node.args[0])
@@ -596,6 +601,10 @@ def _metadata(call: Call) -> bool:
     name = (dotted(obj) or "").rsplit(".", 1)[-1].lower() if obj is not None else ""
     if name in _METADATA:
         return True
+    if isinstance(obj, ast.Dict) and obj.values and all(isinstance(v, ast.Constant) or any(
+            isinstance(n, ast.Name) and any(p in _METADATA for p in n.id.lower().split("_")) for n in ast.walk(v))
+            for v in obj.values):
+        return True   # `json.dump({"training_config": asdict(config_to_save), ...}, f)` (round 21, fr136 Vaani)
     if call.qual == "json.dump" and isinstance(obj, ast.Name):
         # `args_dict = vars(args); json.dump(args_dict, f)`, `json.dump(ds_config, f)`: the run's settings as JSON
         if any(piece in _METADATA for piece in name.split("_")):
@@ -626,6 +635,48 @@ def _own_code(src: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py")
 
 
+_WRITE_CALLS = ("write", "writelines", "writerow", "writerows")
+
+
+def _same_bytes(call: Call) -> bool:
+    """Round 21 (fr137 vits-accelerate, fr138 SDoRA): a file opened for writing that receives only what is the same
+    on every rank - literals (a CSV header row, a fixed line) or the text of another file read whole
+    (`data = open(config_path).read()`; `f.write(data)`): every rank writes the same bytes, a race with nothing lost."""
+    body = None
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(i.context_expr is call.node for i in node.items):
+            body = node.body
+            break
+    if body is None:
+        return False
+    reads = {t for a in call.scope.assigns if isinstance(a.value, ast.Call) and last_name(a.value.func) == "read"
+             and not a.value.args for t in a.targets if t}
+    others = {t for a in call.scope.assigns if not (isinstance(a.value, ast.Call) and
+                                                    last_name(a.value.func) == "read") for t in a.targets if t}
+
+    def fixed(e: ast.AST) -> bool:
+        if isinstance(e, ast.Constant):
+            return True
+        if isinstance(e, (ast.List, ast.Tuple, ast.Set)):
+            return all(fixed(x) for x in e.elts)
+        if isinstance(e, ast.JoinedStr):
+            return all(isinstance(v, ast.Constant) for v in e.values)
+        if isinstance(e, ast.BinOp):
+            return fixed(e.left) and fixed(e.right)
+        return isinstance(e, ast.Name) and e.id in reads and e.id not in others
+
+    writes = 0
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Call) and last_name(n.func) in _WRITE_CALLS:
+                if not n.args or not all(fixed(a) for a in n.args):
+                    return False
+                writes += 1
+            elif isinstance(n, ast.Call) and last_name(n.func) in ("dump", "safe_dump", "save", "print"):
+                return False
+    return writes > 0
+
+
 def _settings_written(call: Call) -> bool:
     """`with open(d / "args.yaml", "w") as f: yaml.safe_dump(args, f)` / `f.write(str(args))`: what the file
     receives is the run's settings (a name of _METADATA, `vars(args)`, `args.__dict__`): a small metadata file."""
@@ -645,6 +696,8 @@ def _settings_written(call: Call) -> bool:
             name = (dotted(n) or "").rsplit(".", 1)[-1].lower() if isinstance(n, (ast.Name, ast.Attribute)) else ""
             if name in _METADATA or name == "__dict__":
                 return True
+            if isinstance(n, ast.Name) and any(piece in _METADATA for piece in name.split("_")):
+                return True   # `json.dump(asdict(config_to_save), f)` (round 21, fr136 Vaani: the run's settings)
     return False
 
 
@@ -663,7 +716,10 @@ def _trains(index: ModuleIndex) -> bool:
         return True
     if is_trainer_script(index) and "train" in index.by_name:
         return True
-    # a trainer object of a module not linted takes the step (`student_trainer.train_step(batch)`, kdsml, fr54)
+    # a trainer object of a module not linted takes the step (`student_trainer.train_step(batch)`, kdsml, fr54);
+    # round 21: a Lightning Trainer that re-runs the script per rank, and its `trainer.fit(...)`
+    if lightning_relaunch(index) is not None and any(Reach._train_marker(c) for c in index.by_name.get("fit", ())):
+        return True
     return any(Reach._train_marker(c) for name in _STEP_NAMES for c in index.by_name.get(name, ()))
 
 
@@ -799,7 +855,13 @@ def write_on_every_rank(t):
         test of its own (one fact per helper, computed once per run); it is reported at the call.
         Consecutive writes in one block are one finding. Saving the script's
         own arguments (`torch.save(args, "training_args.bin")`, `json.dump(vars(args), f)`), an empty
-        placeholder, or (round 19) a copy of the run's own code (`shutil.copy2(__file__, out_dir)`) is a note. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
+        placeholder, or (round 19) a copy of the run's own code (`shutil.copy2(__file__, out_dir)`) is a note; so is (round
+        21) a file that receives only literals or another file's text read whole (a CSV header, a copied
+        config.json), a settings dict (`json.dump({"cfg": asdict(config)}, f)`) and a Config re-saved from its hub
+        name: every rank writes the same bytes. Since round 21 a Lightning Trainer whose strategy re-runs the
+        script per rank (`strategy="ddp"`, not ddp_spawn; several devices with no strategy: Lightning >= 2.0 picks
+        ddp; data/launchers.json lightning_script_relaunch) and its `trainer.fit` make the script's own code
+        every-rank. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
         it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings, or, since round 18, the project's
         README or shell scripts launch the file that way, and since round 19 `srun python train.py` / `mpirun -np N` with
@@ -842,8 +904,8 @@ def write_on_every_rank(t):
     helper = _imported_by_others(t, index)  # a module the run's other files import, not an entry script
     if not (is_distributed(index) or launched_distributed(index) or _launched_by_project(t) or (
             helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed)) or
-            _sets_up_through_project(t, index)):
-        return
+            _sets_up_through_project(t, index) or lightning_relaunch(index) is not None):
+        return   # (round 21: a Lightning Trainer whose strategy re-runs this script on every rank)
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
     last = None  # the write last reported: consecutive writes of one block are one finding

@@ -3,7 +3,10 @@ a preview rule)."""
 from __future__ import annotations
 
 import ast
-from typing import Dict, Set
+import functools
+import json
+import os
+from typing import Dict, Set, Tuple
 
 from . import rule
 from ..analysis import Call
@@ -29,13 +32,77 @@ _WRITE_NAMES = frozenset(("mkdir", "save_pretrained", "save_model", "save_state"
 _SHARES = frozenset(("broadcast_object_list", "broadcast", "all_gather_object", "scatter_object_list"))
 
 
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                     "lint_clock.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _clock_facts() -> Tuple[frozenset, str, frozenset]:
+    """(strftime directives that read the time of day, the flags that may precede them, calls whose value is a
+    date only), from ddpdoctor/data/lint_clock.json."""
+    with open(_DATA, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    return frozenset(doc["time_of_day"]["directives"]), doc["time_of_day"]["flags"], frozenset(doc["date_only_calls"])
+
+
+def _time_of_day(fmt: str) -> bool:
+    """A strftime format reads the hour, minute or second (`%Y%m%d-%H%M%S`, `%T`, `%-H`); `%Y%m%d` does not."""
+    directives, flags, _ = _clock_facts()
+    i = 0
+    while i < len(fmt):
+        if fmt[i] != "%":
+            i += 1
+            continue
+        j = i + 1
+        while j < len(fmt) and (fmt[j] in flags or fmt[j].isdigit()):
+            j += 1
+        if j < len(fmt) and fmt[j] in directives:
+            return True
+        i = j + 1
+    return False
+
+
+def _date_only(path_nodes: list, index, scope) -> Set[int]:
+    """The clock calls of a path expression whose text is a date only (round 21, fr137: `strftime('%Y%m%d')`,
+    `time.strftime('%m%d')`, `date.today()`, `datetime.now().date()`): processes started together name the same
+    folder except across midnight. A format that is not a literal string is not judged (stays a clock read)."""
+    _, _, dates = _clock_facts()
+    out: Set[int] = set()
+    for n in path_nodes:
+        if isinstance(n, ast.FormattedValue) and isinstance(n.value, ast.Call) and \
+                isinstance(n.format_spec, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in n.format_spec.values):
+            if not _time_of_day("".join(str(v.value) for v in n.format_spec.values)):
+                out.add(id(n.value))   # f"{datetime.now():%Y%m%d}"
+        if not isinstance(n, ast.Call):
+            continue
+        qual = index.qual(n.func, scope)
+        if qual in dates:
+            out.add(id(n))
+        fmt = None
+        if qual == "time.strftime" and n.args:
+            fmt = n.args[0]
+            inner = n.args[1:]
+        elif isinstance(n.func, ast.Attribute) and n.func.attr == "strftime" and n.args:
+            fmt = n.args[0]
+            inner = [n.func.value]
+        elif isinstance(n.func, ast.Attribute) and n.func.attr == "date" and not n.args:
+            out.update(id(c) for c in ast.walk(n.func.value) if isinstance(c, ast.Call))   # datetime.now().date()
+            continue
+        if isinstance(fmt, ast.Constant) and isinstance(fmt.value, str) and not _time_of_day(fmt.value):
+            out.add(id(n))
+            out.update(id(c) for x in inner for c in ast.walk(x) if isinstance(c, ast.Call))
+    return out
+
+
 def _reads_clock(node: ast.AST, index, scope, helpers=frozenset()) -> bool:
     """The expression is a path or name built from a clock read (`"runs/" + time.strftime(...)`), or a call of a
     function of this file that returns one (`make_run_dir(root)`, round 20), not data that holds one
-    (`{"time": time.time()}`, `Trainer(...)`)."""
-    return any(isinstance(n, ast.Call) and (index.qual(n.func, scope) in _CLOCK or
-                                            (helpers and id(index.function_of(n.func, scope)) in helpers))
-               for n in _path_nodes(node))
+    (`{"time": time.time()}`, `Trainer(...)`), nor a date only (`strftime('%Y%m%d')`, round 21)."""
+    nodes = list(_path_nodes(node))
+    dates = _date_only(nodes, index, scope)
+    return any(isinstance(n, ast.Call) and id(n) not in dates and (
+        index.qual(n.func, scope) in _CLOCK or (helpers and id(index.function_of(n.func, scope)) in helpers))
+        for n in nodes)
 
 
 def _returns(scope) -> list:
@@ -204,7 +271,10 @@ def wallclock_dir_every_rank(t):
         passed through `broadcast_object_list`/`all_gather_object`, and in a single-process script. Since round 20
         also a name a function of the file returns built from the clock (`run_dir = make_run_dir(root)`), and a
         kept name (`self.out_dir`, `args.save_dir`) handed to a function of the file that writes through its
-        parameter (`save_checkpoint(model, self.out_dir)`). A preview
+        parameter (`save_checkpoint(model, self.out_dir)`). Since round 21 a date-only name (a literal strftime
+        format with no hour, minute or second: `%Y%m%d`; `date.today()`) is not per rank: processes started
+        together differ only across midnight (ddpdoctor/data/lint_clock.json). Since round 21 also a Lightning
+        Trainer whose strategy re-runs the script per rank makes the script's own code every-rank. A preview
         rule (round 19): a note by default, a warning with `--preview` when the write runs on every rank.
 
     Why it matters
