@@ -81,6 +81,23 @@ def _frames(p: dict, key: str = "dump") -> list:
     return t["frames"] if t else []
 
 
+def backward_thread(p: dict, prefixes, key: str = "dump") -> Optional[dict]:
+    """The thread, other than the main one, where a rank whose main thread waits in autograd's engine runs its OWN
+    code: a thread that C++ started and that entered Python (autograd's device threads running a hook, a process
+    group's worker thread running a DDP comm hook's `fut.then(...)` callback; data/python_threads.json). Its main
+    thread shows the engine alone, as DDP's all-reduce does; the stall is on that thread. None unless exactly one such
+    thread runs the user's code (two would be a guess between them)."""
+    dump = p.get(key)
+    if not dump:
+        return None
+    parsed = stacks.parse_dump(dump)
+    main = stacks.main_thread(parsed, (p.get("info") or {}).get("main_thread"))
+    if main is None or not stacks.has_frame(main["frames"], *AUTOGRAD_ENGINE):
+        return None
+    found = stacks.native_user_threads(parsed, main, prefixes, (p.get("info") or {}).get("injected"))
+    return found[0] if len(found) == 1 else None
+
+
 BUSY_CPU = 0.5  # a rank outside any collective using half a core or more is working, not blocked
 BUSY_RUNNING = 0.6  # ...or whose main thread was running or runnable in 60% of the samples (a loaded host)
 
@@ -189,9 +206,16 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     frames = _frames(p)
     n_workers = len([w for w in workers if w.get("alive", True)])
     state = classify(p, frames, n_workers)
+    side = None
     if state == "backward" and user_code_in_backward(frames, prefixes, info.get("injected")):
         state = "busy" if _busy(p) else "outside"  # its own hook / autograd Function, run by autograd: not DDP's wait
+    elif state == "backward":
+        side = backward_thread(p, prefixes)
+        if side is not None:  # its own code on a thread torch started (a device thread's hook, a comm hook's callback)
+            state = "busy" if _busy(p) else "outside"
     user = stacks.innermost_user(frames, prefixes, info.get("injected")) if frames else None
+    if side is not None:
+        user = side["user"]
     if user is None and b.get("pl"):  # no stack (not signalled): the line the recorder saw
         file, _, line = str(b["pl"]).rpartition(":")
         if file and line.isdigit():
@@ -205,10 +229,19 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
            "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
            "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native")}
+    if side is not None:
+        rec["thread"] = {"ident": f"0x{side['ident']:016x}" if side.get("ident") is not None else None,
+                         "started_by": "torch (C++), not Python: autograd's device thread or a Future's callback",
+                         "stack": stacks.fold(side["frames"], prefixes)}
+        rec["stack"] = (rec["stack"] or []) + [f"(thread {rec['thread']['ident']}, started by torch, not Python:)"] \
+            + rec["thread"]["stack"]
     gate = stacks.gated_user(frames, prefixes, info.get("injected")) if frames else None
     if gate is not None:
         rec["gate_frame"] = gate  # a caller's `if rank == 0:` / `if ...is_main_process:` around what this rank does
     rec["doing"] = _describe_wait(rec)
+    if side is not None:
+        rec["doing"] += (" (its own code on a thread torch started: a DDP comm hook's callback or autograd's device "
+                         "thread; its main thread waits in backward)")
     rec["workers"] = [worker_record(w, prefixes) for w in workers]
     return rec
 
@@ -564,8 +597,9 @@ def _before_end(p: dict, prefixes=()) -> str:
     if not frames:
         return ""
     if (not stacks.has_frame(frames, "torch/distributed/distributed_c10d.py")
-            and user_code_in_backward(frames, prefixes, (p.get("info") or {}).get("injected"))):
-        return "outside"  # its own hook / autograd Function, run by autograd's engine (rank_record says the same)
+            and (user_code_in_backward(frames, prefixes, (p.get("info") or {}).get("injected"))
+                 or backward_thread(p, prefixes) is not None)):
+        return "outside"  # its own hook / autograd Function / comm hook callback, run by torch (rank_record says the same)
     if (stacks.has_frame(frames, "torch/autograd", ("backward", "_engine_run_backward"))
             or stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward"))
             or stacks.has_frame(frames, "torch/distributed/distributed_c10d.py")):
