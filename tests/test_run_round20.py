@@ -152,3 +152,117 @@ def test_real_quiet_the_same_comm_hook_job_without_the_block_ends_well(tmp_path)
     proc, data = _run_hook_job(tmp_path, 10 ** 9, steps=8)
     assert "step 7" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]  # the job ran to its end
     assert proc.returncode == 0 and not [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")], data["findings"]
+
+
+# ddpdoctor run's OWN failure (a bug of the tool) while it watches or tears down a job: DOC004, no rank blamed, the
+# job's own exit status kept and no process left behind.
+
+def _sup(code: str):
+    from ddpdoctor.run.supervisor import Supervisor
+
+    lines = []
+    return Supervisor([sys.executable, "-c", code], preflight=False, grace_s=2.0, write=lines.append,
+                      capture_stderr=False), lines
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_trigger_an_own_error_while_tearing_down_is_doc004_and_the_jobs_status_stands(monkeypatch):
+    """Trigger: the end-of-job death check (the job has exited: teardown) raises -> run() returns the job's own
+    status (3), the report has DOC004 naming the phase, with no rank subject, and no RUN010/RUN022 blaming a rank."""
+    from ddpdoctor.commands.run import build_report
+    from ddpdoctor.run.supervisor import Supervisor
+
+    real = Supervisor._check_death
+
+    def broken(self, now, final=False):
+        if final:
+            raise KeyError("pid")  # ddpdoctor's own bug, in its teardown
+        return real(self, now, final)
+
+    monkeypatch.setattr(Supervisor, "_check_death", broken)
+    sup, lines = _sup("import sys; sys.exit(3)")
+    assert sup.run() == 3 and sup.root_status == 3  # the state the test needs: the job ran and ended of itself
+    report = build_report(sup)
+    doc = [f for f in report.findings if f.id == "DOC004"]
+    assert len(doc) == 1 and "tearing the job down" in doc[0].title and "KeyError" in doc[0].title, report.findings
+    assert not doc[0].subjects and "broken" in doc[0].evidence["traceback"]
+    assert not [f for f in report.findings if f.id in ("RUN010", "RUN022") and any("rank" in s for s in f.subjects)]
+    assert any("ddpdoctor's own error while tearing the job down" in ln for ln in lines), lines
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_trigger_an_own_error_while_watching_leaves_the_job_running_to_its_end(monkeypatch, tmp_path):
+    """Trigger: the watch loop's stall check raises while the job runs -> the job is not ended by it: it runs to its
+    own end (it writes its marker file after the error) and its status (0) stands; DOC004 says 'watching the job'."""
+    from ddpdoctor.commands.run import build_report
+    from ddpdoctor.run.supervisor import Supervisor
+
+    def broken(self, now):
+        raise RuntimeError("bug in the stall check")
+
+    monkeypatch.setattr(Supervisor, "_check_stall", broken)
+    mark = tmp_path / "done"
+    sup, _ = _sup(f"import time; time.sleep(1.5); open({str(mark)!r}, 'w').write('x')")
+    assert sup.run() == 0 and mark.exists()
+    doc = [f for f in build_report(sup).findings if f.id == "DOC004"]
+    assert len(doc) == 1 and "watching the job" in doc[0].title
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_quiet_a_run_without_an_own_error_has_no_doc004():
+    from ddpdoctor.commands.run import build_report
+
+    sup, lines = _sup("import sys; sys.exit(3)")
+    assert sup.run() == 3
+    assert not [f for f in build_report(sup).findings if f.id == "DOC004"] and not sup.own_errors
+    assert not any("own error" in ln for ln in lines)
+
+
+# A SIGKILL explained as SLURM's end of the job only on its evidence (data/slurm_states.json).
+
+def _ev(tmp_path, info):
+    from ddpdoctor.run import kills
+
+    cg = tmp_path / "v1"
+    cg.mkdir(exist_ok=True)
+    (cg / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
+    return kills.KillEvidence(environ={"SLURM_JOB_ID": "77"}, cgroup_dir=str(cg), kmsg_path=str(tmp_path / "x"),
+                              xid=False, slurm_reader=lambda job: dict(info))
+
+
+def test_trigger_slurm_kill_named_when_run_got_sigterm_and_scontrol_says_the_job_ended(tmp_path):
+    ev = _ev(tmp_path, {"JobState": "CANCELLED", "TimeLimit": "01:00:00", "EndTime": "2099-01-01T00:00:00"})
+    ev.sigterm_t = 100.0
+    got = ev.explain(5, t=130.0)  # SIGKILL 30 s after the SIGTERM (KillWait)
+    assert got["cause"] == "slurm" and "(scancel)" in got["text"] and not got["guess"], got
+    unread = _ev(tmp_path, {})
+    unread.sigterm_t = 100.0
+    g = unread.explain(5, t=130.0)
+    assert g["cause"] == "slurm" and g["guess"] and "a guess" in g["text"] and "scontrol could not" in g["evidence"]
+
+
+def test_quiet_no_slurm_claim_without_run_sigterm_while_the_job_runs_or_before_the_sigterm(tmp_path):
+    """Quiet: `run` got no SIGTERM (a step cancelled around it); the job still RUNNING (the SIGTERM came from
+    elsewhere); the kill 20 s BEFORE the SIGTERM -> not SLURM's, nothing claims scancel."""
+    ended = {"JobState": "CANCELLED", "EndTime": "2099-01-01T00:00:00"}
+    assert _ev(tmp_path, ended).explain(5, t=130.0)["cause"] is None  # sigterm_t unset
+    running = _ev(tmp_path, {"JobState": "RUNNING", "EndTime": "2099-01-01T00:00:00"})
+    running.sigterm_t = 100.0
+    assert running.explain(5, t=130.0)["cause"] is None
+    early = _ev(tmp_path, ended)
+    early.sigterm_t = 100.0
+    got = early.explain(5, t=80.0)
+    assert got["cause"] is None and "scancel" not in got["text"]
+
+
+def test_the_slurm_states_have_their_source():
+    from ddpdoctor.run import kills
+
+    st = kills.slurm_states()
+    assert st["source"]["repo"] == "SchedMD/slurm" and len(st["source"]["commit"]) == 40
+    assert set(st["ended_by_scheduler"]) & set(st["not_ended"]) == set()
+    for name in (*st["ended_by_scheduler"], *st["not_ended"]):
+        assert f"JOB_{name}" in st["source"]["symbol"] or name in ("SUSPENDED",)

@@ -156,9 +156,30 @@ def build_report(sup):
                                            family="preflight"))
         except (KeyError, ValueError):
             continue
+    report.findings.extend(own_failures(sup))
     report.checks_run = len({f.id for f in report.findings})
     report.extra["run"] = run_sec
     return report
+
+
+def own_failures(sup) -> list:
+    """DOC004 for each failure of ddpdoctor run's own code (Supervisor.own_errors): ours, with the phase, the
+    exception and the traceback; no rank subject (no rank did it), and never RUN022's "the job failed"."""
+    from ..checks.doc import RUN_OWN_FAILED
+    from ..model import Finding
+
+    out = []
+    for e in getattr(sup, "own_errors", None) or []:
+        out.append(Finding("warning", f"ddpdoctor run's own code failed while {e['phase']}: {e['type']}: {e['message']}",
+                           detail=("A bug of ddpdoctor, not of your job: no rank is blamed for it. The exit status is "
+                                   f"the job's own ({sup.exit_status()}); what was recorded of the ranks before it "
+                                   "stands, and a verdict this step would have given may be missing."
+                                   + (f" Raised at {e['where']}." if e.get("where") else "")),
+                           fix="Report it at the ddpdoctor issue tracker with the JSON report (--report FILE) "
+                               "attached: its evidence holds the traceback",
+                           subjects=[], evidence={"phase": e["phase"], "traceback": e.get("traceback")}
+                           ).stamped(RUN_OWN_FAILED.id, RUN_OWN_FAILED.slug, "internal"))
+    return out
 
 
 def rendezvous_unfilled(sup, run_sec: dict, text: str) -> list:

@@ -463,6 +463,7 @@ class Supervisor:
         self.procs: dict = {}
         self.tree: Optional[proctree.Tree] = None  # every process of the job: walked, marked, stopped
         self.findings: list = []
+        self.own_errors: list = []  # ddpdoctor's own failures while it watched or tore the job down (own_error)
         self.sections: list = []  # run sections of each event (stall, death)
         self.events: list = []
         self.root = None
@@ -571,14 +572,69 @@ class Supervisor:
         old[signal.SIGWINCH] = signal.signal(signal.SIGWINCH, self._on_winch)
         try:
             self.start()
-            self._loop()
+            try:
+                self._loop()
+            except Exception as exc:  # noqa: BLE001 - ddpdoctor's own bug: said as ours, the job ended as it would be
+                phase = self.phase()
+                self.own_error(phase, exc)
+                if phase == "watching the job":
+                    self._wait_unwatched()  # the job runs on, unwatched: our bug never ends it
         finally:
-            self._cleanup()
+            try:
+                self._cleanup()
+            except Exception as exc:  # noqa: BLE001
+                self.own_error("tearing the job down", exc)
+                self._cleanup_last_resort()
             if getattr(self, "kills", None) is not None:
                 self.kills.close()
             for s, h in old.items():
                 signal.signal(s, h)
         return self.exit_status()
+
+    def phase(self) -> str:
+        """What ddpdoctor run was doing, for its own error: tearing the job down (a stop signal, --on-stall stop,
+        the command gone, a rank dead) or watching it."""
+        if self.interrupted or self.stopped or self.root_status is not None or getattr(self, "death_done", False):
+            return "tearing the job down"
+        return "watching the job"
+
+    def own_error(self, phase: str, exc: BaseException) -> None:
+        """ddpdoctor run's OWN failure (a bug of this tool, never a rank's): kept for the report's DOC004 with its
+        traceback, and said on stderr. No rank is named: the job's processes did nothing wrong by it."""
+        import traceback
+
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        where = next((f"{os.path.basename(fs.filename)}:{fs.lineno} in {fs.name}"
+                      for fs in reversed(traceback.extract_tb(exc.__traceback__))), None)
+        self.own_errors.append({"phase": phase, "type": type(exc).__name__, "message": str(exc)[:500],
+                                "where": where, "traceback": "".join(tb[-6:])[-3000:], "t": time.time()})
+        self.write(f"ddpdoctor run: ddpdoctor's own error while {phase} ({type(exc).__name__}: {exc}"
+                   + (f", at {where}" if where else "") + "); not the job's: the report goes on")
+
+    def _wait_unwatched(self) -> None:
+        """After ddpdoctor's own failure while watching: wait for the command as a plain parent would (a stop signal
+        still ends the job), so the job's own end and status stand."""
+        while self.root is not None and self.root_status is None:
+            if self.interrupted:
+                self.terminate_tree()
+                break
+            self._reap()  # a child subreaper: every orphan of the job is reaped too
+            if self.root_status is None:
+                time.sleep(POLL_S)
+
+    def _cleanup_last_resort(self) -> None:
+        """After a failed _cleanup: no process of the job is left behind (design.md), whatever failed."""
+        try:
+            if self.tree is not None and self.tree.live():
+                self.tree.stop(grace_s=min(self.grace_s, 5.0), reap=self._reap)
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            if self.root is not None and self.root_status is None:
+                self.root.kill()
+                self.root_status = self.root.wait(timeout=5)
+        except Exception:  # noqa: BLE001
+            pass
 
     def _on_winch(self, signum, frame) -> None:
         """The terminal was resized: its size to the job's pty (where its progress bars read their width), and
@@ -905,6 +961,7 @@ class Supervisor:
             self._judge_and_print(sec, f"stacks before the stop ({time.time() - t0:.1f} s)", kind="kill")
         except Exception as exc:  # noqa: BLE001 - the stop goes on whatever happens here
             self.write(f"ddpdoctor run: no stacks before the stop ({type(exc).__name__}: {exc})")
+            self.own_error("taking the stacks before the stop", exc)
 
     def rendezvous_wait(self) -> Optional[dict]:
         """At a stop, when no rank got past its rendezvous: what the launcher was waiting for. The nodes it
