@@ -266,3 +266,123 @@ def test_the_slurm_states_have_their_source():
     assert set(st["ended_by_scheduler"]) & set(st["not_ended"]) == set()
     for name in (*st["ended_by_scheduler"], *st["not_ended"]):
         assert f"JOB_{name}" in st["source"]["symbol"] or name in ("SUSPENDED",)
+
+
+# Sampled steps: what the straggler test judged and how many were sampled; a long job's records bounded.
+
+NAN = float("nan")
+
+
+def _series(n, every, ms, t0=1000.0, slow_coll=None):
+    """One rank's records of `n` steps of `ms` ms, the split measured every `every`-th step (the recorder's
+    sampling): sampled records carry the five parts, the others the wall time alone (facts.steps' form)."""
+    out, t = [], t0
+    for k in range(1, n + 1):
+        t += ms / 1000.0
+        if k % every == 0:
+            coll = slow_coll if slow_coll is not None else ms * 0.3
+            out.append((k, 1, t, 0.0, ms * 0.6 - (coll - ms * 0.3), coll, ms * 0.05, ms * 0.05, ms * 0.5))
+        else:
+            out.append((k, 1, t, NAN, NAN, NAN, NAN, ms, NAN))
+    return out
+
+
+def test_trigger_not_judged_says_which_steps_how_many_sampled_and_their_wall_time():
+    """Trigger: 2 ranks, 120 steps of 10 ms, every 8th sampled -> 15 sampled common steps: 'steps 8-120: 15 of their
+    113 steps sampled', their wall time 1.13 s (from the records' end times; the estimate is kept for the gate)."""
+    from ddpdoctor.facts import steps
+
+    nj = steps.not_judged({0: _series(120, 8, 10.0), 1: _series(120, 8, 10.0)})
+    assert nj["reason"] == "steps" and nj["common_steps"] == 15
+    assert (nj["first_step"], nj["last_step"], nj["spanned_steps"]) == (8, 120, 113)
+    assert abs(nj["wall_s"] - 1.13) < 0.011, nj
+    text = steps.not_judged_text(nj)
+    assert "steps 8-120: 15 of their 113 steps sampled" in text and "1.13 s of steps (their wall time" in text, text
+
+
+def test_trigger_sampled_slow_steps_do_not_inflate_the_span_said():
+    """Trigger of the class round 19 left: the sampled steps are the job's slow ones (200 ms) among 2 ms steps, every
+    8th sampled: the stride x median estimate says ~20 s; the wall time said is the records' (~3.5 s)."""
+    from ddpdoctor.facts import steps
+
+    def mixed():
+        out, t = [], 0.0
+        for k in range(1, 121):
+            slow = k % 8 == 0
+            t += 0.2 if slow else 0.002
+            out.append((k, 1, t, 0.0, 130.0, 60.0, 5.0, 5.0, 150.0) if slow else (k, 1, t, NAN, NAN, NAN, NAN, 2.0, NAN))
+        return out
+
+    nj = steps.not_judged({0: mixed(), 1: mixed()})
+    assert nj["span_s"] > 15 and nj["wall_s"] < 3.5, nj
+    assert f"{nj['wall_s']:g} s of steps" in steps.not_judged_text(nj)
+
+
+def test_quiet_unsampled_jobs_keep_their_words():
+    """Quiet: every step sampled -> no 'of their ... sampled' clause; the steps and the figures as before."""
+    from ddpdoctor.facts import steps
+
+    nj = steps.not_judged({0: _series(10, 1, 100.0), 1: _series(10, 1, 100.0)})
+    text = steps.not_judged_text(nj)
+    assert "sampled)" not in text and "(steps 1-10), 1 s of steps of 100.0 ms" in text, text
+
+
+def test_a_sampled_verdict_says_how_many_of_its_steps_were_judged():
+    """The straggler verdict on sampled steps: judged_steps (sampled), spanned_steps, wall_s; RUN020's detail says
+    them. Rank 1 waits least (the straggler) over 400 steps of 10 ms, every 4th sampled. Quiet: every step sampled ->
+    judged == spanned, no clause."""
+    from ddpdoctor.checks.run import straggler as run020  # noqa: F401 - the check's module
+    from ddpdoctor.facts import steps
+
+    by = {0: _series(400, 4, 10.0, slow_coll=6.0), 1: _series(400, 4, 10.0, slow_coll=0.5)}
+    v = steps.straggler(by)
+    assert v is not None and v["ranks"] == [1], v
+    assert v["judged_steps"] < v["spanned_steps"] and v["spanned_steps"] == v["window"][1] - v["window"][0] + 1
+    assert v["wall_s"] >= 3.0
+    full = steps.straggler({0: _series(400, 1, 10.0, slow_coll=6.0), 1: _series(400, 1, 10.0, slow_coll=0.5)})
+    assert full["judged_steps"] == full["spanned_steps"]
+
+
+def test_a_long_jobs_records_are_bounded_and_the_table_says_which_steps_it_covers(monkeypatch):
+    """>100k step records: a synthetic recorded series of 250,000 steps fed through a process's beacon ring in
+    chunks -> at most MAX_STEPS_KEPT kept, the count dropped, the table's note names the first kept step, the split
+    summary bounded (no per-step list). Quiet: 1,000 steps -> nothing dropped, no note."""
+    from ddpdoctor.run import supervisor as sv
+
+    monkeypatch.setattr(sv, "MAX_STEPS_KEPT", 20_000)  # the same rule at a smaller bound (fast)
+
+    def proc(n):
+        p = sv.Proc.__new__(sv.Proc)
+        p.steps, p.ring_n, p.missed, p.dropped, p.beacon = [], 0, 0, 0, {}
+        recs = _series(n, 8, 5.0)
+        for i in range(0, n, 5000):
+            chunk = [list(r) + [1] for r in recs[i:i + 5000]]
+            p._take_ring({"ring": {"n": p.ring_n + len(chunk), "steps": chunk}})
+        return p
+
+    p = proc(50_000)
+    assert len(p.steps) == 20_000 and p.dropped == 30_000 and p.steps[0][0] == 30_001
+    sp = p.split()
+    assert sp["dropped"] == 30_000 and sp["first"] == 30_001 and len(json.dumps(sp)) < 2000
+    sup = sv.Supervisor.__new__(sv.Supervisor)
+    sup.straggler_reports = []
+    monkeypatch.setattr(sv.Supervisor, "summaries", lambda self: {0: sp, 1: sp})
+    lines = sup.table_lines("on SIGUSR1")  # mid-job: the table alone
+    assert any("steps 30,001 on, the first 30,000 steps' records were dropped" in ln for ln in lines), lines
+    q = proc(1_000)
+    assert q.dropped == 0 and "dropped" not in q.split()
+
+
+def test_run020_detail_says_the_sampled_steps_it_judged():
+    from ddpdoctor.facts import steps
+    from ddpdoctor.pipeline.judge import judge
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    def detail(every):
+        v = steps.straggler({0: _series(400, every, 10.0, slow_coll=6.0), 1: _series(400, every, 10.0, slow_coll=0.5)})
+        (f,) = judge(Snapshot(sections={"run": {"straggler": v}}), command="run", only={"RUN020"}, when="run").findings
+        return v, f.detail
+
+    v, d = detail(4)
+    assert f"{v['judged_steps']} of these {v['spanned_steps']} steps were sampled" in d and f"{v['wall_s']:g} s of the job" in d, d
+    assert "were sampled" not in detail(1)[1]

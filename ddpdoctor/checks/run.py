@@ -1630,6 +1630,10 @@ def straggler(snap):
     which = ("every sampled step of a job that ended within 20 common steps, spanning at least 3 s: the short rule, "
              f"every step led by the same rank(s) by at least {stepsplit.SHORT_COST_FRAC:.0%} of the step"
              if s.get("rule") == "short" else "the last ones every rank ran, at least 20 and 3 s of them")
+    if s.get("spanned_steps") and s.get("judged_steps") and s["spanned_steps"] > s["judged_steps"]:
+        which += (f"; {s['judged_steps']} of these {s['spanned_steps']} steps were sampled (the split is measured "
+                  f"every k-th step of steps under 50 ms) and judged" + (f", {s['wall_s']:g} s of the job"
+                                                                     if s.get("wall_s") is not None else ""))
     detail = (f"Steps {steps[0]}-{steps[-1]} ({which}): median time blocked in collectives per step: {waits}. {who} waits least in "
               f"{100 * s.get('consistent', 0):.0f}% of these steps"
               + (f" that show a lead ({s['neutral_steps']} where no rank waited for another by the cost bar count neither way)"

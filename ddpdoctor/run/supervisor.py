@@ -148,6 +148,7 @@ class Proc:
         self.ring_rate: Optional[float] = None  # ring entries written per second, between the last two polls
         self._ring_mark: Optional[tuple] = None  # (time, ring_n) at the last poll that read the beacon
         self.missed = 0  # steps whose records were overwritten in the ring before we read them
+        self.dropped = 0  # the first steps' records dropped to keep MAX_STEPS_KEPT (a long job: bounded memory)
         self.cgroup: Optional[str] = None  # its /proc/PID/cgroup, read with the RSS
         self.start_ticks = proctree.stat_fields(pid)[1]
         try:
@@ -243,7 +244,8 @@ class Proc:
             self.missed += steps[0][0] - before - 1
         self.steps.extend(steps)
         self.ring_n = n
-        if len(self.steps) > MAX_STEPS_KEPT:
+        if len(self.steps) > MAX_STEPS_KEPT:  # bounded memory: the latest MAX_STEPS_KEPT records, the count of the rest
+            self.dropped = getattr(self, "dropped", 0) + len(self.steps) - MAX_STEPS_KEPT
             del self.steps[:len(self.steps) - MAX_STEPS_KEPT]
 
     def close(self) -> None:
@@ -297,6 +299,8 @@ class Proc:
         out = stepsplit.summary(self.steps, bs, skip=min(5, len(self.steps) // 4))
         if self.missed:
             out["missed"] = self.missed
+        if getattr(self, "dropped", 0):
+            out["dropped"] = self.dropped  # the first steps' records, dropped to bound memory (MAX_STEPS_KEPT)
         return out
 
     def dying(self) -> bool:
@@ -1110,6 +1114,12 @@ class Supervisor:
         missed = sum(v.get("missed", 0) for v in sums.values())
         if missed:
             lines.append(f"  ({missed} step(s) ended faster than the beacon was read and are not in the table)")
+        dropped = {r: v for r, v in sums.items() if v.get("dropped")}
+        if dropped:
+            firsts = sorted({v.get("first") for v in dropped.values()})
+            lines.append(f"  (a long job: {MAX_STEPS_KEPT:,} step records are kept per rank; the table and the straggler "
+                         f"test are of steps {firsts[0]:,} on, the first {max(v['dropped'] for v in dropped.values()):,} "
+                         "steps' records were dropped)")
         if self.straggler_reports:
             last = self.straggler_reports[-1]
             what = ("held by the host" if (last.get("host_held") or {}).get("held") else
