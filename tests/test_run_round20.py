@@ -386,3 +386,78 @@ def test_run020_detail_says_the_sampled_steps_it_judged():
     v, d = detail(4)
     assert f"{v['judged_steps']} of these {v['spanned_steps']} steps were sampled" in d and f"{v['wall_s']:g} s of the job" in d, d
     assert "were sampled" not in detail(1)[1]
+
+
+# ddpdoctor's own code raising INSIDE a rank (the recorder): its frames kept, DOC004, never RUN010 on the rank.
+
+def _raise_in_recorder():
+    from ddpdoctor.run import recorder
+
+    return recorder._wrap_span(lambda: recorder.strip_own_frames(42), recorder.OTHER)  # raises in recorder.py
+
+
+def test_trigger_an_exception_raised_in_the_recorder_keeps_its_frames_and_is_ours():
+    import traceback
+
+    from ddpdoctor.run import section
+
+    try:
+        _raise_in_recorder()()
+    except AttributeError as exc:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    from ddpdoctor.run import stacks
+
+    assert stacks.traceback_frames(text)[0]["file"].endswith("recorder.py"), text  # the raise site is still there
+    assert section.raised_in_ddpdoctor(text)
+
+
+def test_quiet_the_users_exception_through_a_wrapper_is_not_ours():
+    import traceback
+
+    from ddpdoctor.run import recorder, section
+
+    def user():
+        raise ValueError("x")
+
+    try:
+        recorder._wrap_span(user, recorder.OTHER)()
+    except ValueError as exc:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    assert "recorder.py" not in text and not section.raised_in_ddpdoctor(text)
+    assert not section.raised_in_ddpdoctor('  File "/job/ddpdoctor_like/train.py", line 3, in f\n')
+
+
+def _dead_rank_sup(tb):
+    class Sup:
+        own_errors = []
+
+        def exit_status(self):
+            return 1
+
+    sec = {"ranks": [{"rank": 1, "pid": 9, "end": {"how": "exception", "ours": section_ours(tb),
+                                                   "exception": {"type": "AttributeError", "message": "boom",
+                                                                 "traceback": tb}}}]}
+    return Sup(), sec
+
+
+def section_ours(tb):
+    from ddpdoctor.run import section
+
+    return section.raised_in_ddpdoctor(tb)
+
+
+def test_trigger_doc004_for_ddpdoctors_failure_inside_a_rank_and_no_run010():
+    import ddpdoctor.run.recorder as rec
+    from ddpdoctor.commands.run import own_failures
+    from ddpdoctor.pipeline.judge import judge
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    tb = f'Traceback (most recent call last):\n  File "/job/train.py", line 9, in <module>\n  File "{rec.__file__}", line 300, in strip_own_frames\nAttributeError: boom\n'
+    sup, sec = _dead_rank_sup(tb)
+    (f,) = own_failures(sup, sec)
+    assert f.id == "DOC004" and "inside rank 1" in f.title and not f.subjects and "recorder.py:300" in f.detail
+    sec["death"] = {"first_rank": 1}
+    assert not judge(Snapshot(sections={"run": sec}), command="run", only={"RUN010"}, when="run").findings
+    user_tb = 'Traceback (most recent call last):\n  File "/job/train.py", line 9, in <module>\nAttributeError: boom\n'
+    sup, sec = _dead_rank_sup(user_tb)
+    assert own_failures(sup, sec) == []  # quiet: the user's own exception is not ours

@@ -899,6 +899,8 @@ def rank_died(snap):
     if stop is not None:
         yield stop
         return
+    if end.get("ours"):
+        return  # ddpdoctor's own code raised it in the rank: DOC004 (commands/run.py own_failures), no rank to blame
     exc = end.get("exception") or {}
     mismatch = _model_mismatch(sec) if model_mismatch.is_mismatch(str(exc.get("message") or "")) else None
     if mismatch is not None:

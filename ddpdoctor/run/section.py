@@ -8,6 +8,7 @@ Input, one dict per process that loaded the recorder (see supervisor.Proc.facts)
 """
 from __future__ import annotations
 
+import os
 import signal as _signal
 import statistics
 from typing import Optional
@@ -477,6 +478,8 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
         return bool(exc and exc.get("t") and t_end and exc["t"] < t_end and not _names_lost_peer(exc_d)
                     and exc_d.get("type") not in SIGNAL_EXCEPTIONS)
 
+    if raised_in_ddpdoctor(exc_d.get("traceback")):
+        out["ours"] = True  # ddpdoctor's own code raised it in this rank: a bug of the tool, not the rank's failure
     why = classify_failure(f"{exc_d.get('type')}: {exc_d.get('message')}\n{exc_d.get('message')}")
     if why:
         out["why"] = why
@@ -519,6 +522,17 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
 
 
 MESSAGE_CLASSES = {"cuda_oom": "cuda-oom", "host_oom": "cpu-oom", "oom_killer": "oom-killer"}
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # this installed ddpdoctor package
+
+
+def raised_in_ddpdoctor(traceback_text: Optional[str], package: str = _PACKAGE) -> bool:
+    """The innermost frame of a formatted traceback (where the exception was raised) is in ddpdoctor's own package
+    (the recorder injected into the rank): ddpdoctor's bug, not the user's code. The user's own files are never
+    under the installed package's directory."""
+    frames = stacks.traceback_frames(traceback_text or "")
+    return bool(frames) and os.path.abspath(frames[0]["file"]).startswith(package)
 
 
 def classify_failure(text: str) -> Optional[str]:
