@@ -461,3 +461,126 @@ def test_trigger_doc004_for_ddpdoctors_failure_inside_a_rank_and_no_run010():
     user_tb = 'Traceback (most recent call last):\n  File "/job/train.py", line 9, in <module>\nAttributeError: boom\n'
     sup, sec = _dead_rank_sup(user_tb)
     assert own_failures(sup, sec) == []  # quiet: the user's own exception is not ours
+
+
+# A rank blocked in a backward hook that is not the user's file (a library's, a profiler's, code injected into the job)
+# inside autograd's engine: not DDP's all-reduce (first read run-r20 j4: RUN007 'ranks 0, 1: the DDP gradient
+# all-reduce' for a global module backward hook from a sitecustomize that slept on rank 1).
+
+def _rec_main(frames, injected=()):
+    from ddpdoctor.run.section import rank_record
+
+    p = {"pid": 11, "alive": True, "dump": _thread(1, frames), "cpu_frac": 0.0, "running_frac": 0.0,
+         "beacon": {"phase": "run", "rank": 1, "step": 3}, "info": {"rank": 1, "main_thread": 1, "injected": list(injected)}}
+    return rank_record(p, LIB, 100.0, [])
+
+
+HOOKS = [(f"{SP}/torch/utils/hooks.py", 137, "hook"), (f"{SP}/torch/nn/modules/module.py", 100, "_call_impl")]
+
+
+def test_trigger_a_non_user_backward_hook_inside_the_engine_is_outside_at_its_frame():
+    """Trigger: the injected sitecustomize's hook (as in j4) and a library's hook in site-packages, innermost of the
+    engine with torch's hook frames between -> 'outside', the hook frame named, the user's line kept as the place."""
+    inj = "/job/inject/sitecustomize.py"
+    r = _rec_main([(inj, 53, "bw"), *HOOKS, *ENGINE], injected=[inj])
+    assert r["state"] == "outside" and r["hook_frame"]["file"] == inj and r["user_frame"]["line"] == 25, r
+    assert "sitecustomize.py:53 in bw" in r["doing"]
+    lib = f"{SP}/someprofiler/hooks.py"
+    r = _rec_main([("/usr/lib/python3.11/threading.py", 320, "wait"), (lib, 40, "on_backward"), *HOOKS, *ENGINE])
+    assert r["state"] == "outside" and r["hook_frame"]["file"] == lib, r
+
+
+def test_quiet_torchs_frames_alone_or_a_library_hook_in_a_collective_stay_in_the_all_reduce():
+    """Quiet: torch's own frames inside the engine (_DDPSink, torch/utils/hooks.py), our recorder's frame, and a
+    library's hook that waits in torch.distributed (DeepSpeed's gradient reduction) -> 'backward', no hook_frame."""
+    sink = [(f"{SP}/torch/nn/parallel/distributed.py", 260, "backward"), *HOOKS]
+    rec = [("/venv/lib/python3.11/site-packages/ddpdoctor/run/recorder.py", 600, "span"), *HOOKS]
+    coll = [(f"{SP}/torch/distributed/distributed_c10d.py", 2800, "all_reduce"),
+            (f"{SP}/deepspeed/runtime/zero/stage_1_and_2.py", 900, "reduce_ipg_grads"), *HOOKS]
+    for inside in (sink, rec, coll):
+        r = _rec_main([*inside, *ENGINE])
+        assert r["state"] == "backward" and "hook_frame" not in r, r
+
+
+GLOBAL_HOOK_SITE = """
+import os, sys, time
+def _install():
+    import torch
+    steps = [0]
+    def pre(opt, args, kwargs):
+        steps[0] += 1
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+    register_optimizer_step_pre_hook(pre)
+    def bw(module, grad_in, grad_out):
+        if os.environ.get("RANK") == "1" and steps[0] >= BLOCK_AT:
+            time.sleep(3600)  # A HOOK OF CODE INJECTED INTO THE JOB
+    torch.nn.modules.module.register_module_full_backward_hook(bw)
+class _Hook:
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch" or getattr(self, "busy", False):
+            return None
+        import importlib.util
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
+        real = spec.loader.exec_module
+        def exec_module(module):
+            real(module)
+            _install()
+        spec.loader.exec_module = exec_module
+        sys.meta_path.remove(self)
+        return spec
+sys.meta_path.insert(0, _Hook())
+"""
+
+PLAIN_JOB = """
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = DDP(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(STEPS):
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step(); opt.zero_grad()
+    print("step", i, flush=True)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def _run_global_hook_job(tmp_path, block_at, steps):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(GLOBAL_HOOK_SITE.replace("BLOCK_AT", str(block_at)))
+    script = tmp_path / "plain_job.py"
+    script.write_text(PLAIN_JOB.replace("STEPS", str(steps)))
+    report = tmp_path / "run.json"
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--stall-after", "5", "--on-stall", "stop",
+                           "--report", str(report), "--", torchrun, "--nproc-per-node", "2", str(script)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    return proc, json.loads(report.read_text())
+
+
+@pytest.mark.slow
+def test_real_a_hook_injected_into_the_job_blocking_in_backward_is_named_on_its_rank(tmp_path):
+    """For real (Gloo, torchrun): a sitecustomize registers a global module backward hook that sleeps on rank 1 from
+    its 3rd step. RUN002 names rank 1, the hook frame in its record (at d6321958: RUN007, both 'in the all-reduce')."""
+    proc, data = _run_global_hook_job(tmp_path, 3, 100000)
+    ranks = {r["rank"]: r for r in data["run"]["ranks"]}
+    assert "step 1" in proc.stdout and ranks[1]["step"] >= 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert ranks[0]["state"] == "backward"  # the state the test needs: rank 0 waits in DDP's all-reduce
+    assert ranks[1]["state"] == "outside" and "sitecustomize.py" in str(ranks[1]["stack"]), ranks[1]
+    stalls = [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")]
+    assert [f["id"] for f in stalls] == ["RUN002"] and "rank 1" in stalls[0]["title"], stalls
+
+
+@pytest.mark.slow
+def test_real_quiet_the_same_injected_hook_not_blocking_ends_well(tmp_path):
+    proc, data = _run_global_hook_job(tmp_path, 10 ** 9, 8)
+    assert "step 7" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0 and not [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")], data["findings"]

@@ -201,15 +201,40 @@ def user_code_in_backward(frames: list, prefixes, injected=()) -> bool:
     return user is not None and not stacks.is_library(user["file"], prefixes) and user["file"] not in set(injected or ())
 
 
+_TORCH_OWN = ("/site-packages/torch/", "/dist-packages/torch/", "/ddpdoctor/")  # torch's own frames, and our recorder's
+
+
+def hook_in_backward(frames: list) -> Optional[dict]:
+    """The outermost frame inside autograd's engine entry (`frames` innermost first) that is NOT torch's own code: a
+    backward hook or autograd Function of a library, of a profiler, or of code injected into the job (a sitecustomize),
+    none of them the user's files, so user_code_in_backward misses it. DDP's gradient all-reduce waits in the engine with
+    torch's frames alone (its Reducer is C++; _DDPSink and torch/utils/hooks.py are torch's), so such a frame means the
+    rank runs that code, not DDP's wait. None when a torch.distributed frame is inside the engine too (a library's hook
+    waiting in a collective, as DeepSpeed's gradient reduction does: a collective wait), or without such a frame."""
+    file_part, funcs = AUTOGRAD_ENGINE
+    engine = next((i for i, fr in enumerate(frames) if file_part in fr["file"] and fr["func"] in funcs), None)
+    if not engine:
+        return None
+    inside = frames[:engine]
+    if any("torch/distributed/" in fr["file"] for fr in inside):
+        return None
+    # the outermost such frame: the hook's own entry, which torch called (what it called in turn, a lock's or a
+    # sleep's frames of the standard library, says less)
+    return next((fr for fr in reversed(inside) if not any(t in fr["file"] for t in _TORCH_OWN)), None)
+
+
 def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     b = p.get("beacon") or {}
     info = p.get("info") or {}
     frames = _frames(p)
     n_workers = len([w for w in workers if w.get("alive", True)])
     state = classify(p, frames, n_workers)
-    side = None
+    side = hook = None
     if state == "backward" and user_code_in_backward(frames, prefixes, info.get("injected")):
         state = "busy" if _busy(p) else "outside"  # its own hook / autograd Function, run by autograd: not DDP's wait
+    elif state == "backward" and hook_in_backward(frames) is not None:
+        hook = stacks.with_source(hook_in_backward(frames))  # a library's / injected hook, run by autograd
+        state = "busy" if _busy(p) else "outside"
     elif state == "backward":
         side = backward_thread(p, prefixes)
         if side is not None:  # its own code on a thread torch started (a device thread's hook, a comm hook's callback)
@@ -240,6 +265,10 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     if gate is not None:
         rec["gate_frame"] = gate  # a caller's `if rank == 0:` / `if ...is_main_process:` around what this rank does
     rec["doing"] = _describe_wait(rec)
+    if hook is not None:
+        rec["hook_frame"] = hook
+        rec["doing"] += (f" (in a backward hook that is not in your files, run by autograd: "
+                         f"{hook['file'].rsplit('/', 1)[-1]}:{hook['line']} in {hook['func']})")
     if side is not None:
         rec["doing"] += (" (its own code on a thread torch started: a DDP comm hook's callback or autograd's device "
                          "thread; its main thread waits in backward)")
@@ -612,7 +641,7 @@ def _before_end(p: dict, prefixes=()) -> str:
         return ""
     if (not stacks.has_frame(frames, "torch/distributed/distributed_c10d.py")
             and (user_code_in_backward(frames, prefixes, (p.get("info") or {}).get("injected"))
-                 or backward_thread(p, prefixes) is not None)):
+                 or hook_in_backward(frames) is not None or backward_thread(p, prefixes) is not None)):
         return "outside"  # its own hook / autograd Function / comm hook callback, run by torch (rank_record says the same)
     if (stacks.has_frame(frames, "torch/autograd", ("backward", "_engine_run_backward"))
             or stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward"))
