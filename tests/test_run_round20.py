@@ -584,3 +584,35 @@ def test_real_quiet_the_same_injected_hook_not_blocking_ends_well(tmp_path):
     proc, data = _run_global_hook_job(tmp_path, 10 ** 9, 8)
     assert "step 7" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert proc.returncode == 0 and not [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")], data["findings"]
+
+
+# A SIGKILLed rank leaves no stack: its line is the one the recorder saw last, said as such (run-r20 j7 / run-r20c k7:
+# "died first ... at accelerate_example.py:38" for a rank killed inside optimizer.step()).
+
+def _kill_findings(**rank1):
+    sys.path.insert(0, os.path.dirname(__file__))
+    from run_factory import proc
+
+    from ddpdoctor.pipeline.judge import judge
+    from ddpdoctor.pipeline.snapshot import Snapshot
+    from ddpdoctor.run import section as run_section
+
+    beacon = {"phase": "run", "rank": 1, "step": 3, "pl": "/job/train.py:38"}
+    p1 = proc(11, 1, end_t=50.1, beacon=beacon, **dict({"status": -9}, **rank1))
+    sec = run_section.build([proc(10, 0, end_t=50.5, status=1), p1], 60.0, death=True)
+    return [f for f in judge(Snapshot(sections={"run": sec}), command="run", only={"RUN010"}, when="run").findings]
+
+
+def test_trigger_a_sigkilled_ranks_line_is_its_last_recorded_one():
+    (f,) = _kill_findings()
+    assert "killed by SIGKILL" in f.title and "its last recorded line train.py:38 (no stack at its end)" in f.title, f.title
+
+
+def test_quiet_an_exceptions_line_or_a_stack_at_the_end_is_where_it_died():
+    exc = {"type": "ValueError", "message": "bad", "t": 50.0,
+           "user": {"file": "/job/train.py", "line": 12, "func": "main"}}
+    (f,) = _kill_findings(exc=exc, status=1)
+    assert ", at train.py:12" in f.title and "last recorded" not in f.title, f.title
+    dump = 'Thread 0x0000000000000001 (most recent call first):\n  File "/job/train.py", line 44 in main\n'
+    (g,) = _kill_findings(dump=dump)
+    assert ", at train.py:44" in g.title and "last recorded" not in g.title, g.title

@@ -917,9 +917,13 @@ def rank_died(snap):
     kill = end.get("kill") or {}
     step = f" at step {r.get('step')}" if r.get("step") else ""
     who = _who(r)
+    # where it died is known from its exception, its fatal dump or a stack taken at its end; a rank killed with none
+    # of them (SIGKILL leaves no stack) has only the line the recorder saw last: said as that, not as where it died
+    seen_only = frame_d is not None and not (exc.get("user") or end.get("fatal_frame") or r.get("stack"))
     title = f"{who} died first{step}: {how}" + (f" ({why})" if why else "") + \
         (f"; {kill['text']}" if kill.get("text") else "") + \
-        (f", at {_where(frame_d)}" if frame_d else "") + \
+        ((f", its last recorded line {_where(frame_d)} (no stack at its end)" if seen_only else f", at {_where(frame_d)}")
+         if frame_d else "") + \
         (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
          f"{_where(last_seen)}" if last_seen else "")
     detail = _order_text(sec, r) + " " + (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else "")
