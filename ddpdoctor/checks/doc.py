@@ -48,3 +48,23 @@ Example
 Fix
     Upgrade or uninstall the plugin: `pip install -U <plugin>` or `pip uninstall <plugin>`.
 """)
+
+RUN_OWN_FAILED = internal("DOC004", "run-own-failure", """ddpdoctor run's own code failed while it watched or tore down the job.
+
+What it checks
+    Nothing of your job: `ddpdoctor run` reports a bug of its own (its watch loop, the stacks it takes before a
+    stop, its teardown), with the phase, the exception and where in ddpdoctor it was raised.
+
+Why it matters
+    No rank is blamed for it: the job's exit status is the job's own, and the ranks' records taken before the
+    failure stand. A verdict the failed step would have given (a stall, a death, the stacks before a kill) may be
+    missing, and the report says so instead of naming a rank.
+
+Example
+    torchrun tears the job down after rank 1 died; ddpdoctor run's death check raises while it reads the ranks'
+    records: "ddpdoctor run's own code failed while tearing the job down: KeyError: 'pid'".
+
+Fix
+    Report it at the ddpdoctor issue tracker with `ddpdoctor run --report run.json` attached (its evidence holds
+    the traceback); the job can be run without ddpdoctor meanwhile.
+""")

@@ -899,6 +899,8 @@ def rank_died(snap):
     if stop is not None:
         yield stop
         return
+    if end.get("ours"):
+        return  # ddpdoctor's own code raised it in the rank: DOC004 (commands/run.py own_failures), no rank to blame
     exc = end.get("exception") or {}
     mismatch = _model_mismatch(sec) if model_mismatch.is_mismatch(str(exc.get("message") or "")) else None
     if mismatch is not None:
@@ -915,9 +917,13 @@ def rank_died(snap):
     kill = end.get("kill") or {}
     step = f" at step {r.get('step')}" if r.get("step") else ""
     who = _who(r)
+    # where it died is known from its exception, its fatal dump or a stack taken at its end; a rank killed with none
+    # of them (SIGKILL leaves no stack) has only the line the recorder saw last: said as that, not as where it died
+    seen_only = frame_d is not None and not (exc.get("user") or end.get("fatal_frame") or r.get("stack"))
     title = f"{who} died first{step}: {how}" + (f" ({why})" if why else "") + \
         (f"; {kill['text']}" if kill.get("text") else "") + \
-        (f", at {_where(frame_d)}" if frame_d else "") + \
+        ((f", its last recorded line {_where(frame_d)} (no stack at its end)" if seen_only else f", at {_where(frame_d)}")
+         if frame_d else "") + \
         (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
          f"{_where(last_seen)}" if last_seen else "")
     detail = _order_text(sec, r) + " " + (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else "")
@@ -1630,6 +1636,10 @@ def straggler(snap):
     which = ("every sampled step of a job that ended within 20 common steps, spanning at least 3 s: the short rule, "
              f"every step led by the same rank(s) by at least {stepsplit.SHORT_COST_FRAC:.0%} of the step"
              if s.get("rule") == "short" else "the last ones every rank ran, at least 20 and 3 s of them")
+    if s.get("spanned_steps") and s.get("judged_steps") and s["spanned_steps"] > s["judged_steps"]:
+        which += (f"; {s['judged_steps']} of these {s['spanned_steps']} steps were sampled (the split is measured "
+                  f"every k-th step of steps under 50 ms) and judged" + (f", {s['wall_s']:g} s of the job"
+                                                                     if s.get("wall_s") is not None else ""))
     detail = (f"Steps {steps[0]}-{steps[-1]} ({which}): median time blocked in collectives per step: {waits}. {who} waits least in "
               f"{100 * s.get('consistent', 0):.0f}% of these steps"
               + (f" that show a lead ({s['neutral_steps']} where no rank waited for another by the cost bar count neither way)"

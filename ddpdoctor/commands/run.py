@@ -133,6 +133,9 @@ def build_report(sup):
     report.findings.extend(judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN025"}, when="run").findings)
     # a failed job that no stall or death finding explains is said to be unexplained (never "no stall, no death")
     unexplained = judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings
+    own = own_failures(sup, run_sec)
+    if any(f.evidence.get("phase") == "inside a rank" for f in own):
+        unexplained = []  # ddpdoctor's own failure in a rank explains the job's failure (DOC004): ours, not the job's
     text = sup.job_output() if unexplained else ""
     told = rendezvous_unfilled(sup, run_sec, text) if unexplained else []
     told = told or (from_job_output(text) if unexplained else [])
@@ -156,9 +159,49 @@ def build_report(sup):
                                            family="preflight"))
         except (KeyError, ValueError):
             continue
+    report.findings.extend(own)
     report.checks_run = len({f.id for f in report.findings})
     report.extra["run"] = run_sec
     return report
+
+
+def own_failures(sup, run_sec: "dict | None" = None) -> list:
+    """DOC004 for each failure of ddpdoctor run's own code (Supervisor.own_errors): ours, with the phase, the
+    exception and the traceback; no rank subject (no rank did it), and never RUN022's "the job failed"."""
+    from ..checks.doc import RUN_OWN_FAILED
+    from ..model import Finding
+    from ..run import stacks
+
+    out = []
+    for r in (run_sec if run_sec is not None else sup.run_section()).get("ranks") or []:
+        end = r.get("end") or {}
+        if not end.get("ours"):
+            continue
+        exc = end.get("exception") or {}
+        frames = stacks.traceback_frames(exc.get("traceback") or "")
+        where = f"{os.path.basename(frames[0]['file'])}:{frames[0]['line']} in {frames[0]['func']}" if frames else None
+        out.append(Finding("warning", f"ddpdoctor's own code failed inside rank {r.get('rank')}: {exc.get('type')}: "
+                                      f"{str(exc.get('message') or '')[:300]}",
+                           detail=("ddpdoctor run's recorder, injected into the rank, raised it: a bug of ddpdoctor, not "
+                                   "of your code or of this rank, though it ended the rank." +
+                                   (f" Raised at {where}." if where else "") +
+                                   " The job would have run without it: run it without ddpdoctor meanwhile."),
+                           fix="Report it at the ddpdoctor issue tracker with the JSON report (--report FILE) attached: "
+                               "its evidence holds the traceback; run the job without `ddpdoctor run` meanwhile",
+                           subjects=[], evidence={"phase": "inside a rank", "rank": r.get("rank"), "pid": r.get("pid"),
+                                                  "traceback": exc.get("traceback")}
+                           ).stamped(RUN_OWN_FAILED.id, RUN_OWN_FAILED.slug, "internal"))
+    for e in getattr(sup, "own_errors", None) or []:
+        out.append(Finding("warning", f"ddpdoctor run's own code failed while {e['phase']}: {e['type']}: {e['message']}",
+                           detail=("A bug of ddpdoctor, not of your job: no rank is blamed for it. The exit status is "
+                                   f"the job's own ({sup.exit_status()}); what was recorded of the ranks before it "
+                                   "stands, and a verdict this step would have given may be missing."
+                                   + (f" Raised at {e['where']}." if e.get("where") else "")),
+                           fix="Report it at the ddpdoctor issue tracker with the JSON report (--report FILE) "
+                               "attached: its evidence holds the traceback",
+                           subjects=[], evidence={"phase": e["phase"], "traceback": e.get("traceback")}
+                           ).stamped(RUN_OWN_FAILED.id, RUN_OWN_FAILED.slug, "internal"))
+    return out
 
 
 def rendezvous_unfilled(sup, run_sec: dict, text: str) -> list:

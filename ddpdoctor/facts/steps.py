@@ -245,7 +245,8 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     cpu_mine = statistics.median(statistics.median(s[CPU_AT] for s in al[r]) for r in slow)
     cpu_theirs = statistics.median(statistics.median(s[CPU_AT] for s in al[r]) for r in others)
     steps = [s[0] for s in next(iter(al.values()))]
-    return {"ranks": sorted(slow), "others": sorted(others), "cost_ms": round(cost, 3),
+    return {"judged_steps": n, "spanned_steps": steps[-1] - steps[0] + 1, "wall_s": wall_span(list(al.values())),
+            "ranks": sorted(slow), "others": sorted(others), "cost_ms": round(cost, 3),
             "cost_frac": round(cost / step_med, 4) if step_med else None, "step_ms": round(step_med, 3),
             "part": long_part, "parts": parts, "collective_ms": {str(r): round(med[r], 3) for r in order},
             "consistent": round(least / shown, 3), "neutral_steps": n - shown, "window": [steps[0], steps[-1]],
@@ -274,16 +275,22 @@ def not_judged(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     sampled = {r: {s[0]: s for s in by_rank[r] if s[3] == s[3]} for r in ranks}
     common = sorted(set.intersection(*(set(d) for d in sampled.values())))
     span_s = step_ms = None
+    extra: dict = {}
     if common:
         step_ms = statistics.median(sum(sampled[r][n][3:8]) for r in ranks for n in common[-window:])
         stride = max(1.0, (common[-1] - common[0]) / (len(common) - 1)) if len(common) > 1 else 1.0
-        span_s = round(len(common) * stride * step_ms / 1000.0, 2)
+        span_s = round(len(common) * stride * step_ms / 1000.0, 2)  # the test's own estimate (its 3 s gate)
+        # what is SAID: the steps the sampled ones come from and the wall time they span, from each record's end
+        # time (the estimate above overstates a job whose sampled steps are its slow ones: every step of >= 50 ms is
+        # sampled, the fast ones every k-th)
+        extra = {"first_step": common[0], "last_step": common[-1], "spanned_steps": common[-1] - common[0] + 1,
+                 "wall_s": wall_span([[sampled[r][n] for n in common] for r in ranks])}
         need = max(window, min(MAX_WINDOW, int(1000 * min_window_s / (step_ms * stride)) + 1)) if step_ms > 0 \
             else window  # the window `straggler` would take (capped as there)
     else:
         need = window
     out = dict(base, common_steps=len(common), need_steps=need, span_s=span_s,
-               step_ms=round(step_ms, 3) if step_ms is not None else None)
+               step_ms=round(step_ms, 3) if step_ms is not None else None, **extra)
     if len(common) < window:
         lead = leader({r: [sampled[r][n] for n in common] for r in ranks})
         if lead is not None:
@@ -294,6 +301,15 @@ def not_judged(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     if len(common) < need:
         return dict(out, reason="span")
     return None
+
+
+def wall_span(series: List[List[Sequence[float]]]) -> Optional[float]:
+    """The wall time (s) that these steps span, from the start of the first to the end of the last, read from each
+    record's end time (t_end) and the first step's own time: the median over the ranks' series (each the same step
+    numbers, oldest first). None without records. Exact whatever the sampling: the steps between two sampled ones are
+    in it at their real time."""
+    spans = [max(0.0, x[-1][2] - x[0][2]) + step_ms(x[0]) / 1000.0 for x in series if x]
+    return round(statistics.median(spans), 2) if spans else None
 
 
 # What a job too short to judge still shows (round 19, issue 27): a rank that waited least in most of its few steps,
@@ -426,8 +442,17 @@ def not_judged_text(nj: dict) -> str:
 
 
 def _not_judged_text(nj: dict) -> str:
-    had = (f"this job had {nj['common_steps']} sampled step(s) common to every rank"
-           + (f", {nj['span_s']:g} s of steps of {nj['step_ms']:.1f} ms" if nj.get("span_s") is not None else ""))
+    had = f"this job had {nj['common_steps']} sampled step(s) common to every rank"
+    if nj.get("first_step") is not None and nj.get("spanned_steps", 0) > nj["common_steps"]:
+        # sampled: say which steps they were and how many of them were measured, and their real span
+        had += (f" (steps {nj['first_step']}-{nj['last_step']}: {nj['common_steps']} of their {nj['spanned_steps']} "
+                f"steps sampled), {nj['wall_s']:g} s of steps (their wall time; the sampled ones' median "
+                f"{nj['step_ms']:.1f} ms)")
+    elif nj.get("first_step") is not None:
+        had += (f" (steps {nj['first_step']}-{nj['last_step']}), {nj['wall_s']:g} s of steps of "
+                f"{nj['step_ms']:.1f} ms")
+    elif nj.get("span_s") is not None:
+        had += f", {nj['span_s']:g} s of steps of {nj['step_ms']:.1f} ms"
     if nj["reason"] == "short":
         return (f"only a straggler that leads every step by >= {SHORT_COST_FRAC:.0%} of the step could be named: the "
                 f"full test needs {nj['window']} sampled steps common to every rank spanning >= {nj['need_s']:g} s; "

@@ -374,6 +374,35 @@ class KillEvidence:
         if self.xid is not None:
             self.xid.stop()
 
+    def _slurm_end(self, job: str, t: Optional[float]) -> Optional[dict]:
+        """SLURM's end of the job (SIGTERM to its steps, SIGKILL after KillWait) as the cause of a SIGKILL, only on
+        its evidence: `ddpdoctor run` itself got SIGTERM (the caller's test), the kill did not come before that
+        SIGTERM (KillWait's SIGKILL follows it), and scontrol does not show the job still running (then the SIGTERM
+        came from elsewhere: a step's cancel, kill, a CI timeout; data/slurm_states.json). scontrol unreadable: said
+        as a guess. None when the evidence is against it."""
+        if t is not None and t < self.sigterm_t - 0.5:
+            return None  # killed before the SIGTERM: not the SIGKILL that follows it
+        info = self.slurm_reader(job) or {}
+        states = slurm_states()
+        state = (info.get("JobState") or "").split("+")[0] or None
+        if state in states["not_ended"] and not _past(info.get("EndTime")):
+            return None  # the job runs on: SLURM did not end it
+        at = time.strftime('%H:%M:%S', time.localtime(self.sigterm_t))
+        evidence = (f"ddpdoctor run got SIGTERM inside SLURM job {job} at {at}"
+                    + (f"; scontrol: JobState={state} TimeLimit={info.get('TimeLimit')} EndTime={info.get('EndTime')}"
+                       if info else "; scontrol could not be read"))
+        ended = states["ended_by_scheduler"]
+        if state in ended or _past(info.get("EndTime")):
+            reason = ended.get(state) or "its time limit"
+            text = f"SLURM ended the job ({reason}): SIGTERM, then SIGKILL after KillWait"
+        else:
+            text = (f"SLURM's end of the job (SIGTERM, then SIGKILL after KillWait), a guess: the SIGTERM came inside "
+                    f"SLURM job {job}, but " + (f"its state {state} does not say the scheduler ended it" if state else
+                                                 "scontrol could not say whether the job was cancelled or timed out"))
+        return {"cause": "slurm", "evidence": evidence, "text": text, "guess": not (state in ended or _past(info.get("EndTime"))),
+                "fix": "sacct -j " + job + " -o JobID,State,ExitCode,Elapsed,Timelimit  # then raise --time, or "
+                       "checkpoint and resubmit; catch SIGTERM (or --signal=USR1@120) to save before the kill"}
+
     def explain(self, pid: int, rss_mb: Optional[float] = None, gpu: Optional[int] = None,
                 t: Optional[float] = None) -> dict:
         """Why process `pid` got SIGKILL: {'cause', 'text', 'evidence', 'fix'} or {'cause': None, 'read'}."""
@@ -455,18 +484,9 @@ class KillEvidence:
                     "fix": "nvidia-smi -q -d ERROR,PAGE_RETIREMENT,ROW_REMAPPER on that node; Xid 79/48/63/64/74/94/95 "
                            "mean the GPU needs a reset or service: drain the node"}
         job = self.env.get("SLURM_JOB_ID")
-        if job and self.sigterm_t is not None:
-            info = self.slurm_reader(job)
-            state = info.get("JobState")
-            reason = ("its time limit" if state == "TIMEOUT" or _past(info.get("EndTime")) else
-                      "scancel or preemption" if state in ("CANCELLED", "PREEMPTED") else "the scheduler")
-            return {"cause": "slurm", "evidence": f"ddpdoctor run got SIGTERM inside SLURM job {job} at "
-                                                  f"{time.strftime('%H:%M:%S', time.localtime(self.sigterm_t))}"
-                                                  + (f"; scontrol: JobState={state} TimeLimit={info.get('TimeLimit')} "
-                                                     f"EndTime={info.get('EndTime')}" if info else ""),
-                    "text": f"SLURM ended the job ({reason}): SIGTERM, then SIGKILL after KillWait",
-                    "fix": "sacct -j " + job + " -o JobID,State,ExitCode,Elapsed,Timelimit  # then raise --time, or "
-                           "checkpoint and resubmit; catch SIGTERM (or --signal=USR1@120) to save before the kill"}
+        slurm = self._slurm_end(job, t) if job and self.sigterm_t is not None else None
+        if slurm is not None:
+            return slurm
         read = ["dmesg -T | grep -iE 'killed process|out of memory|oom-kill|xid' | tail",
                 "journalctl -k --since '-1h' | grep -iE 'oom|xid'"]
         if self.cg:
@@ -482,6 +502,21 @@ class KillEvidence:
         return {"cause": None, "read": "; ".join(read), "unreadable": why_not,
                 "text": "nothing on this node says who sent it (no OOM kill counted, no kernel message, no GPU Xid, "
                         "no scheduler signal)"}
+
+
+def slurm_states() -> dict:
+    """data/slurm_states.json: SLURM's job states that end a job by the scheduler, and those of a job not ended."""
+    import json
+    import pathlib
+
+    global _SLURM_STATES
+    if _SLURM_STATES is None:
+        with (pathlib.Path(__file__).resolve().parent.parent / "data" / "slurm_states.json").open(encoding="utf-8") as fh:
+            _SLURM_STATES = json.load(fh)
+    return _SLURM_STATES
+
+
+_SLURM_STATES: Optional[dict] = None
 
 
 def _past(when: Optional[str]) -> bool:

@@ -305,7 +305,15 @@ OWN_FILES = frozenset(os.path.join(_HERE, name) for name in ("recorder.py", "age
 
 def strip_own_frames(tb):
     """The traceback without the attach's wrapper frames (they sit between the user's code and
-    torch's): the user's tracebacks look as they would without `ddpdoctor run`. tb_next is writable."""
+    torch's): the user's tracebacks look as they would without `ddpdoctor run`. tb_next is writable.
+    An exception RAISED in our own code (its innermost frame is ours: a bug of ddpdoctor) keeps every frame: those
+    frames are the evidence that it is ddpdoctor's, not the user's line that called into the wrapper
+    (section.end_of marks such an end as ours; `ddpdoctor run` reports it as DOC004, not as the rank's failure)."""
+    last = tb
+    while last is not None and last.tb_next is not None:
+        last = last.tb_next
+    if last is not None and last.tb_frame.f_code.co_filename in OWN_FILES:
+        return tb
     head = prev = None
     while tb is not None:
         nxt = tb.tb_next

@@ -8,6 +8,7 @@ Input, one dict per process that loaded the recorder (see supervisor.Proc.facts)
 """
 from __future__ import annotations
 
+import os
 import signal as _signal
 import statistics
 from typing import Optional
@@ -79,6 +80,23 @@ def _frames(p: dict, key: str = "dump") -> list:
         return []
     t = stacks.main_thread(stacks.parse_dump(dump), (p.get("info") or {}).get("main_thread"))
     return t["frames"] if t else []
+
+
+def backward_thread(p: dict, prefixes, key: str = "dump") -> Optional[dict]:
+    """The thread, other than the main one, where a rank whose main thread waits in autograd's engine runs its OWN
+    code: a thread that C++ started and that entered Python (autograd's device threads running a hook, a process
+    group's worker thread running a DDP comm hook's `fut.then(...)` callback; data/python_threads.json). Its main
+    thread shows the engine alone, as DDP's all-reduce does; the stall is on that thread. None unless exactly one such
+    thread runs the user's code (two would be a guess between them)."""
+    dump = p.get(key)
+    if not dump:
+        return None
+    parsed = stacks.parse_dump(dump)
+    main = stacks.main_thread(parsed, (p.get("info") or {}).get("main_thread"))
+    if main is None or not stacks.has_frame(main["frames"], *AUTOGRAD_ENGINE):
+        return None
+    found = stacks.native_user_threads(parsed, main, prefixes, (p.get("info") or {}).get("injected"))
+    return found[0] if len(found) == 1 else None
 
 
 BUSY_CPU = 0.5  # a rank outside any collective using half a core or more is working, not blocked
@@ -183,15 +201,47 @@ def user_code_in_backward(frames: list, prefixes, injected=()) -> bool:
     return user is not None and not stacks.is_library(user["file"], prefixes) and user["file"] not in set(injected or ())
 
 
+_TORCH_OWN = ("/site-packages/torch/", "/dist-packages/torch/", "/ddpdoctor/")  # torch's own frames, and our recorder's
+
+
+def hook_in_backward(frames: list) -> Optional[dict]:
+    """The outermost frame inside autograd's engine entry (`frames` innermost first) that is NOT torch's own code: a
+    backward hook or autograd Function of a library, of a profiler, or of code injected into the job (a sitecustomize),
+    none of them the user's files, so user_code_in_backward misses it. DDP's gradient all-reduce waits in the engine with
+    torch's frames alone (its Reducer is C++; _DDPSink and torch/utils/hooks.py are torch's), so such a frame means the
+    rank runs that code, not DDP's wait. None when a torch.distributed frame is inside the engine too (a library's hook
+    waiting in a collective, as DeepSpeed's gradient reduction does: a collective wait), or without such a frame."""
+    file_part, funcs = AUTOGRAD_ENGINE
+    engine = next((i for i, fr in enumerate(frames) if file_part in fr["file"] and fr["func"] in funcs), None)
+    if not engine:
+        return None
+    inside = frames[:engine]
+    if any("torch/distributed/" in fr["file"] for fr in inside):
+        return None
+    # the outermost such frame: the hook's own entry, which torch called (what it called in turn, a lock's or a
+    # sleep's frames of the standard library, says less)
+    return next((fr for fr in reversed(inside) if not any(t in fr["file"] for t in _TORCH_OWN)), None)
+
+
 def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     b = p.get("beacon") or {}
     info = p.get("info") or {}
     frames = _frames(p)
     n_workers = len([w for w in workers if w.get("alive", True)])
     state = classify(p, frames, n_workers)
+    side = hook = None
     if state == "backward" and user_code_in_backward(frames, prefixes, info.get("injected")):
         state = "busy" if _busy(p) else "outside"  # its own hook / autograd Function, run by autograd: not DDP's wait
+    elif state == "backward" and hook_in_backward(frames) is not None:
+        hook = stacks.with_source(hook_in_backward(frames))  # a library's / injected hook, run by autograd
+        state = "busy" if _busy(p) else "outside"
+    elif state == "backward":
+        side = backward_thread(p, prefixes)
+        if side is not None:  # its own code on a thread torch started (a device thread's hook, a comm hook's callback)
+            state = "busy" if _busy(p) else "outside"
     user = stacks.innermost_user(frames, prefixes, info.get("injected")) if frames else None
+    if side is not None:
+        user = side["user"]
     if user is None and b.get("pl"):  # no stack (not signalled): the line the recorder saw
         file, _, line = str(b["pl"]).rpartition(":")
         if file and line.isdigit():
@@ -205,10 +255,23 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
            "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
            "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native")}
+    if side is not None:
+        rec["thread"] = {"ident": f"0x{side['ident']:016x}" if side.get("ident") is not None else None,
+                         "started_by": "torch (C++), not Python: autograd's device thread or a Future's callback",
+                         "stack": stacks.fold(side["frames"], prefixes)}
+        rec["stack"] = (rec["stack"] or []) + [f"(thread {rec['thread']['ident']}, started by torch, not Python:)"] \
+            + rec["thread"]["stack"]
     gate = stacks.gated_user(frames, prefixes, info.get("injected")) if frames else None
     if gate is not None:
         rec["gate_frame"] = gate  # a caller's `if rank == 0:` / `if ...is_main_process:` around what this rank does
     rec["doing"] = _describe_wait(rec)
+    if hook is not None:
+        rec["hook_frame"] = hook
+        rec["doing"] += (f" (in a backward hook that is not in your files, run by autograd: "
+                         f"{hook['file'].rsplit('/', 1)[-1]}:{hook['line']} in {hook['func']})")
+    if side is not None:
+        rec["doing"] += (" (its own code on a thread torch started: a DDP comm hook's callback or autograd's device "
+                         "thread; its main thread waits in backward)")
     rec["workers"] = [worker_record(w, prefixes) for w in workers]
     return rec
 
@@ -444,6 +507,8 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
         return bool(exc and exc.get("t") and t_end and exc["t"] < t_end and not _names_lost_peer(exc_d)
                     and exc_d.get("type") not in SIGNAL_EXCEPTIONS)
 
+    if raised_in_ddpdoctor(exc_d.get("traceback")):
+        out["ours"] = True  # ddpdoctor's own code raised it in this rank: a bug of the tool, not the rank's failure
     why = classify_failure(f"{exc_d.get('type')}: {exc_d.get('message')}\n{exc_d.get('message')}")
     if why:
         out["why"] = why
@@ -486,6 +551,17 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
 
 
 MESSAGE_CLASSES = {"cuda_oom": "cuda-oom", "host_oom": "cpu-oom", "oom_killer": "oom-killer"}
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # this installed ddpdoctor package
+
+
+def raised_in_ddpdoctor(traceback_text: Optional[str], package: str = _PACKAGE) -> bool:
+    """The innermost frame of a formatted traceback (where the exception was raised) is in ddpdoctor's own package
+    (the recorder injected into the rank): ddpdoctor's bug, not the user's code. The user's own files are never
+    under the installed package's directory."""
+    frames = stacks.traceback_frames(traceback_text or "")
+    return bool(frames) and os.path.abspath(frames[0]["file"]).startswith(package)
 
 
 def classify_failure(text: str) -> Optional[str]:
@@ -564,8 +640,9 @@ def _before_end(p: dict, prefixes=()) -> str:
     if not frames:
         return ""
     if (not stacks.has_frame(frames, "torch/distributed/distributed_c10d.py")
-            and user_code_in_backward(frames, prefixes, (p.get("info") or {}).get("injected"))):
-        return "outside"  # its own hook / autograd Function, run by autograd's engine (rank_record says the same)
+            and (user_code_in_backward(frames, prefixes, (p.get("info") or {}).get("injected"))
+                 or hook_in_backward(frames) is not None or backward_thread(p, prefixes) is not None)):
+        return "outside"  # its own hook / autograd Function / comm hook callback, run by torch (rank_record says the same)
     if (stacks.has_frame(frames, "torch/autograd", ("backward", "_engine_run_backward"))
             or stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward"))
             or stacks.has_frame(frames, "torch/distributed/distributed_c10d.py")):

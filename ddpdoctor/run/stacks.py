@@ -223,3 +223,40 @@ def enclosing_if(path: str, line: int) -> Optional[str]:
                 if best is None or node.lineno > best[0]:
                     best = (node.lineno, f"if {test}:" if in_body else f"else of `if {test}:`")
     return best[1] if best else None
+
+
+@lru_cache(maxsize=1)
+def _thread_knowledge() -> dict:
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "data" / "python_threads.json"
+    with path.open(encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def started_by_python(frames: List[dict]) -> bool:
+    """A thread that Python's threading module started: its outermost frame is threading.py's Thread._bootstrap or
+    _bootstrap_inner (data/python_threads.json `python_thread_entry`, with its source). `frames` innermost first."""
+    if not frames:
+        return False
+    entry = _thread_knowledge()["python_thread_entry"]["frames"]
+    out = frames[-1]
+    return any(out["file"].endswith("/" + e["file"]) and out["func"] == e["func"] for e in entry)
+
+
+def native_user_threads(dump: dict, main: Optional[dict], prefixes, injected=()) -> List[dict]:
+    """The threads other than `main` that C++ started and that run the user's Python code now (innermost first, each
+    {'ident', 'frames', 'user'}): torch's autograd device threads running a hook, a process group's worker thread
+    running a Future's then() callback (data/python_threads.json `native_threads_running_python`). A thread Python
+    started (threading's bootstrap outermost: the user's own threads, DataLoader's pin-memory thread), one with no
+    Python frame, or one in library code alone is none of them."""
+    out = []
+    for t in (dump or {}).get("threads") or []:
+        if t is main or not t["frames"] or started_by_python(t["frames"]):
+            continue
+        user = innermost_user(t["frames"], prefixes, injected)
+        if user is None or is_library(user["file"], prefixes) or user["file"] in set(injected or ()):
+            continue
+        out.append({"ident": t["ident"], "frames": t["frames"], "user": user})
+    return out

@@ -148,6 +148,7 @@ class Proc:
         self.ring_rate: Optional[float] = None  # ring entries written per second, between the last two polls
         self._ring_mark: Optional[tuple] = None  # (time, ring_n) at the last poll that read the beacon
         self.missed = 0  # steps whose records were overwritten in the ring before we read them
+        self.dropped = 0  # the first steps' records dropped to keep MAX_STEPS_KEPT (a long job: bounded memory)
         self.cgroup: Optional[str] = None  # its /proc/PID/cgroup, read with the RSS
         self.start_ticks = proctree.stat_fields(pid)[1]
         try:
@@ -243,7 +244,8 @@ class Proc:
             self.missed += steps[0][0] - before - 1
         self.steps.extend(steps)
         self.ring_n = n
-        if len(self.steps) > MAX_STEPS_KEPT:
+        if len(self.steps) > MAX_STEPS_KEPT:  # bounded memory: the latest MAX_STEPS_KEPT records, the count of the rest
+            self.dropped = getattr(self, "dropped", 0) + len(self.steps) - MAX_STEPS_KEPT
             del self.steps[:len(self.steps) - MAX_STEPS_KEPT]
 
     def close(self) -> None:
@@ -297,6 +299,8 @@ class Proc:
         out = stepsplit.summary(self.steps, bs, skip=min(5, len(self.steps) // 4))
         if self.missed:
             out["missed"] = self.missed
+        if getattr(self, "dropped", 0):
+            out["dropped"] = self.dropped  # the first steps' records, dropped to bound memory (MAX_STEPS_KEPT)
         return out
 
     def dying(self) -> bool:
@@ -463,6 +467,7 @@ class Supervisor:
         self.procs: dict = {}
         self.tree: Optional[proctree.Tree] = None  # every process of the job: walked, marked, stopped
         self.findings: list = []
+        self.own_errors: list = []  # ddpdoctor's own failures while it watched or tore the job down (own_error)
         self.sections: list = []  # run sections of each event (stall, death)
         self.events: list = []
         self.root = None
@@ -571,14 +576,69 @@ class Supervisor:
         old[signal.SIGWINCH] = signal.signal(signal.SIGWINCH, self._on_winch)
         try:
             self.start()
-            self._loop()
+            try:
+                self._loop()
+            except Exception as exc:  # noqa: BLE001 - ddpdoctor's own bug: said as ours, the job ended as it would be
+                phase = self.phase()
+                self.own_error(phase, exc)
+                if phase == "watching the job":
+                    self._wait_unwatched()  # the job runs on, unwatched: our bug never ends it
         finally:
-            self._cleanup()
+            try:
+                self._cleanup()
+            except Exception as exc:  # noqa: BLE001
+                self.own_error("tearing the job down", exc)
+                self._cleanup_last_resort()
             if getattr(self, "kills", None) is not None:
                 self.kills.close()
             for s, h in old.items():
                 signal.signal(s, h)
         return self.exit_status()
+
+    def phase(self) -> str:
+        """What ddpdoctor run was doing, for its own error: tearing the job down (a stop signal, --on-stall stop,
+        the command gone, a rank dead) or watching it."""
+        if self.interrupted or self.stopped or self.root_status is not None or getattr(self, "death_done", False):
+            return "tearing the job down"
+        return "watching the job"
+
+    def own_error(self, phase: str, exc: BaseException) -> None:
+        """ddpdoctor run's OWN failure (a bug of this tool, never a rank's): kept for the report's DOC004 with its
+        traceback, and said on stderr. No rank is named: the job's processes did nothing wrong by it."""
+        import traceback
+
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        where = next((f"{os.path.basename(fs.filename)}:{fs.lineno} in {fs.name}"
+                      for fs in reversed(traceback.extract_tb(exc.__traceback__))), None)
+        self.own_errors.append({"phase": phase, "type": type(exc).__name__, "message": str(exc)[:500],
+                                "where": where, "traceback": "".join(tb[-6:])[-3000:], "t": time.time()})
+        self.write(f"ddpdoctor run: ddpdoctor's own error while {phase} ({type(exc).__name__}: {exc}"
+                   + (f", at {where}" if where else "") + "); not the job's: the report goes on")
+
+    def _wait_unwatched(self) -> None:
+        """After ddpdoctor's own failure while watching: wait for the command as a plain parent would (a stop signal
+        still ends the job), so the job's own end and status stand."""
+        while self.root is not None and self.root_status is None:
+            if self.interrupted:
+                self.terminate_tree()
+                break
+            self._reap()  # a child subreaper: every orphan of the job is reaped too
+            if self.root_status is None:
+                time.sleep(POLL_S)
+
+    def _cleanup_last_resort(self) -> None:
+        """After a failed _cleanup: no process of the job is left behind (design.md), whatever failed."""
+        try:
+            if self.tree is not None and self.tree.live():
+                self.tree.stop(grace_s=min(self.grace_s, 5.0), reap=self._reap)
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            if self.root is not None and self.root_status is None:
+                self.root.kill()
+                self.root_status = self.root.wait(timeout=5)
+        except Exception:  # noqa: BLE001
+            pass
 
     def _on_winch(self, signum, frame) -> None:
         """The terminal was resized: its size to the job's pty (where its progress bars read their width), and
@@ -905,6 +965,7 @@ class Supervisor:
             self._judge_and_print(sec, f"stacks before the stop ({time.time() - t0:.1f} s)", kind="kill")
         except Exception as exc:  # noqa: BLE001 - the stop goes on whatever happens here
             self.write(f"ddpdoctor run: no stacks before the stop ({type(exc).__name__}: {exc})")
+            self.own_error("taking the stacks before the stop", exc)
 
     def rendezvous_wait(self) -> Optional[dict]:
         """At a stop, when no rank got past its rendezvous: what the launcher was waiting for. The nodes it
@@ -1053,6 +1114,12 @@ class Supervisor:
         missed = sum(v.get("missed", 0) for v in sums.values())
         if missed:
             lines.append(f"  ({missed} step(s) ended faster than the beacon was read and are not in the table)")
+        dropped = {r: v for r, v in sums.items() if v.get("dropped")}
+        if dropped:
+            firsts = sorted({v.get("first") for v in dropped.values()})
+            lines.append(f"  (a long job: {MAX_STEPS_KEPT:,} step records are kept per rank; the table and the straggler "
+                         f"test are of steps {firsts[0]:,} on, the first {max(v['dropped'] for v in dropped.values()):,} "
+                         "steps' records were dropped)")
         if self.straggler_reports:
             last = self.straggler_reports[-1]
             what = ("held by the host" if (last.get("host_held") or {}).get("held") else
