@@ -220,6 +220,7 @@ class Job:
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.change_doc: Optional[Line] = None     # a line that marks the text a pull request's or feature request's
         self._headed: Dict[int, bool] = {}          # source -> its first Markdown heading (its title) was seen
+        self._caption: Dict[int, tuple] = {}        # source -> (stream, line) of a colon-less label that opened a failure
         self.frame_lines = 0                        # Python traceback frames ('  File "x.py", line 3, in f')
         self.run_lines = 0                          # lines with a run's prefix (a rank, NCCL's host:pid:tid, a host)
         self.last_progress: Optional[Line] = None  # the last of them (LOG029 says where the progress stops)
@@ -301,6 +302,8 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        if self._caption and line.src in self._caption:
+            self._after_caption(line)
         code = self._blocks.code(line.src, t, line.rank is not None or line.label is not None or line.nccl is not None
                                  or line.host is not None or (line.ts is not None and not line.ts_near))
         if code:
@@ -605,6 +608,8 @@ class Job:
             how = _looks_failed(line, evs)
             if how == "words":
                 self._fail_by_words.add(key)
+                if len(t) < 48 and not evs and _prose.bare_label(t):
+                    self._caption[line.src] = (key, line)   # a caption if a fence follows (_after_caption)
                 if any(survivable(ev) for ev in evs):
                     self._fail_survivable.add(key)
             if how:
@@ -626,6 +631,20 @@ class Job:
             self._store_exception(key, line, evs)
             if line.local_rank is not None and self._spawn_owner.get(line.src) == line.local_rank:
                 del self._spawn_owner[line.src]   # the child's traceback ends with its exception line
+
+    def _after_caption(self, line: Line) -> None:
+        """A colon-less label ("Error message", "Stack trace") opened its stream's first failure line by its words; the
+        next non-blank line of its source decides: a fence opening ("```", "~~~") makes it the caption of the quote below
+        (prose.bare_label), and its failure line is undone; anything else leaves it as it was."""
+        key, label = self._caption[line.src]
+        t = line.text.strip()
+        if not t and line.lineno - label.lineno <= 2:
+            return
+        del self._caption[line.src]
+        if t[:3] in ("```", "~~~") and self.first_fail.get(key) is label:
+            del self.first_fail[key]
+            self._fail_by_words.discard(key)
+            self._fail_survivable.discard(key)
 
     def _trace_line(self, key: tuple, line: Line, evs: List[Event]) -> List[Event]:
         """NCCL traces an error code back up its calls ("misc/socket.cc:564 -> 2", "bootstrap.cc:270 -> 2", ...,
