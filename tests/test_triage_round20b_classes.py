@@ -3,10 +3,12 @@
 - A caption with no colon ("Error message", "Error log", "Stack trace") alone on its line over a fenced block is the
   writer's label of the quote below it, not a failure line; the same words printed bare with no fence after them are
   judged as before.
+- A terminal that wraps a long line at its width cuts words too (XLA's "... failed: un" / "handled cuda error"): the
+  two lines are joined with no space where the word across the cut is one of the catalogue's (messages.words()), in a
+  small log and past a large log's head alike; a cut whose word the catalogue does not know is left as two lines.
 """
-import pathlib
-
-from ddpdoctor.triage.api import triage_paths
+from ddpdoctor.facts import messages
+from ddpdoctor.triage.api import _word_cut, triage_paths
 
 _SETUP = ("distributed_backend=nccl\nAll distributed processes registered. Starting with 2 processes\n"
           "{'data': {'batch_size': 1,\n          'lr': 0.1}}\n")
@@ -44,3 +46,42 @@ def test_the_same_words_printed_bare_with_no_fence_after_still_fail(tmp_path):
     for label in ("Fatal error", "Error"):
         f = _found(tmp_path, _SETUP + label + "\n" + "worker exiting\n")
         assert f and f[0].id == "LOG028" and "line 5" in f[0].title, (label, _ids(f))
+
+
+# --- a word cut by the terminal's width -------------------------------------------------------------------------------
+_W = 122
+_XLA = ("2022-10-23 01:07:26.771566: E external/org_tensorflow/tensorflow/compiler/xla/pjrt/pjrt_stream_executor_client.cc"
+        ":2153] Execution of replica 1 failed: INTERNAL: external/org_tensorflow/tensorflow/compiler/xla/service/gpu/nccl_"
+        "all_reduce_thunk.cc:70: NCCL operation ncclAllReduce(send_buffer, recv_buffer, element_count, dtype, reduce_op, "
+        "comm, gpu_stream) failed: unhandled cuda error")
+_STEPS = "".join(f"epoch 1 step {i} loss 0.{i % 89:02d} lr 1e-4\n" for i in range(1, 31))
+_PAD = "".join(f"epoch 2 step {i} loss 0.{i % 89:02d} lr 1e-4 grad_norm 1.{i % 7}\n" for i in range(5000))
+
+
+def _wrapped(text, width=_W):
+    return "".join(text[i:i + width].ljust(width) .rstrip() + "\n" if i + width >= len(text) else text[i:i + width] + "\n"
+                   for i in range(0, len(text), width))
+
+
+def test_the_wrap_cuts_a_word_of_the_catalogue():
+    assert "unhandled" in messages.words() and "un" not in messages.words()
+    body = _wrapped(_XLA)
+    assert "failed: un\nhandled cuda error" in body   # the fixture cuts the word where the paste did
+
+
+def test_a_status_wrapped_inside_a_word_is_read_joined(tmp_path):
+    for pad in ("", _PAD):
+        f = _found(tmp_path, _STEPS + pad + _wrapped(_XLA) + "Traceback (most recent call last):\n"
+                   "  File \"t5x/train.py\", line 757, in <module>\n    gin_utils.run(main)\n")
+        assert f and f[0].id == "LOG009", (len(pad), _ids(f))
+
+
+def test_a_cut_whose_word_the_catalogue_does_not_know_stays_two_lines(tmp_path):
+    line = "epoch 1 step 31 loss 0.31 lr 1e-4 and the scheduler moves to the phase named warm"
+    assert len(line) >= 64
+    assert _word_cut(line.encode(), b"Traceback (most recent call last):") is None
+    f = _found(tmp_path, _STEPS + line + "\n" + _TB)
+    assert f and f[0].id == "LOG004" and "line 35" in f[0].detail, _ids(f)
+    # a next line that opens with no letter (a number, a bracket, a space) continues no word
+    assert _word_cut(b"x" * 60 + b" un", b" handled cuda error") is None
+    assert _word_cut(b"x" * 60 + b" un", b"handled cuda error") is not None

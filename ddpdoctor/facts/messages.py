@@ -683,6 +683,18 @@ def entries() -> Tuple[dict, ...]:
 
 
 @functools.lru_cache(maxsize=1)
+def words() -> frozenset:
+    """The catalogue's vocabulary: every word of six letters or more in an entry's `format` (the message as its source
+    prints it: "unhandled cuda error", "Execution of replica"), lower-cased. A terminal that wraps a long line at its
+    width cuts a word anywhere ("un" / "handled cuda error"); the reader joins the two lines only where the word they
+    make is one of these (triage/api.py _word_cut)."""
+    out = set()
+    for e in entries():
+        out.update(w.lower() for w in re.findall(r"[A-Za-z]{6,}", str(e.get("format") or "")))
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=1)
 def classes() -> Dict[str, dict]:
     """class name -> {role, rule, meaning, fix}: role is cause, consequence, context, benign or end."""
     return dict(catalogue.header(NAME).get("classes") or {})

@@ -233,6 +233,32 @@ def _join_wrapped(lines: list, sep: str = " "):
 _PG_NCCL_HEAD = re.compile(r"ProcessGroupNCCL\.cpp:\d+\]")
 
 
+# A terminal (or a web page's <pre>) that wraps a long line at its width cuts it anywhere, inside a word too: XLA's
+# "... NCCL operation ncclAllReduce(...) failed: un" / "handled cuda error" (a 122-column paste, round 20 wave 2,
+# issue 24: b185_15). A line at least _WRAP_WIDTH bytes long that ends in a letter waits for the next one; the two are
+# joined with no space only where the word they make across the cut is one of the catalogue's (messages.words():
+# "unhandled", from NCCL's ncclGetErrorString text) and its two pieces are not both words of it. No pattern runs on
+# the line: a vocabulary lookup of the one word at the cut.
+_WRAP_WIDTH = 64
+_CUT_TAIL = re.compile(rb"[A-Za-z]+$")
+_CUT_HEAD = re.compile(rb"[A-Za-z]+")
+
+
+def _word_cut(first: bytes, nxt: bytes) -> Optional[bytes]:
+    """FIRST and NXT joined with no space when the word across the cut is a catalogue word, else None."""
+    head = _CUT_HEAD.match(nxt)
+    if head is None:
+        return None
+    tail = _CUT_TAIL.search(first, len(first) - 64)
+    if tail is None:
+        return None
+    a, b = tail.group().decode("ascii").lower(), head.group().decode("ascii").lower()
+    vocab = _messages.words()
+    if (a + b) not in vocab or (a in vocab and b in vocab):
+        return None
+    return first + nxt
+
+
 def _read_log(stream, src: int, job: Job, row: dict) -> None:
     default_rank = rank_from_path(job.paths[src]) if src < len(job.paths) else None
     held: list = []   # a watchdog line a terminal or a web page wrapped: (lineno, offset, raw), joined with the next
@@ -281,7 +307,22 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
                 line.rank = default_rank
             take(line)
 
+    cut: list = []   # a full-width line that ends inside a word, waiting for the next line (_word_cut)
+
     def on_line(lineno: int, offset: int, raw: bytes) -> None:
+        if cut:
+            cl, co, craw = cut.pop()
+            joined = _word_cut(craw, raw) if lineno == cl + 1 else None
+            if joined is None:
+                on_whole(cl, co, craw)
+            else:
+                lineno, offset, raw = cl, co, joined
+        if len(raw) >= _WRAP_WIDTH and raw[-1:].isalpha() and len(raw) < reader.MAX_LINE:
+            cut.append((lineno, offset, raw))
+            return
+        on_whole(lineno, offset, raw)
+
+    def on_whole(lineno: int, offset: int, raw: bytes) -> None:
         if held:
             hl, ho, hraw = held.pop()
             if lineno == hl + 1 and len(hraw) + len(raw) < reader.MAX_LINE:
@@ -304,6 +345,8 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
         feed(lineno, offset, raw)
 
     nbytes, nlines = reader.scan(stream, on_line, expected=row.get("size", 0))
+    if cut:
+        on_whole(*cut.pop())
     if held:
         feed(*held.pop())
     flush()
