@@ -6,6 +6,10 @@
 - A terminal that wraps a long line at its width cuts words too (XLA's "... failed: un" / "handled cuda error"): the
   two lines are joined with no space where the word across the cut is one of the catalogue's (messages.words()), in a
   small log and past a large log's head alike; a cut whose word the catalogue does not know is left as two lines.
+- A thread's title (its first Markdown heading) that quotes a message ("# ... error:TypeError: ...", "# ... KeyError:
+  'x'", argparse's "error: unrecognized arguments") over a body that holds the program's own output (set-up lines, log
+  records, progress, traceback frames): the body says what failed, and the title is no failure line of the job. Over a
+  body of prose only, the title is read as before.
 """
 from ddpdoctor.facts import messages
 from ddpdoctor.triage.api import _word_cut, triage_paths
@@ -35,6 +39,16 @@ def test_a_colonless_caption_over_a_fence_is_no_failure_line(tmp_path):
                        + "```\n")
             assert f and f[0].id == "LOG029", (label, _ids(f))
             assert not any(x.id == "LOG028" for x in f), (label, _ids(f))
+
+
+def test_a_label_that_ends_with_a_full_width_colon_is_a_label(tmp_path):
+    """A bilingual issue template's label ends with U+FF1A, the colon CJK text uses ("- 完整报错/Complete Error Message：")."""
+    for label in ("- 完整报错/Complete Error Message：", "报错信息/Error log：", "Error log:"):
+        f = _found(tmp_path, "I run this\n" + label + "\n" + _SETUP)
+        assert f and f[0].id == "LOG029", (label, _ids(f))
+    # a message after the colon is a message
+    f = _found(tmp_path, "I run this\n- 完整报错/Complete Error Message：KeyError: 'valid_ratio'\n" + _SETUP)
+    assert f and f[0].id != "LOG029", _ids(f)
 
 
 def test_the_quote_under_a_caption_still_fails(tmp_path):
@@ -85,3 +99,39 @@ def test_a_cut_whose_word_the_catalogue_does_not_know_stays_two_lines(tmp_path):
     # a next line that opens with no letter (a number, a bracket, a space) continues no word
     assert _word_cut(b"x" * 60 + b" un", b" handled cuda error") is None
     assert _word_cut(b"x" * 60 + b" un", b"handled cuda error") is not None
+
+
+# --- a title over a body that holds the program's output --------------------------------------------------------------
+_TITLES = ("# Wav2vec2_s2s model fine_tuning error:TypeError: forward() missing 1 required positional argument: 'x'",
+           "# 训练时 SimpleDataSet 重复报错 KeyError: 'valid_ratio'",
+           "# train.py: error: unrecognized arguments: --local-rank=0",
+           "## RuntimeError: CUDA error: an illegal memory access was encountered")
+_BODIES = {
+    "setup": ("2021-01-27 00:45:20 | INFO | fairseq.distributed_utils | distributed init (rank 1): tcp://localhost:15491\n"
+              "2021-01-27 00:45:20 | INFO | fairseq.distributed_utils | distributed init (rank 0): tcp://localhost:15491\n"),
+    "records": "".join(f"[2024/05/22 14:06:59] ppocr INFO:     Backbone : {i}\n" for i in range(6)),
+    "progress": _STEPS,
+    "rich": ("│ /home/u/MiniGPT-4/demo.py:60 in <module>                                    │\n"
+             "│ ❱  60 model = model_cls.from_config(model_config).to('cuda:0')                │\n"),
+}
+
+
+def test_a_title_quoting_a_message_gives_way_to_the_bodys_output(tmp_path):
+    for title in _TITLES:
+        for name, body in _BODIES.items():
+            f = _found(tmp_path, "org/repo · issue #1 · open\n" + title + "\n\nI ran it and got\n```\n" + body + "```\n")
+            # (a rich traceback's frames cut before its exception are a failure of the body's own: LOG028 at them)
+            assert f and f[0].id == ("LOG028" if name == "rich" else "LOG029"), (title, name, _ids(f))
+            assert not any(x.severity == "error" or "line 2)" in x.title for x in f), (title, name, _ids(f))
+
+
+def test_the_bodys_own_failure_outranks_the_titles(tmp_path):
+    for title in _TITLES:
+        f = _found(tmp_path, title + "\n\n" + _BODIES["setup"] + _TB)
+        assert f and f[0].id == "LOG004" and "KeyError" in f[0].title, (title, _ids(f))
+
+
+def test_a_title_over_prose_only_is_read_as_before(tmp_path):
+    for title in _TITLES:
+        f = _found(tmp_path, title + "\n\nIt happens on two nodes after a few minutes. Any idea?\n")
+        assert f and f[0].id != "LOG029" and "line 1" in f[0].title + f[0].detail, (title, _ids(f))

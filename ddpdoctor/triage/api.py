@@ -379,6 +379,8 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
     quoted = quoted_in_change(job)
     if quoted:
         findings = [_as_quoted(f, quoted) for f in findings]
+    if job.titles_over_output:
+        findings = [_as_title(job, f) for f in findings]
     if last:
         from .rules.unexplained import EXPLAINED
 
@@ -432,6 +434,23 @@ def _as_quoted(f: Finding, marker) -> Finding:
                 f"(\"{marker.text.strip()[:80]}\"), and no line in it is a run's own output (no rank, NCCL or host "
                 "prefix, no launcher exit, no traceback, no training progress): the failure below is the one the change removes or "
                 "the request is about, quoted. " + f.detail))
+
+
+def _as_title(job: Job, f: Finding) -> Finding:
+    """A failure finding whose evidence is a thread's title over a body that holds the program's output
+    (Job._titles): said as the title's words (info), so the body's own lines decide what failed."""
+    fs = f.evidence.get("first_seen") if isinstance(f.evidence, dict) else None
+    if f.severity not in (ERROR, "warning") or not f.id.startswith("LOG") or not isinstance(fs, dict):
+        return f
+    line = next((t for t in job.titles_over_output if t.lineno == fs.get("line")
+                 and (job.paths[t.src] if t.src < len(job.paths) else "?") == fs.get("path")), None)
+    if line is None:
+        return f
+    return dataclasses.replace(
+        f, severity="info", title=f"the thread's title, not the job's output: {f.title}",
+        detail=(f"Line {line.lineno} is the text's title (its first heading); the lines under it hold the program's own "
+                "output, which says what failed and where the excerpt stops. The title's words are the writer's, not a "
+                "line the job printed. " + f.detail))
 
 
 def run_rules(job: Job, specs: List[Spec]) -> List[Finding]:
