@@ -10,6 +10,10 @@
   'x'", argparse's "error: unrecognized arguments") over a body that holds the program's own output (set-up lines, log
   records, progress, traceback frames): the body says what failed, and the title is no failure line of the job. Over a
   body of prose only, the title is read as before.
+- Weights & Biases' end of a run (wandb/sdk/wandb_run.py: Run._on_finish's "Program ended successfully." / "Program
+  failed with code N.", the footer's "Run history:" / "Run summary:" grids) is an end: a healthy log that ends with it is
+  called healthy; its footer's rows ("wandb:   train/loss 0.123") are no training step, so a failure before them, or
+  wandb's own "(failed N)" / "Program failed with code N", is still the job's failure.
 """
 from ddpdoctor.facts import messages
 from ddpdoctor.triage.api import _word_cut, triage_paths
@@ -135,3 +139,39 @@ def test_a_title_over_prose_only_is_read_as_before(tmp_path):
     for title in _TITLES:
         f = _found(tmp_path, title + "\n\nIt happens on two nodes after a few minutes. Any idea?\n")
         assert f and f[0].id != "LOG029" and "line 1" in f[0].title + f[0].detail, (title, _ids(f))
+
+
+# --- Weights & Biases' end of a run -----------------------------------------------------------------------------------
+_FOOTER = ("wandb: Waiting for W&B process to finish... (success).\nwandb: \nwandb: Run history:\n"
+           "wandb:   train/loss █▆▅▃▂▁\nwandb: \nwandb: Run summary:\nwandb:   train/loss 0.123\nwandb: \n"
+           "wandb: 🚀 View run fancy-sun-3 at: https://wandb.ai/u/p/runs/abc\n")
+_OLD_OK = "wandb: Waiting for W&B process to finish, PID 850\nwandb: Program ended successfully.\n"
+
+
+def test_wandbs_end_of_a_run_is_an_end(tmp_path):
+    for end in (_FOOTER, _OLD_OK, "wandb: Run summary:\nwandb:   train/loss 0.123\n"):
+        for pad in ("", _PAD):
+            f = _found(tmp_path, _STEPS + pad + end)
+            assert not f, (end[:40], len(pad), _ids(f))
+
+
+def test_a_failure_before_wandbs_footer_is_still_the_failure(tmp_path):
+    oom = ("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n    x = model(batch)\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    f = _found(tmp_path, _STEPS + oom + "wandb: Waiting for W&B process to finish... (failed 1). Press Control-C to abort "
+               "syncing.\nwandb: Run summary:\nwandb:   train/loss 0.123\n")
+    assert f and f[0].id == "LOG005" and f[0].severity == "error", _ids(f)
+    for status in ("wandb: Waiting for W&B process to finish... (failed 1). Press Control-C to abort syncing.\n",
+                   "wandb: Waiting for W&B process to finish, PID 850\nwandb: Program failed with code 1.  Press ctrl-c "
+                   "to abort syncing.\n"):
+        f = _found(tmp_path, _STEPS + status + "wandb: Run history:\nwandb:   train/loss █▆▅▃▂▁\nwandb: Run summary:\n"
+                   "wandb:   train/loss 0.123\n")
+        assert f and f[0].id == "LOG028" and "failed first" in f[0].title, (status[:60], _ids(f))
+
+
+def test_the_catalogue_records_wandbs_sources():
+    for eid in ("wandb.run.on_finish.program_ended_successfully", "wandb.run.on_finish.program_failed_with_code",
+                "wandb.run.footer.run_summary"):
+        e = messages.by_id(eid)
+        assert e and e["source"]["repo"] == "wandb/wandb" and len(e["source"]["commit"]) == 40, eid
+        assert not messages.entry_problems(e), (eid, messages.entry_problems(e))

@@ -140,7 +140,10 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Already exists: ", b"PERMISSION_DENIED: ", b"Permission denied: ", b"UNAUTHENTICATED: ", b"Unauthenticated: ",
     b"RESOURCE_EXHAUSTED: ", b"Resource exhausted: ", b"FAILED_PRECONDITION: ", b"Failed precondition: ",
     b"ABORTED: ", b"Aborted: ", b"OUT_OF_RANGE: ", b"Out of range: ", b"UNIMPLEMENTED: ", b"Unimplemented: ",
-    b"INTERNAL: ", b"Internal: ", b"UNAVAILABLE: ", b"Unavailable: ", b"DATA_LOSS: ", b"Data loss: ")
+    b"INTERNAL: ", b"Internal: ", b"UNAVAILABLE: ", b"Unavailable: ", b"DATA_LOSS: ", b"Data loss: ",
+    # Weights & Biases' end of a run (wandb/sdk/wandb_run.py: Run._on_finish's exit status, the footer's grids), read past
+    # a large log's head as an end, like the Trainer's "Training completed"
+    b"Program ended successfully", b"Program failed with code", b"Run summary:", b"Run history:")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:

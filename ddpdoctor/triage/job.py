@@ -575,7 +575,10 @@ class Job:
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
-        if is_progress(line.text) or any(ev.kind == "overflow_skip" for ev in evs):
+        if (is_progress(line.text) and not line.text.startswith("wandb: ")) or any(ev.kind == "overflow_skip" for ev in evs):
+            # (a "wandb: " line is Weights & Biases' own termlog, never a step: its footer's rows "wandb:   train/loss
+            # 0.123" are the run's last values, printed by wandb.finish after the loop, failed or not:
+            # wandb/sdk/wandb_run.py @cbe86604 Run._footer_history_summary_info)
             # (an fp16 loss scaler's skipped step is a step that ran: DeepSpeed's "OVERFLOW! Rank 0 Skipping step")
             self.progress_lines += 1
             if self.last_progress is None or (line.src, line.lineno) > (self.last_progress.src, self.last_progress.lineno):
