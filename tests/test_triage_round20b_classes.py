@@ -135,6 +135,26 @@ def test_the_bodys_own_failure_outranks_the_titles(tmp_path):
         assert f and f[0].id == "LOG004" and "KeyError" in f[0].title, (title, _ids(f))
 
 
+def test_no_event_of_a_title_over_output_reaches_the_rules(tmp_path):
+    """Events a rule reads without a failure class (NCCL's transport words "NET/IB") wait with the title too: the
+    body's own NCCL warning and error trace are the evidence, not the title's words."""
+    body = ("host2:14508:15205 [0] transport/net_ib.cc:651 NCCL WARN NET/IB : collective mismatch error local size "
+            "348160 remote 32768\n"
+            "host2:14508:15205 [0] NCCL INFO include/net.h:31 -> 3\n"
+            "host2:14508:15205 [0] NCCL INFO transport/net.cc:470 -> 3\n")
+    f = triage_paths([str(_write(tmp_path, "# Run multi-worker with nccl error: NET/IB : collective mismatch error\n\n"
+                                   + body))]).sorted_findings()
+    loud = [x for x in f if x.severity in ("error", "warning")]
+    assert loud and not any("line:1" in x.subjects for x in loud), _ids(loud)
+    assert loud[0].id == "LOG009" and "line:3" in loud[0].subjects, _ids(loud)
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
 def test_a_title_over_prose_only_is_read_as_before(tmp_path):
     for title in _TITLES:
         f = _found(tmp_path, title + "\n\nIt happens on two nodes after a few minutes. Any idea?\n")

@@ -324,11 +324,11 @@ class Job:
                 and line.offset < self.head_bytes and self._output_line(line, evs):
             self._title[line.src][1] = True   # the title's body holds the program's output
         if not code and line.src not in self._title and t[:1] in " #" and _HEADING.match(t):
-            # the source's first heading: its title. Its failure events wait for the body (Job._titles): fed at the end
-            # only where the body holds no program output
+            # the source's first heading: its title. Its events (a failure's, and the words a rule reads as context:
+            # "NET/IB" in "# Run multi-worker with nccl error: NET/IB : ...") wait for the body (Job._titles): fed at
+            # the end only where the body holds no program output
             self._title[line.src] = [line, False, None, list(evs)]
-            evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
-                   and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
+            evs = []
         ex = self._example.get(line.src)
         if ex is not None:
             # the example a hypothetical intro announced: the fenced block after it (blank lines before it allowed),
