@@ -140,7 +140,10 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Already exists: ", b"PERMISSION_DENIED: ", b"Permission denied: ", b"UNAUTHENTICATED: ", b"Unauthenticated: ",
     b"RESOURCE_EXHAUSTED: ", b"Resource exhausted: ", b"FAILED_PRECONDITION: ", b"Failed precondition: ",
     b"ABORTED: ", b"Aborted: ", b"OUT_OF_RANGE: ", b"Out of range: ", b"UNIMPLEMENTED: ", b"Unimplemented: ",
-    b"INTERNAL: ", b"Internal: ", b"UNAVAILABLE: ", b"Unavailable: ", b"DATA_LOSS: ", b"Data loss: ")
+    b"INTERNAL: ", b"Internal: ", b"UNAVAILABLE: ", b"Unavailable: ", b"DATA_LOSS: ", b"Data loss: ",
+    # Weights & Biases' end of a run (wandb/sdk/wandb_run.py: Run._on_finish's exit status, the footer's grids), read past
+    # a large log's head as an end, like the Trainer's "Training completed"
+    b"Program ended successfully", b"Program failed with code", b"Run summary:", b"Run history:")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:
@@ -680,6 +683,18 @@ def write_derived() -> int:
 
 def entries() -> Tuple[dict, ...]:
     return catalogue.entries(NAME)
+
+
+@functools.lru_cache(maxsize=1)
+def words() -> frozenset:
+    """The catalogue's vocabulary: every word of six letters or more in an entry's `format` (the message as its source
+    prints it: "unhandled cuda error", "Execution of replica"), lower-cased. A terminal that wraps a long line at its
+    width cuts a word anywhere ("un" / "handled cuda error"); the reader joins the two lines only where the word they
+    make is one of these (triage/api.py _word_cut)."""
+    out = set()
+    for e in entries():
+        out.update(w.lower() for w in re.findall(r"[A-Za-z]{6,}", str(e.get("format") or "")))
+    return frozenset(out)
 
 
 @functools.lru_cache(maxsize=1)

@@ -233,6 +233,35 @@ def _join_wrapped(lines: list, sep: str = " "):
 _PG_NCCL_HEAD = re.compile(r"ProcessGroupNCCL\.cpp:\d+\]")
 
 
+# A terminal (or a web page's <pre>) that wraps a long line at its width cuts it anywhere, inside a word too: XLA's
+# "... NCCL operation ncclAllReduce(...) failed: un" / "handled cuda error" (a 122-column paste, round 20 wave 2,
+# issue 24: b185_15). A line at least _WRAP_WIDTH bytes long that ends in a letter waits for the next one; the two are
+# joined with no space only where the word they make across the cut is one of the catalogue's (messages.words():
+# "unhandled", from NCCL's ncclGetErrorString text) and its two pieces are not both words of it. No pattern runs on
+# the line: a vocabulary lookup of the one word at the cut.
+_WRAP_WIDTH = 64
+_LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_VOCAB: list = []   # messages.words() as bytes, on first use
+
+
+def _word_cut(first: bytes, nxt: bytes) -> Optional[bytes]:
+    """FIRST and NXT joined with no space when the word across the cut is a catalogue word, else None. (Every line a
+    large log hands on may come here: bytes.rstrip/lstrip find the two pieces in C, ~1 us a line.)"""
+    nb = len(nxt) - len(nxt.lstrip(_LETTERS))
+    if not nb:
+        return None
+    na = len(first) - len(first.rstrip(_LETTERS))
+    if na + nb < 6 or na > 40 or nb > 40:
+        return None   # the catalogue's words have 6 letters or more (messages.words)
+    a, b = first[-na:].lower(), nxt[:nb].lower()
+    if not _VOCAB:
+        _VOCAB.append(frozenset(w.encode("ascii") for w in _messages.words()))
+    vocab = _VOCAB[0]
+    if (a + b) not in vocab or (a in vocab and b in vocab):
+        return None
+    return first + nxt
+
+
 def _read_log(stream, src: int, job: Job, row: dict) -> None:
     default_rank = rank_from_path(job.paths[src]) if src < len(job.paths) else None
     held: list = []   # a watchdog line a terminal or a web page wrapped: (lineno, offset, raw), joined with the next
@@ -281,7 +310,22 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
                 line.rank = default_rank
             take(line)
 
+    cut: list = []   # a full-width line that ends inside a word, waiting for the next line (_word_cut)
+
     def on_line(lineno: int, offset: int, raw: bytes) -> None:
+        if cut:
+            cl, co, craw = cut.pop()
+            joined = _word_cut(craw, raw) if lineno == cl + 1 else None
+            if joined is None:
+                on_whole(cl, co, craw)
+            else:
+                lineno, offset, raw = cl, co, joined
+        if len(raw) >= _WRAP_WIDTH and raw[-1:].isalpha() and len(raw) < reader.MAX_LINE:
+            cut.append((lineno, offset, raw))
+            return
+        on_whole(lineno, offset, raw)
+
+    def on_whole(lineno: int, offset: int, raw: bytes) -> None:
         if held:
             hl, ho, hraw = held.pop()
             if lineno == hl + 1 and len(hraw) + len(raw) < reader.MAX_LINE:
@@ -304,6 +348,8 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
         feed(lineno, offset, raw)
 
     nbytes, nlines = reader.scan(stream, on_line, expected=row.get("size", 0))
+    if cut:
+        on_whole(*cut.pop())
     if held:
         feed(*held.pop())
     flush()
@@ -336,6 +382,8 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
     quoted = quoted_in_change(job)
     if quoted:
         findings = [_as_quoted(f, quoted) for f in findings]
+    if job.titles_over_output:
+        findings = [_as_title(job, f) for f in findings]
     if last:
         from .rules.unexplained import EXPLAINED
 
@@ -389,6 +437,23 @@ def _as_quoted(f: Finding, marker) -> Finding:
                 f"(\"{marker.text.strip()[:80]}\"), and no line in it is a run's own output (no rank, NCCL or host "
                 "prefix, no launcher exit, no traceback, no training progress): the failure below is the one the change removes or "
                 "the request is about, quoted. " + f.detail))
+
+
+def _as_title(job: Job, f: Finding) -> Finding:
+    """A failure finding whose evidence is a thread's title over a body that holds the program's output
+    (Job._titles): said as the title's words (info), so the body's own lines decide what failed."""
+    fs = f.evidence.get("first_seen") if isinstance(f.evidence, dict) else None
+    if f.severity not in (ERROR, "warning") or not f.id.startswith("LOG") or not isinstance(fs, dict):
+        return f
+    line = next((t for t in job.titles_over_output if t.lineno == fs.get("line")
+                 and (job.paths[t.src] if t.src < len(job.paths) else "?") == fs.get("path")), None)
+    if line is None:
+        return f
+    return dataclasses.replace(
+        f, severity="info", title=f"the thread's title, not the job's output: {f.title}",
+        detail=(f"Line {line.lineno} is the text's title (its first heading); the lines under it hold the program's own "
+                "output, which says what failed and where the excerpt stops. The title's words are the writer's, not a "
+                "line the job printed. " + f.detail))
 
 
 def run_rules(job: Job, specs: List[Spec]) -> List[Finding]:

@@ -220,6 +220,9 @@ class Job:
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.change_doc: Optional[Line] = None     # a line that marks the text a pull request's or feature request's
         self._headed: Dict[int, bool] = {}          # source -> its first Markdown heading (its title) was seen
+        self._caption: Dict[int, tuple] = {}        # source -> (stream, line) of a colon-less label that opened a failure
+        self._title: Dict[int, list] = {}           # source -> [its title (first heading), output under it?, -, held]
+        self.titles_over_output: List[Line] = []     # titles (first headings) whose body holds program output
         self.frame_lines = 0                        # Python traceback frames ('  File "x.py", line 3, in f')
         self.run_lines = 0                          # lines with a run's prefix (a rank, NCCL's host:pid:tid, a host)
         self.last_progress: Optional[Line] = None  # the last of them (LOG029 says where the progress stops)
@@ -301,6 +304,8 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        if self._caption and line.src in self._caption:
+            self._after_caption(line)
         code = self._blocks.code(line.src, t, line.rank is not None or line.label is not None or line.nccl is not None
                                  or line.host is not None or (line.ts is not None and not line.ts_near))
         if code:
@@ -315,6 +320,15 @@ class Job:
             # is about, and no process printed it (round 20, issue 24: b182_21). The body's own lines say what failed.
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
+        if self._title and not code and line.src in self._title and not self._title[line.src][1] \
+                and line.offset < self.head_bytes and self._output_line(line, evs):
+            self._title[line.src][1] = True   # the title's body holds the program's output
+        if not code and line.src not in self._title and t[:1] in " #" and _HEADING.match(t):
+            # the source's first heading: its title. Its events (a failure's, and the words a rule reads as context:
+            # "NET/IB" in "# Run multi-worker with nccl error: NET/IB : ...") wait for the body (Job._titles): fed at
+            # the end only where the body holds no program output
+            self._title[line.src] = [line, False, None, list(evs)]
+            evs = []
         ex = self._example.get(line.src)
         if ex is not None:
             # the example a hypothetical intro announced: the fenced block after it (blank lines before it allowed),
@@ -561,7 +575,10 @@ class Job:
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
-        if is_progress(line.text) or any(ev.kind == "overflow_skip" for ev in evs):
+        if (is_progress(line.text) and not line.text.startswith("wandb: ")) or any(ev.kind == "overflow_skip" for ev in evs):
+            # (a "wandb: " line is Weights & Biases' own termlog, never a step: its footer's rows "wandb:   train/loss
+            # 0.123" are the run's last values, printed by wandb.finish after the loop, failed or not:
+            # wandb/sdk/wandb_run.py @cbe86604 Run._footer_history_summary_info)
             # (an fp16 loss scaler's skipped step is a step that ran: DeepSpeed's "OVERFLOW! Rank 0 Skipping step")
             self.progress_lines += 1
             if self.last_progress is None or (line.src, line.lineno) > (self.last_progress.src, self.last_progress.lineno):
@@ -601,10 +618,16 @@ class Job:
         echo = self._warn_header.pop(key, None) == (line.src, line.lineno - 1) and _WARN_SOURCE_ECHO.match(line.text)
         if _PY_WARNING_HEADER.search(line.text):
             self._warn_header[key] = (line.src, line.lineno)
-        if key not in self.first_fail and not echo and not code:
+        ttl = self._title.get(line.src) if self._title else None
+        if ttl is not None and ttl[0] is line:
+            # the title's failure line waits too (Job._titles)
+            ttl[3] = (key, _looks_failed(line, ttl[3]) if not echo and not code else False, ttl[3])
+        elif key not in self.first_fail and not echo and not code:
             how = _looks_failed(line, evs)
             if how == "words":
                 self._fail_by_words.add(key)
+                if len(t) < 48 and not evs and _prose.bare_label(t):
+                    self._caption[line.src] = (key, line)   # a caption if a fence follows (_after_caption)
                 if any(survivable(ev) for ev in evs):
                     self._fail_survivable.add(key)
             if how:
@@ -626,6 +649,62 @@ class Job:
             self._store_exception(key, line, evs)
             if line.local_rank is not None and self._spawn_owner.get(line.src) == line.local_rank:
                 del self._spawn_owner[line.src]   # the child's traceback ends with its exception line
+
+    @staticmethod
+    def _output_line(line: Line, evs) -> bool:
+        """Is this line (not source code) a program's own output: a line with a run's prefix (a rank, a task label,
+        NCCL's), its own time stamp, a launcher's or a shell's exit, a traceback's frame (Python's, rich's, a C++ backtrace's), training
+        progress, or a log
+        record with its level ("[2024/05/22 14:06:59] ppocr INFO: ...")? Not a set-up word or a "name: value" prefix
+        alone: unfenced source code ("rpc.init_rpc(..., world_size=2)") and a YAML config ("bf16: true") hold those."""
+        t = line.text
+        if line.rank is not None or line.label is not None or line.nccl is not None \
+                or (line.ts is not None and not line.ts_near):
+            return True
+        if any(ev.kind in _RUN_FAILURE_KINDS for ev in evs):
+            return True
+        if t[:1] in "#`>|" or not t.strip():
+            return False   # a heading, a fence, a quote, a table: the writer's
+        return bool(('", line ' in t and 'File "' in t) or _RICH_FRAME.match(t) or t.startswith("│ ❱ ")
+                    or _CPP_FRAME.match(t) or is_progress(t) or _LOG_RECORD.match(t)
+                    or _prose._INFO_LEVEL.search(t) or _prose._WARN_LEVEL.search(t))
+
+    def _titles(self) -> None:
+        """A thread's title (its source's first Markdown heading) is its writer's words, even where it quotes a message
+        ("# Wav2vec2 fine_tuning error:TypeError: forward() missing ..."): where the body under it holds the program's
+        own output (a run's prefixed lines, traceback frames, progress, set-up lines, an exit, stamped lines), that
+        output says what failed and where the excerpt stops, and the title is no failure line of the job; where the
+        body holds none (prose only), the title is all there is and is read as before (round 20 wave 2, issue 24)."""
+        for line, output, _, held in self._title.values():
+            if output:
+                self.titles_over_output.append(line)
+                continue
+            if not isinstance(held, tuple):
+                continue
+            key, how, evs = held
+            for ev in evs:
+                self.feed(ev)
+            if how:
+                cur = self.first_fail.get(key)
+                if cur is None or (cur.src, cur.lineno) > (line.src, line.lineno):
+                    self.first_fail[key] = line
+                    self._fail_by_words.discard(key)
+                    if how == "words":
+                        self._fail_by_words.add(key)
+
+    def _after_caption(self, line: Line) -> None:
+        """A colon-less label ("Error message", "Stack trace") opened its stream's first failure line by its words; the
+        next non-blank line of its source decides: a fence opening ("```", "~~~") makes it the caption of the quote below
+        (prose.bare_label), and its failure line is undone; anything else leaves it as it was."""
+        key, label = self._caption[line.src]
+        t = line.text.strip()
+        if not t and line.lineno - label.lineno <= 2:
+            return
+        del self._caption[line.src]
+        if t[:3] in ("```", "~~~") and self.first_fail.get(key) is label:
+            del self.first_fail[key]
+            self._fail_by_words.discard(key)
+            self._fail_survivable.discard(key)
 
     def _trace_line(self, key: tuple, line: Line, evs: List[Event]) -> List[Event]:
         """NCCL traces an error code back up its calls ("misc/socket.cc:564 -> 2", "bootstrap.cc:270 -> 2", ...,
@@ -1001,6 +1080,7 @@ class Job:
 
     def finish(self) -> None:
         self._close_row()
+        self._titles()
         self._resolve_local_ranks()
         self._nccl_sigbus()
         seen = [r for r in self.ranks if r is not None and r >= 0]
@@ -1284,6 +1364,13 @@ _SETUP = _messages.Prefiltered(re.compile(
                     r"\b(?:world_size|world size|local_rank|global_rank|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|LOCAL_RANK)"
                     r"\s*[=:]?\s*\d|All (?:distributed|DDP) processes registered|distributed_backend="))
 # a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
+# a log record: its time first (a date in any order of '-', '/' or '.', or the time alone, bracketed or not), then within
+# a few fields one of logging's level names (CPython Lib/logging/__init__.py @v3.12.0 _levelToName: CRITICAL, ERROR,
+# WARNING, INFO, DEBUG; WARN its alias), whatever the layout the program's formatter chose (PaddleOCR ppocr/utils/
+# logging.py: '[%(asctime)s] %(name)s %(levelname)s: %(message)s' with datefmt '%Y/%m/%d %H:%M:%S'). A program's own
+# line: under a thread's title, it is output (Job._titles)
+_LOG_RECORD = re.compile(r"^\W{0,2}(?:\d{2,4}[-/.]\d\d[-/.]\d{2,4}[ T_-]?)?\d\d:\d\d:\d\d\S{0,12}\s.{0,60}?"
+                         r"\b(?:CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG)\b")
 # torchrun's node count: its command line (`--nnodes 2`, `--nnodes=2:4`, torch.distributed.launch's `--nnodes=2`) or
 # its launch configs (torch/distributed/launcher/api.py launch_agent: "min_nodes        : 2")
 _NNODES = re.compile(r"--nnodes[= ](\d+)\b|^\W*(?:\S+\s+)?min_nodes\s+: (\d+)\s*$")

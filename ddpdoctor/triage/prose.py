@@ -299,7 +299,25 @@ _HEADING_FIX = re.compile(r"^ {0,3}#{1,6}[ \t]+(?:\[[^\]]*\]\s*)?(?:[Ff]ix(?:es|
 # introduces what follows ("Error:", "Error log:", "Errors:") are a writer's words about failures, not a process's: only
 # a question that quotes a message (as a heading above) counts (round 18, issue 24: b130_12, an error on a healthy log,
 # and b130_03)
-_LABEL = re.compile(r"^\W{0,3}(?:[A-Za-z]+\s+){0,2}(?:[Ee]rrors?|ERRORS?|[Ee]xceptions?|[Ff]ailures?)(?:\s+[a-z]+){0,2}\s*:\s*$")
+# (its words in any script, a bilingual template's pair joined by '/', and the full-width colon U+FF1A CJK text ends a
+# label with: PaddleOCR's issue template "- 完整报错/Complete Error Message：", round 20 wave 2)
+_LABEL = re.compile(r"^\W{0,3}(?:[^\W\d_]+(?:\s+|\s*/\s*)){0,3}(?:[Ee]rrors?|ERRORS?|[Ee]xceptions?|[Ff]ailures?)"
+                    r"(?:\s+[A-Za-z]+){0,2}\s*[:\uff1a]\s*$")
+# The same label with no colon, alone on its line, over a fenced block ("Error message" / "Error log" / "Stack trace"
+# then "```"): an issue template's or a writer's caption of the quote below it (GitHub's issue forms render a textarea's
+# label as a heading or a bold line, and a writer's plain-text copy keeps the words alone: huggingface/transformers
+# .github/ISSUE_TEMPLATE/bug-report.yml, pytorch/pytorch .github/ISSUE_TEMPLATE/bug-report.yml "Error logs"). Only the
+# fence that follows tells a caption from a message printed bare ("Fatal error" alone is both), so Job.feed_line undoes
+# the failure line such a label opened when the next non-blank line opens a fence (round 20 wave 2, issue 24: b184_05)
+_BARE_LABEL = re.compile(r"^\W{0,3}(?:[A-Za-z]+\s+){0,2}(?:[Ee]rrors?|ERRORS?|[Ee]xceptions?|[Ff]ailures?|[Tt]racebacks?)"
+                         r"(?:\s+[A-Za-z]+){0,2}\W{0,3}$")
+
+
+def bare_label(text: str) -> bool:
+    """Is TEXT a caption with no colon ("Error message", "**Error log**"), to be confirmed by the fence after it?"""
+    return len(text) < 48 and ":" not in text and bool(_BARE_LABEL.match(text.strip()))
+
+
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -363,7 +381,7 @@ def judge_text(text: str):
         return False   # a Markdown heading naming an error ("# Error while launching ..."), no message quoted, or a change
     if text.rstrip().endswith("?") and text.count(" ") >= 4 and not _HEADING_QUOTE.search(text):
         return False   # a question about failures ("... exits on a signal, exception, or ...?"), no message quoted
-    if text.rstrip().endswith(":") and _LABEL.match(text):
+    if text.rstrip().endswith((":", "\uff1a")) and _LABEL.match(text):
         return False   # a label introducing a quote ("Error:", "Error log:")
     if (_NAMED_FAILURE.search(text) and not _FAILED_WORDS.search(_NAMED_FAILURE.sub(" ", text))
             and "error occurred in MPI_" not in text):
