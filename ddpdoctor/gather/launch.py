@@ -53,6 +53,15 @@ def module_file(src: Sources, module: str, dirs: list) -> Optional[str]:
     return None
 
 
+def _cwd_of(src: Sources, pid: str) -> Optional[str]:
+    """The working directory of process `pid` (/proc/<pid>/cwd), or None when it cannot be read (another user's
+    process, or gone): where that launcher resolves the relative paths on its command line."""
+    try:
+        return os.readlink(src.path(f"/proc/{pid}/cwd"))
+    except OSError:
+        return None
+
+
 def _program_path(src: Sources, pid: str, program: Optional[str], module: bool = False) -> Optional[str]:
     """The training script's absolute path (a .py program, resolved against the launcher's working directory,
     /proc/<pid>/cwd), when the file exists: `check` reads what that script asks of the machine (lint.scriptfacts).
@@ -61,10 +70,7 @@ def _program_path(src: Sources, pid: str, program: Optional[str], module: bool =
     job's ranks and `check` under its launcher)."""
     if not program:
         return None
-    try:
-        cwd = os.readlink(src.path(f"/proc/{pid}/cwd"))
-    except OSError:
-        cwd = None
+    cwd = _cwd_of(src, pid)
     if module:
         return module_file(src, program, ([cwd] if cwd else []) + [d for d in sys.path if d and os.path.isabs(d)])
     if not program.endswith(".py") or (cwd is None and not os.path.isabs(program)):
@@ -260,17 +266,9 @@ def launch_commands(src: Sources) -> dict:
             if found:
                 cmd["program_path"] = found
             if cmd.get("script_dirs"):
-                try:
-                    cwd = os.readlink(src.path(f"/proc/{pid}/cwd"))
-                except OSError:
-                    cwd = None
-                cmd["save_dirs"] = save_dir_facts(src, cmd["script_dirs"], cwd)
+                cmd["save_dirs"] = save_dir_facts(src, cmd["script_dirs"], _cwd_of(src, pid))
             if cmd.get("script_models"):
-                try:
-                    cwd = os.readlink(src.path(f"/proc/{pid}/cwd"))
-                except OSError:
-                    cwd = None
-                cmd["model_configs"] = model_config_facts(src, cmd["script_models"], cwd)
+                cmd["model_configs"] = model_config_facts(src, cmd["script_models"], _cwd_of(src, pid))
             out.append(cmd)
         pid = _ppid(src, pid)
     return {"commands": out, "depth_read": depth}
