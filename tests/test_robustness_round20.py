@@ -244,3 +244,15 @@ def test_env022_does_not_call_an_existing_fifo_folder_or_device_not_found(tmp_pa
     missing = Snapshot(sections={})   # trigger: nothing there
     add_given_command(missing, ["sh", str(tmp_path / "nothing.sh")])
     assert findings_of(make_snapshot(launch=missing.sections["launch"]), "ENV022")
+
+
+def test_lint_with_a_deeply_nested_ds_config_does_not_crash(tmp_path):
+    """A project's ds_config.json nested 30,000 deep (60 kB, under the 64 KiB read): json raised RecursionError, which
+    neither the project reader nor LINT040 caught: `ddpdoctor lint` ended in "internal error", exit 3."""
+    from ddpdoctor.lint.api import lint_paths
+
+    root = _zero3_project(tmp_path, "json")
+    (root / "ds_config.json").write_text('{"zero_optimization": ' + "[" * 30000 + "]" * 30000 + "}")
+    report = lint_paths([str(root / "train.py")])
+    ids = {f.id for f in report.findings}
+    assert "LINT040" not in ids and "DOC001" not in ids   # no stage to read: no claim, no crash

@@ -75,7 +75,7 @@ def _zero_stage(text: str) -> Optional[int]:
     import json
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser's stack (within 64 KiB)
         return None
     zero = doc.get("zero_optimization") if isinstance(doc, dict) else None
     stage = zero.get("stage") if isinstance(zero, dict) else None

@@ -47,7 +47,7 @@ def _file_stage(path: str) -> Optional[int]:
             return None
         with open_regular(path, "r", encoding="utf-8") as fh:  # a FIFO: getsize 0, and open() would block for ever
             doc = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than the parser's stack
         return None
     zero = doc.get("zero_optimization") if isinstance(doc, dict) else None
     stage = zero.get("stage") if isinstance(zero, dict) else None
