@@ -22,7 +22,9 @@ class ElfObject:
 
     def __init__(self, path: str):
         self.path = path
-        self.fh = open(path, "rb")
+        from ddpdoctor.model.inputs import open_regular
+
+        self.fh = open_regular(path, "rb")  # a FIFO named like a library would block open() for ever
         head = self.fh.read(64)
         if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
             self.fh.close()

@@ -9,6 +9,7 @@ import re
 from typing import Optional
 
 from ddpdoctor.gather import Sources
+from ddpdoctor.model.inputs import open_regular
 
 LD_CUDA_LIB = r"^lib(cudnn(?:_[a-z_]+)?|cublas|cublasLt|cusparse|nvJitLink|cudart)\.so\.(\d+)$"
 MAX_LD_DIRS, MAX_LD_LIBS = 12, 24
@@ -93,7 +94,7 @@ def develop_roots(site: str) -> list:
         if not name.endswith((".egg-link", ".pth")):
             continue
         try:
-            with open(os.path.join(site, name), encoding="utf-8", errors="replace") as fh:
+            with open_regular(os.path.join(site, name), "r", encoding="utf-8", errors="replace") as fh:
                 lines = fh.read(8192).splitlines()
         except OSError:
             continue

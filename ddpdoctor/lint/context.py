@@ -60,8 +60,10 @@ def project_roots(files: Iterable[str]) -> List[str]:
 
 
 def _read(path: str) -> str:
+    from ddpdoctor.model.inputs import open_regular
+
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, "rb") as fh:  # a FIFO among the project's files would block open() for ever
             return fh.read(_MAX_BYTES).decode("utf-8", "replace")
     except OSError:
         return ""
@@ -73,7 +75,7 @@ def _zero_stage(text: str) -> Optional[int]:
     import json
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser's stack (within 64 KiB)
         return None
     zero = doc.get("zero_optimization") if isinstance(doc, dict) else None
     stage = zero.get("stage") if isinstance(zero, dict) else None

@@ -102,6 +102,31 @@ def open_input(path: str) -> BinaryIO:
     return io.BufferedReader(Bounded(fd, path, idle_seconds()))
 
 
+def open_regular(path: str, mode: str = "rb", **kwargs):
+    """`path` opened for reading as open(path, mode, **kwargs) does, when it is a regular file; anything else is an
+    OSError, without ever blocking. For the files the doctor finds by itself (a library in torch/lib or on
+    LD_LIBRARY_PATH, a project's configs, site-packages' .pth files), never named by the user: a FIFO there has no
+    writer and open() would wait for one forever (fifo(7)); /dev/zero or a folder has no end or no text. Opened with
+    O_NONBLOCK (a FIFO's open returns at once), its type read from the open descriptor (fstat: no race with a rename),
+    then blocking again. Raises OSError: EINVAL "not a regular file", IsADirectoryError for a folder."""
+    import errno
+
+    if "r" not in mode or "+" in mode:
+        raise ValueError("open_regular reads only")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st_mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+        if not stat.S_ISREG(st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode, **kwargs)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def stdin_input() -> BinaryIO:
     """Standard input for binary reading: as is when it is a regular file, else Bounded. Raises OSError when it is
     closed."""

@@ -104,8 +104,10 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         return
     cmd = parse_command(argv) or parse_program(argv)
     if not cmd and argv and os.path.basename(argv[0]) in SHELLS and len(argv) > 1 and not argv[1].startswith("-"):
-        # `sh train.sh` whose script is not here (ENV022)
-        cmd = {"launcher": None, "options": {}, "program": argv[1], "program_exists": False, "cwd": os.getcwd()}
+        # `sh train.sh` whose script is not a regular file here: ENV022 when nothing is there (a FIFO, a device or a
+        # folder exists: "not found" would be false, and the shell's own error is another one)
+        cmd = {"launcher": None, "options": {}, "program": argv[1], "program_exists": os.path.exists(argv[1]),
+               "cwd": os.getcwd()}
     if not cmd:  # neither a launcher nor python: still a program the shell must find (ENV020)
         cmd = {"launcher": None, "options": {}} if argv else None
     if not cmd:
@@ -117,8 +119,8 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
     if cmd.get("program") is None:
         cmd.pop("program", None)
     elif str(cmd["program"]).endswith(".py") and not runs_as_module(argv, cmd["program"]):
-        cmd["program_exists"], cmd["cwd"] = os.path.isfile(cmd["program"]), os.getcwd()  # ENV022
-        if cmd["program_exists"]:
+        cmd["program_exists"], cmd["cwd"] = os.path.exists(cmd["program"]), os.getcwd()  # ENV022 (a FIFO exists)
+        if os.path.isfile(cmd["program"]):
             cmd["program_path"] = os.path.abspath(cmd["program"])
     if cmd.get("script_dirs"):
         from ddpdoctor.gather import Sources

@@ -60,8 +60,14 @@ GLUED_TO_PROGRESS = r".*(?:\d[smh%]|it/s|s/it|/s|\||\])\s*"
 # "root@host:~# ", bash's own default "\s-\v\$ " as "bash-5.2$ ", a bare "$ " / "# " / "% " / "> "), or the rest of a
 # progress line the program had drawn with "\r" and the notice overwrote from its first column ("Killedg in train
 # batch: 127687 / 263115": a word's tail, then the line's counter, with no words after it)
+# (The counter part is written so that a regex engine does linear work on a 64 KiB line: "the line's tail after its
+# last letter holds a counter or a percentage, or that last letter ends it/s or s/it" - the same lines as
+# `.*?(?:\d+\s*/\s*\d+|\d+(?:\.\d+)?%|it/s|s/it)[^A-Za-z]*$`, which re-scanned the tail from every counter: quadratic,
+# seconds per line on "Killedg 1/1 1/1 ... x". `(?=(...))\1` takes the text up to the last letter at once (an atomic
+# group, which Python < 3.11 lacks); a counter's digits are tried from the start of their run only.)
 KILLED_GLUED = (r"(?:(?:\(\S+\)\s*)?[\w.-]+@[\w.-]+(?::\S*)?\s*[$#%>]|bash-\d+(?:\.\d+)?[$#]|[$#%>](?:\s|$)|"
-                r"[a-z]\S*\s.*?(?:\d+\s*/\s*\d+|\d+(?:\.\d+)?%|it/s|s/it)[^A-Za-z]*$)")
+                r"[a-z]\S*\s(?=(?P<_glued>.*[A-Za-z]|))(?P=_glued)"
+                r"(?:(?<=it/s)|(?<=s/it)|[^A-Za-z]*?(?<!\d)(?:\d+\s*/\s*\d+|\d+(?:\.\d+)?%))[^A-Za-z]*$)")
 _NCCL_SUBSYS = re.compile(r"^\s*(?:[\w.\-]+: )?(?:Net|NET/(?:IB|Socket|Plugin)|Bootstrap|TOPO/NET) : ")
 # NCCL writes a socket address as "IP<port>" (ncclSocketToString, src/misc/socket.cc @5067397): a connect to such an
 # address is NCCL's own socket (bootstrap or transport), also on the line torch prints after "Last error:" without
@@ -120,7 +126,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # retelling keeps the words around the code but not their spacing or "return" ("exits with run code= -9",
     # "exits with return code -9"): the same report, read alike (not "exit with status code", horovodrun's)
     ("ds_exit", ("exits with return code", "exits with run code", "exits with exit code"),
-     _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with (?:return|run|exit) code\s*=?\s*(?P<code>-?\d+)")),
+     _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with (?:return|run|exit) code\s*(?:=\s*)?(?P<code>-?\d+)")),
     # torchrun's record() wrapper when the first failed worker wrote no error file: logger.info((fmt, rank)) hands
     # logging a TUPLE, so the line is its repr, "('local_rank %s FAILED with no error file. Decorate ...', 0)"; the
     # number is get_first_failure()'s key, the GLOBAL rank of the first failure despite the word "local_rank"
@@ -327,7 +333,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("bootstrapping", ("finished its bootstrapping phase", "bootstrapping phase"), None),
     # ---- `ddpdoctor run`'s own findings on stderr ("  ✗ error RUN011 rank-oom-killed: rank 1 was ...")
     ("run_finding", (" RUN0",),
-     _re(r"^\s*\S?\s*(?P<sev>error|warning|info) (?P<id>RUN\d{3}) (?P<slug>[a-z0-9-]+): (?P<title>.+)$")),
+     _re(r"^\s*(?:\S\s*)?(?P<sev>error|warning|info) (?P<id>RUN\d{3}) (?P<slug>[a-z0-9-]+): (?P<title>.+)$")),
     # ---- generic exceptions (the last line of a traceback): a *Error, or a *Exception whose line need not say "rror"
     # (Lightning's MisconfigurationException, torch.multiprocessing's ProcessRaisedException)
     ("exception", ("rror", "xception:"), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: ?(?P<msg>.*))?$")),
@@ -426,7 +432,7 @@ def events(line: Line) -> List[Event]:
                     # a pattern made of optional field groups matches empty at the line's start; its fields are
                     # further in ("... failed to bind to [::]:29400 ..."): take the first match that captures one
                     m = next((m2 for m2 in rx.finditer(text) if any(v is not None for v in m2.groupdict().values())), m)
-                data = {k: v for k, v in m.groupdict().items() if v is not None}
+                data = {k: v for k, v in m.groupdict().items() if v is not None and k[0] != "_"}  # (_: internal)
         out.append(Event(kind, line, data))
     if (line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or (" : " in text and _NCCL_SUBSYS.match(text))
             or ("<" in text and _NCCL_ADDR.search(text))):   # (each match holds " : " / "<": most lines skip the regexes)

@@ -7,6 +7,8 @@ import json
 import os
 from typing import Optional, Set, Tuple
 
+from ddpdoctor.model.inputs import open_regular
+
 from . import rule
 from ..names import dotted
 from .deepspeed_save import INITIALIZE, _engines
@@ -43,9 +45,9 @@ def _file_stage(path: str) -> Optional[int]:
     try:
         if os.path.getsize(path) > 64 * 1024:
             return None
-        with open(path, encoding="utf-8") as fh:
+        with open_regular(path, "r", encoding="utf-8") as fh:  # a FIFO: getsize 0, and open() would block for ever
             doc = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than the parser's stack
         return None
     zero = doc.get("zero_optimization") if isinstance(doc, dict) else None
     stage = zero.get("stage") if isinstance(zero, dict) else None
