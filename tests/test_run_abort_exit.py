@@ -3,7 +3,7 @@
 the GIL (ddpdoctor/data/teardown.json); counted as often under plain torchrun as under `ddpdoctor run`
 (docs/measured/run.md, round 20). A count of aborts is no test on a loaded machine (a race); what is deterministic is
 the doctor's part in it: no thread of its own is alive in the rank while the interpreter shuts down, so nothing of
-the doctor's can hold the GIL or a Gloo object then. Checked by the threads each rank has at its last exit handler,
+the doctor's can hold the GIL or a Gloo object then. Checked by the threads each rank has at its exit handlers (the fixture ends as every healthy fixture does, _ending.py),
 plain torchrun against `ddpdoctor run`, same script, same environment."""
 from __future__ import annotations
 
