@@ -15,6 +15,7 @@ from ddpdoctor.model.redact import redact_text
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts import model_mismatch
 from ddpdoctor.facts import steps as stepsplit
+from ddpdoctor.facts import teardown
 
 FAMILY = "run"
 
@@ -1049,11 +1050,12 @@ def rank_aborted_at_exit(snap):
 
     Why it matters
         Training finished, but the job fails: torchrun exits 1 and prints the rank as the "Root Cause"
-        with SIGABRT, and the scheduler marks the run failed. With Gloo, a process group that is
-        never destroyed leaves worker threads that abort during interpreter shutdown ("terminate
-        called without an active exception", pytorch/pytorch#190489). Measured here with torch 2.13:
-        a 2-rank Trainer job that never calls destroy_process_group ended this way in 1 of 25 bare
-        runs and 3 of 25 under `ddpdoctor run`. The HF Trainer does not destroy the group for you.
+        with SIGABRT, and the scheduler marks the run failed. With Gloo this is torch's teardown
+        (ddpdoctor/data/teardown.json, from torch's and CPython's source): a Gloo worker thread frees
+        a finished collective's tensors, which takes the GIL; after the interpreter began finalizing,
+        CPython ends that thread with pthread_exit and its unwinding through torch's destructors
+        aborts ("terminate called without an active exception", pytorch/pytorch#190489). It happens
+        without ddpdoctor too (docs/measured/run.md, round 20: as often under plain torchrun).
 
     Example
         trainer.train() returns on every rank, then rank 1 dies on SIGABRT and torchrun reports
@@ -1061,9 +1063,10 @@ def rank_aborted_at_exit(snap):
 
     Fix
         The training's outputs are complete: the abort came after them. For a clean exit, end main()
-        with `dist.barrier()` then `dist.destroy_process_group()` on every rank, torch's documented
-        shutdown. On Gloo that is no full cure: measured here, destroy hung in 2 of 50 runs even after
-        a barrier (pytorch/pytorch#75097), which `ddpdoctor run` then reports as a stall.
+        by freeing every DDP-wrapped model (and the Trainer holding one), then `dist.barrier()` and
+        `dist.destroy_process_group()` on every rank. The order matters: DDP's Reducer holds the
+        process group, and when it is freed after destroy_process_group() it destroys the group with
+        the GIL held, waiting for a Gloo thread that waits for the GIL: a hang at exit (measured here).
     """
     dead = _exit_aborts(_run(snap))
     if not dead:
@@ -1073,17 +1076,20 @@ def rank_aborted_at_exit(snap):
     who = _ranks(dead)
     steps = sorted({r.get("step") for r in dead if r.get("step")})
     after = f" after its last step ({steps[-1]})" if len(steps) == 1 else ""
-    cause = ("the process group was still initialized: Gloo's teardown race when destroy_process_group() is never called"
-             if live_pg else "the process group had been destroyed; a native library aborted during shutdown")
+    gloo = teardown.entry("gloo")
+    cause = (f"the process group was still initialized: {gloo['abort_title']}" if live_pg else
+             "the process group had been destroyed; a native library aborted during shutdown")
     yield error(f"{who} died on {'/'.join(sigs)} while the interpreter shut down{after}: the training itself ended, "
                 f"but the job fails; {cause}",
-                detail=("The rank's exit handlers had run (its work was over) when the signal came. torchrun names "
-                        "this rank as the root cause and exits 1. With Gloo this is pytorch/pytorch#190489 "
-                        "(\"terminate called without an active exception\" on the rank's stderr)."),
-                fix=("# training and saving are done (the abort came after them). For a clean exit, at the very end of main():\n"
-                     "import torch.distributed as dist\nif dist.is_initialized():\n    dist.barrier()\n"
-                     "    dist.destroy_process_group()") if live_pg else
-                    "Run the rank under gdb or with core dumps enabled to see which library aborted at exit",
+                detail=gloo["abort_detail"] if live_pg else
+                ("The rank's exit handlers had run (its work was over) when the signal came; torchrun names this rank "
+                 "as the root cause and exits 1. Its default process group had been destroyed, but a DDP model still "
+                 "alive holds the group in its Reducer, with the group's Gloo threads: torch's Gloo teardown can still "
+                 "be the cause. Which library aborted is not known from here."),
+                fix=gloo["fix"] if live_pg else
+                    ("Free every DDP-wrapped model (and the Trainer holding one) before destroying the process group, "
+                     "as the last lines of main(): `del trainer, model; gc.collect()`. If the abort stays, run the rank "
+                     "under gdb or with core dumps enabled to see which library aborted at exit"),
                 subjects=_subjects(dead),
                 evidence={"ranks": [{"rank": r.get("rank"), "pid": r.get("pid"), "signal": r["end"].get("signal"),
                                      "pg_at_exit": r["end"].get("pg_at_exit"), "step": r.get("step")} for r in dead]})
