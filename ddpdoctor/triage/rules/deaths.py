@@ -349,19 +349,17 @@ def main(): ...                            # writes the traceback to the elastic
 
 def _teardown_abort(job: Job, rank: int, e: Exit, extra: dict, sentence: str):
     """SIGABRT after libstdc++'s "terminate called without an active exception", no Python exception
-    anywhere: a std::thread destroyed while still running, at interpreter exit. With torch.distributed
-    that is the process group's worker threads when destroy_process_group() was never called."""
+    anywhere: a process-group worker thread ended by CPython while the interpreter shut down (torch's own
+    teardown, facts.teardown: with or without destroy_process_group()). Its texts are RUN013's."""
+    from ddpdoctor.facts import teardown
+
+    gloo = teardown.entry("gloo")
     line = job.get("teardown_abort").first[0].line
-    return hit(job, "error", f"{who_exited(e, rank)} died on SIGABRT (exit {e.code}) while shutting down: \"terminate called without "
-               "an active exception\", the process group was never destroyed", at=e.where, stage=0, ranks=[rank],
-               hosts=[e.host] if e.host else [], ts=e.ts,
-               detail=("No rank raised: the rank's work had ended, then a C++ thread still running was destroyed as the "
-                       "interpreter shut down. With Gloo these are the process group's threads when "
-                       "destroy_process_group() is never called (pytorch/pytorch#190489); the HF Trainer does not call "
-                       "it. torchrun then names this rank as the root cause and the job exits 1. " + sentence).strip(),
-               fix=("# training and saving are done (the abort came after them). For a clean exit, at the very end of main():\n"
-                    "import torch.distributed as dist\nif dist.is_initialized():\n    dist.barrier()\n"
-                    "    dist.destroy_process_group()"),
+    return hit(job, "error", f"{who_exited(e, rank)} died on SIGABRT (exit {e.code}) while shutting down: \"terminate called "
+               "without an active exception\": torch's process-group teardown, after the rank's work", at=e.where,
+               stage=0, ranks=[rank], hosts=[e.host] if e.host else [], ts=e.ts,
+               detail=(gloo.get("abort_detail", "") + " " + sentence).strip(),
+               fix=gloo.get("fix", ""),
                evidence={**_exit_evidence(e), "terminate_line": first_seen(job, line), **extra})
 
 
