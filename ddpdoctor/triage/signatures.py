@@ -221,7 +221,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"Process finished with exit code (?P<code>\d+)(?: \(interrupted by signal (?P<signum>\d+): (?P<sig>SIG[A-Z]+)\))?")),
     ("segfault", ("Segmentation fault", "SIGSEGV"), None),
     # libstdc++'s std::terminate for a std::thread still joinable when destroyed: at interpreter exit, Gloo's
-    # a process group's worker thread ended by CPython at interpreter exit (facts.teardown; pytorch/pytorch#190489)
+    # worker thread, ended by CPython while the interpreter finalizes (facts.teardown; pytorch/pytorch#190489)
     ("teardown_abort", ("terminate called without an active exception",), None),
     # ---- CUDA memory
     # CUDA's own texts only (c10/cuda/CUDACachingAllocator.cpp's "CUDA out of memory. Tried to allocate", and the
