@@ -1,0 +1,30 @@
+"""Round 22 (issue 25, third wave): false-positive classes left by fr139-fr141, each with a trigger and a quiet
+fixture (fixtures/lint/r22/)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpdoctor.lint.api import lint_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "r22"
+
+
+def found(name: str, rid: str):
+    return [f for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+
+
+def test_lint018_a_node_term_that_is_the_literal_0_leaves_the_local_index():
+    assert found("node_term_literal_zero_ok.py", "LINT018") == []
+
+
+def test_lint018_a_node_index_times_the_gpus_per_node_still_warns():
+    assert [f.evidence["line"] for f in found("node_term_index_bad.py", "LINT018")] == [13]
+
+
+def test_lint028_a_second_check_then_makedirs_of_a_folder_the_function_made_is_quiet():
+    assert [f.evidence["line"] for f in found("makedirs_second_time_ok.py", "LINT028")] == [15]
+
+
+def test_lint028_a_second_creation_after_one_that_may_not_run_still_warns():
+    assert [f.evidence["line"] for f in found("makedirs_second_time_bad.py", "LINT028")] == [15, 22]
