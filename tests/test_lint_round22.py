@@ -28,3 +28,8 @@ def test_lint028_a_second_check_then_makedirs_of_a_folder_the_function_made_is_q
 
 def test_lint028_a_second_creation_after_one_that_may_not_run_still_warns():
     assert [f.evidence["line"] for f in found("makedirs_second_time_bad.py", "LINT028")] == [15, 22]
+
+
+def test_lint011_a_saved_config_object_is_no_checkpoint_but_the_model_load_beside_it_warns():
+    # quiet: `config = torch.load(".../run.config")`, `train_cfg = torch.load(...)`; trigger: the model's own load
+    assert [f.evidence["line"] for f in found("load_saved_config_ok.py", "LINT011")] == [18]
