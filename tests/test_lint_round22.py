@@ -33,3 +33,16 @@ def test_lint028_a_second_creation_after_one_that_may_not_run_still_warns():
 def test_lint011_a_saved_config_object_is_no_checkpoint_but_the_model_load_beside_it_warns():
     # quiet: `config = torch.load(".../run.config")`, `train_cfg = torch.load(...)`; trigger: the model's own load
     assert [f.evidence["line"] for f in found("load_saved_config_ok.py", "LINT011")] == [18]
+
+
+def test_ray_train_driver_code_runs_once_but_the_per_worker_function_runs_on_every_worker():
+    # quiet: plots, json.dump and np.save in the driver after TorchTrainer.fit() and the 1.x Trainer.run(train_func=);
+    # trigger: the ungated torch.save inside train_loop_per_worker
+    assert [f.evidence["line"] for f in found("ray_driver_writes_ok.py", "LINT013")] == [26]
+
+
+def test_ray_train_workers_facts_name_their_sources():
+    import json
+    facts = json.loads((ROOT / "ddpdoctor" / "data" / "launchers.json").read_text())["ray_train_workers"]
+    assert "TorchTrainer" in facts["classes"] and facts["keyword"] == "train_loop_per_worker"
+    assert all(len(s["commit"]) == 40 and s["repo"] == "ray-project/ray" for s in facts["sources"])

@@ -5,7 +5,7 @@ import ast
 import re
 from typing import Iterable, List, Optional, Tuple
 
-from ...facts.launchers import lightning_script_relaunch
+from ...facts.launchers import lightning_script_relaunch, ray_train_workers
 from ..analysis import Call, ModuleIndex, Scope
 from ..conditions import is_rankish
 from ..names import dotted
@@ -430,3 +430,28 @@ def relaunches_script(call: Call) -> bool:
     if strategy is None or (isinstance(strategy, ast.Constant) and strategy.value == "auto"):
         return facts.get("default_multi_device") == "ddp" and devices is not None and _several_devices(devices)
     return False
+
+
+def ray_worker_function(index: ModuleIndex, call: Call) -> Optional[ast.AST]:
+    """Round 22: the argument of `call` that Ray Train runs on every worker, when `call` hands one over:
+    `TorchTrainer(train_loop_per_worker, ...)` (or `train_loop_per_worker=`), or the Ray 1.x
+    `trainer.run(train_func, ...)` / `run_iterator(...)` of a `trainer = Trainer(backend="torch", ...)` imported from
+    ray. Everything else of the script runs in the driver, one process (data/launchers.json `ray_train_workers`,
+    ray-project/ray torch_trainer.py and trainer.py)."""
+    facts = ray_train_workers()
+    if not facts:
+        return None
+
+    def first(keyword: str) -> Optional[ast.AST]:
+        given = next((k.value for k in call.node.keywords if k.arg == keyword), None)
+        return given if given is not None else (call.node.args[0] if call.node.args else None)
+
+    qual = call.qual or ""
+    if qual.startswith("ray.") and qual.rsplit(".", 1)[-1] in facts.get("classes", ()):
+        return first(facts.get("keyword", "train_loop_per_worker"))
+    if call.name in facts.get("runner_methods", ()) and call.recv and "." not in call.recv:
+        made = [a for a in index.assigns if a.targets == [call.recv] and a.call is not None]
+        if made and all((a.call.qual or "").startswith("ray.") and (a.call.qual or "").rsplit(".", 1)[-1] in
+                        facts.get("runner_classes", ()) for a in made):
+            return first(facts.get("runner_keyword", "train_func"))
+    return None
