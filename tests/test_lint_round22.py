@@ -46,3 +46,11 @@ def test_ray_train_workers_facts_name_their_sources():
     facts = json.loads((ROOT / "ddpdoctor" / "data" / "launchers.json").read_text())["ray_train_workers"]
     assert "TorchTrainer" in facts["classes"] and facts["keyword"] == "train_loop_per_worker"
     assert all(len(s["commit"]) == 40 and s["repo"] == "ray-project/ray" for s in facts["sources"])
+
+
+def test_a_ddp_setting_of_training_arguments_is_no_multi_process_launch():
+    assert found("trainer_ddp_setting_one_process_ok.py", "LINT013") == []
+
+
+def test_an_fsdp_setting_of_training_arguments_still_shows_one():
+    assert [f.evidence["line"] for f in found("trainer_fsdp_setting_bad.py", "LINT013")] == [14]

@@ -5,7 +5,7 @@ import ast
 import re
 from typing import Iterable, List, Optional, Tuple
 
-from ...facts.launchers import lightning_script_relaunch, ray_train_workers
+from ...facts.launchers import lightning_script_relaunch, ray_train_workers, trainer_launch_settings
 from ..analysis import Call, ModuleIndex, Scope
 from ..conditions import is_rankish
 from ..names import dotted
@@ -120,8 +120,10 @@ def is_distributed(index: ModuleIndex) -> bool:
 
 _LAUNCH_WORDS = re.compile(r"torchrun|torch\.distributed\.(?:launch|run)\b|accelerate launch|--nproc[-_]per[-_]node|"
                            r"[\"'](?:LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE)[\"']")
-_DIST_ARGS = {"ddp_find_unused_parameters", "ddp_backend", "ddp_timeout", "fsdp", "fsdp_config", "deepspeed",
-              "ddp_bucket_cap_mb", "parallelism_config"}
+# TrainingArguments settings that need a multi-process launch (FSDP, DeepSpeed); the ddp_* flags only configure one
+# when there is one and are no evidence of it (round 22; data/launchers.json trainer_launch_settings)
+DIST_ARGS = frozenset(trainer_launch_settings().get("evidence", ()))
+_DIST_ARGS = DIST_ARGS
 
 
 def is_trainer_script(index: ModuleIndex) -> bool:

@@ -33,7 +33,7 @@ from ..analysis import Call, Ctx, ModuleIndex, Scope, exclusive
 from .. import conditions as cond
 from ..names import absolute_module, dotted, last_name
 from ._common import (C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS, DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual,
-                      ray_worker_function,
+                      ray_worker_function, DIST_ARGS,
                       is_training_args_qual, relaunches_script)
 
 _DIST_QUALS = {INIT_PG, DDP, "torch.utils.data.DistributedSampler", "accelerate.Accelerator", "deepspeed.initialize",
@@ -44,8 +44,7 @@ _LIGHTNING_TRAINERS = ("pytorch_lightning.Trainer", "lightning.Trainer", "lightn
                        "lightning.pytorch.trainer.Trainer", "pytorch_lightning.trainer.Trainer")
 _LAUNCH_WORDS = re.compile(r"torchrun|torch\.distributed\.(?:launch|run)\b|accelerate launch|--nproc[-_]per[-_]node|"
                            r"[\"'](?:LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE)[\"']")
-_DIST_ARGS = {"ddp_find_unused_parameters", "ddp_backend", "ddp_timeout", "fsdp", "fsdp_config", "deepspeed",
-              "ddp_bucket_cap_mb", "parallelism_config"}
+_DIST_ARGS = DIST_ARGS  # data/launchers.json trainer_launch_settings (round 22: ddp_* flags are no evidence)
 
 # Decorators that change nothing about who runs the function.
 _PLAIN_DECORATORS = {"staticmethod", "classmethod", "property", "no_grad", "inference_mode", "enable_grad", "wraps",
