@@ -54,3 +54,11 @@ def test_a_ddp_setting_of_training_arguments_is_no_multi_process_launch():
 
 def test_an_fsdp_setting_of_training_arguments_still_shows_one():
     assert [f.evidence["line"] for f in found("trainer_fsdp_setting_bad.py", "LINT013")] == [14]
+
+
+def test_lint034_a_split_the_spawning_parent_draws_once_and_hands_to_the_ranks_is_quiet():
+    assert found("split_in_spawning_parent_ok.py", "LINT034") == []
+
+
+def test_lint034_the_same_split_drawn_in_the_spawned_function_still_warns():
+    assert [f.evidence["line"] for f in found("split_in_spawned_rank_bad.py", "LINT034")] == [13]
