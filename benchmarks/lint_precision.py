@@ -195,20 +195,37 @@ def measure(root: str, corpus: dict, tolerance: int) -> dict:
 GOAL_JUDGED = 20
 
 
+def severity_batches(corpus: dict) -> list:
+    """Every first-read batch (corpus["first_read_batches"], in the order they were read) with judged findings.
+    Files of copied code read apart from their batch (fr39x, fr41x, fr42x) are no first-read batch."""
+    judged = {v.get("set") for v in corpus["verdicts"]}
+    return [name for name in corpus.get("first_read_batches", {}) if name in judged]
+
+
+def earns(judged: int, precision: float) -> str:
+    """The severity a rule earns from its first-read figures: "warning" (>= GOAL_JUDGED judged, >= GOAL_PRECISION:
+    its own severity by default), "preview" (fewer than GOAL_JUDGED judged: its own severity under --preview, a note
+    by default, until it is measured), "note" (measured below the bar: a note, also under --preview)."""
+    if judged < GOAL_JUDGED:
+        return "preview"
+    return "warning" if precision >= GOAL_PRECISION else "note"
+
+
 def severity_table(corpus: dict) -> dict:
-    """Each rule's first-read precision on the batches that measure the rules as they are now
-    (corpus["severity_from"]: fresh batches read after the last change of the rules), over the
-    findings the rule emitted as warnings or errors at its own severity (what --preview shows). A rule
+    """Each rule's first-read precision over every first-read batch (severity_batches), over the findings the rule
+    emitted as warnings or errors at its own severity (what the runner of a first read counts). A rule
     earns its warnings with >= GOAL_JUDGED judged findings and >= GOAL_PRECISION precision (strict:
-    debatable counts against). Written to ddpdoctor/data/lint_severity.json."""
-    sets = list(corpus.get("severity_from", []))
+    debatable counts against); see `earns`. Written to ddpdoctor/data/lint_severity.json."""
+    sets = severity_batches(corpus)
     per: dict = defaultdict(Counter)
+    seen: dict = defaultdict(set)
     for v in corpus["verdicts"]:
         if v.get("set") not in sets or v.get("severity", "warning") not in ("warning", "error"):
             continue
         if v.get("after_fix"):
             continue  # judged after a fix made for its batch (a miss that became a warning): not a first read
         per[v["rule"]][v["verdict"]] += 1
+        seen[v["rule"]].add(v["set"])
         if v.get("severity") == "error" and v["verdict"] != "TP":
             per[v["rule"]]["false_errors"] += 1
     rules = {}
@@ -217,33 +234,46 @@ def severity_table(corpus: dict) -> dict:
         precision = round(c["TP"] / judged, 4) if judged else 0.0
         rules[rule] = {"judged": judged, "tp": c["TP"], "fp": c["FP"], "debatable": c["debatable"],
                        "false_errors": c["false_errors"], "precision": precision,
-                       "earned": judged >= GOAL_JUDGED and precision >= GOAL_PRECISION}
-    return {"schema": "ddpdoctor/lint-severity/1",
-            "source": "benchmarks/lint_corpus.json, first-read verdicts of batches " + ", ".join(sets),
-            "rule": f"a rule warns by default when its first-read precision is >= {GOAL_PRECISION:.0%} over "
-                    f">= {GOAL_JUDGED} judged warnings and errors; otherwise it reports notes (--preview shows them). "
-                    "Its errors stay errors unless a first-read batch judged one of them false.",
+                       "batches": len(seen[rule]),
+                       "earned": judged >= GOAL_JUDGED and precision >= GOAL_PRECISION,
+                       "earns": earns(judged, precision)}
+    return {"schema": "ddpdoctor/lint-severity/2",
+            "source": f"benchmarks/lint_corpus.json, first-read verdicts of every first-read batch ({len(sets)}: "
+                      + ", ".join(sets) + ")",
+            "rule": f"a rule earns its own severity by default when its first-read precision is >= {GOAL_PRECISION:.0%} "
+                    f"over >= {GOAL_JUDGED} judged warnings and errors (earns: warning); with fewer judged it is "
+                    "shown under --preview and is a note by default (earns: preview); measured below the bar it is "
+                    "a note, also under --preview (earns: note). Its errors stay errors unless a first-read batch "
+                    "judged one of them other than right.",
             "rules": rules}
 
 
 def severity_markdown(corpus: dict) -> str:
     """The per-rule table of docs/lint.md ("Severity earned by measurement"), from severity_table: each rule's
-    first-read count and precision, and what `ddpdoctor lint` shows by default. tests/test_lint_issue25.py checks
-    that docs/lint.md holds exactly this text between its severity-table markers."""
+    first-read count and precision, and what `ddpdoctor lint` shows by default and under --preview.
+    tests/test_lint_issue25.py checks that docs/lint.md holds exactly this text between its severity-table markers."""
     table = severity_table(corpus)
-    lines = ["| rule | judged at first read | right | wrong | debatable | false errors | precision (strict) "
-             "| by default |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| rule | judged at first read | batches | right | wrong | debatable | false errors | precision (strict) "
+             "| by default | --preview |", "|---|---|---|---|---|---|---|---|---|---|"]
     for rule, r in table["rules"].items():
-        shown = ("errors (a file that cannot be read is always shown)" if rule in ("LINT090", "LINT091") else
-                 "warnings" if r["earned"] else
-                 f"notes ({r['judged']} judged, needs {GOAL_JUDGED})" if r["judged"] < GOAL_JUDGED else
-                 f"notes (needs {GOAL_PRECISION:.0%})")
-        lines.append(f"| {rule} | {r['judged']} | {r['tp']} | {r['fp']} | {r['debatable']} | {r['false_errors']} | "
-                     f"{r['precision']:.1%} | {shown} |")
-    sets = corpus.get("severity_from", [])
+        if rule in ("LINT090", "LINT091"):
+            shown = preview = "own severity (a file that cannot be read is always shown)"
+        elif r["earns"] == "warning":
+            shown = preview = "own severity"
+        elif r["earns"] == "preview":
+            shown, preview = f"notes ({r['judged']} judged, needs {GOAL_JUDGED})", "own severity"
+        else:
+            shown = preview = f"notes (needs {GOAL_PRECISION:.0%})"
+        if rule not in ("LINT090", "LINT091") and r["earns"] != "warning" and not r["false_errors"]:
+            shown += "; errors stay errors"
+            preview += "; errors stay errors" if preview.startswith("notes") else ""
+        lines.append(f"| {rule} | {r['judged']} | {r['batches']} | {r['tp']} | {r['fp']} | {r['debatable']} | "
+                     f"{r['false_errors']} | {r['precision']:.1%} | {shown} | {preview} |")
+    sets = severity_batches(corpus)
     lines.append("")
-    lines.append(f"Batches counted: {sets[0]} to {sets[-1]} ({len(sets)} batches; fr39x, fr41x and fr42x left out). "
-                 "Rules not listed had no warning or error judged at first read: they report notes.")
+    lines.append(f"Batches counted: every first-read batch, {sets[0]} to {sets[-1]} ({len(sets)} batches; fr39x, "
+                 "fr41x and fr42x, copied code read apart, left out). Rules not listed had no warning or error judged "
+                 "at first read: they report notes by default and their own severity under --preview.")
     return "\n".join(lines) + "\n"
 
 

@@ -237,8 +237,13 @@ def test_the_severity_table_is_the_one_the_corpus_gives():
     corpus = bench.load_corpus(str(ROOT / "benchmarks" / "lint_corpus.json"))
     table = json.loads((ROOT / "ddpdoctor" / "data" / "lint_severity.json").read_text())
     assert table == bench.severity_table(corpus), "run: python benchmarks/lint_precision.py --write-severity"
+    judged_sets = {v["set"] for v in corpus["verdicts"] if v.get("set")}
+    every = [b for b in corpus["first_read_batches"] if b in judged_sets]  # every first-read batch, none left out
+    assert every and set(every) <= set(table["source"].replace(",", " ").replace("(", " ").replace(")", " ").split())
     for rule, m in table["rules"].items():
         assert m["earned"] == (m["judged"] >= 20 and m["precision"] >= 0.9)
+        assert m["earns"] == ("preview" if m["judged"] < 20 else "warning" if m["precision"] >= 0.9 else "note")
+        assert 1 <= m["batches"] <= m["judged"]
 
 
 @pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py", "epoch_while_ok.py",
@@ -560,7 +565,7 @@ def test_data_parallel_in_both_arms_of_one_if_is_one_finding():
     assert f.evidence["lines"] == [6, 8] and f.severity == "warning"
 
 
-def test_the_cli_shows_measured_severities_and_preview_shows_the_rules_own(tmp_path):
+def test_the_cli_shows_the_severity_each_rule_earned_at_first_read(tmp_path):
     from click.testing import CliRunner
 
     from ddpdoctor.commands.lint import command
@@ -569,8 +574,43 @@ def test_the_cli_shows_measured_severities_and_preview_shows_the_rules_own(tmp_p
     default = json.loads(CliRunner().invoke(command, [str(script), "--json"]).output)
     preview = json.loads(CliRunner().invoke(command, [str(script), "--json", "--preview"]).output)
     sev = lambda rep: [f["severity"] for f in rep["findings"] if f["id"] == "LINT012"]  # noqa: E731
-    assert sev(preview) == ["warning"]
-    assert sev(default) == (["warning"] if engine.earned("LINT012") else ["info"])
+    level = engine.earns("LINT012")
+    assert sev(preview) == (["info"] if level == "note" else ["warning"])
+    assert sev(default) == (["warning"] if level == "warning" else ["info"])
+    assert [f.severity for f in engine.lint_source(script.read_text(), "x.py")] == ["warning"]  # the library: own
+
+
+@pytest.mark.parametrize("table,default,preview", [
+    ({"judged": 25, "tp": 24, "precision": 0.96, "earned": True, "earns": "warning"}, "warning", "warning"),
+    ({"judged": 5, "tp": 5, "precision": 1.0, "earned": False, "earns": "preview"}, "info", "warning"),
+    ({"judged": 40, "tp": 30, "precision": 0.75, "earned": False, "earns": "note"}, "info", "info"),
+    ({}, "info", "warning"),  # never judged at first read: a preview rule
+])
+def test_preview_shows_unmeasured_rules_and_keeps_rules_measured_below_the_bar_as_notes(monkeypatch, table, default,
+                                                                                        preview):
+    src = "import torch\nm = torch.nn.DataParallel(net)\nm(x).sum().backward()\n"
+    monkeypatch.setattr(engine, "measured", lambda: {"LINT012": table})
+    assert [f.severity for f in engine.lint_source(src, "x.py", preview=False)] == [default]
+    got = engine.lint_source(src, "x.py", preview=engine.PREVIEW)
+    assert [f.severity for f in got] == [preview]
+    if preview == "info":
+        assert "below the bar" in got[0].evidence["preview"] and got[0].evidence["preview_severity"] == "warning"
+    assert [f.severity for f in engine.lint_source(src, "x.py", preview=True)] == ["warning"]
+
+
+def test_an_error_never_judged_false_stays_an_error_under_every_level(monkeypatch):
+    seed = ROOT / "fixtures" / "lint" / "seed_question_spawn.py"
+    own = [f for f in lint_paths([str(seed)]).findings if f.severity == "error"]
+    assert own
+    rid = own[0].id
+    monkeypatch.setattr(engine, "measured", lambda: {rid: {"judged": 40, "tp": 20, "precision": 0.5, "earns": "note",
+                                                           "false_errors": 0}})
+    for level in (False, engine.PREVIEW):
+        assert any(f.id == rid and f.severity == "error" for f in lint_paths([str(seed)], preview=level).findings)
+    monkeypatch.setattr(engine, "measured", lambda: {rid: {"judged": 40, "tp": 20, "precision": 0.5, "earns": "note",
+                                                           "false_errors": 1}})
+    for level in (False, engine.PREVIEW):
+        assert not any(f.id == rid and f.severity == "error" for f in lint_paths([str(seed)], preview=level).findings)
 
 
 # ---------------------------------------------------------------- classes found in batch fr7

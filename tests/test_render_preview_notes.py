@@ -21,7 +21,7 @@ def test_notes_held_in_preview_are_not_a_clean_bill(capsys):
     assert code == 0  # the earned-severity rule decides the exit status, not this line
     assert "No issues found!" not in out and "not a clean bill" in out
     assert "[?] Training script (static)" in out and "[✓] Training script" not in out
-    assert "--preview` shows them as" in out
+    assert "at their own severity:" in out
 
 
 def test_a_clean_script_keeps_the_health_line(capsys, tmp_path):

@@ -84,3 +84,19 @@ def lightning_script_relaunch() -> dict:
     launcher): {strategies, not, classes, default_multi_device, sources} (data/launchers.json)."""
     with open(DATA, encoding="utf-8") as fh:
         return json.load(fh).get("lightning_script_relaunch", {})
+
+
+@functools.lru_cache(maxsize=1)
+def ray_train_workers() -> dict:
+    """Which Ray Train calls run a function on every worker while the script itself is the one driver process:
+    {classes, keyword, runner_classes, runner_methods, runner_keyword, sources} (data/launchers.json)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return json.load(fh).get("ray_train_workers", {})
+
+
+@functools.lru_cache(maxsize=1)
+def trainer_launch_settings() -> dict:
+    """TrainingArguments settings that show a multi-process launch ({evidence}) and those that only configure one
+    when there is one ({only_when_distributed}), with their sources (data/launchers.json)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return json.load(fh).get("trainer_launch_settings", {})

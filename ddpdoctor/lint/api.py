@@ -18,14 +18,15 @@ class MissingPath(ValueError):
 
 
 def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None,
-               missing_ok: bool = False, preview: bool = True, units: Optional[list] = None) -> Report:
+               missing_ok: bool = False, preview=True, units: Optional[list] = None) -> Report:
     """Lint files and folders. Never imports or executes them.
 
     A path that does not exist raises MissingPath, unless `missing_ok` (then it is reported as
     LINT091, as `check --script` wants: one bad flag should not hide the machine checks).
-    `preview` (the library's default): every rule at its own severity. `preview=False` is what the
+    `preview=True` (the library's default): every rule at its own severity. `preview=False` is what the
     `ddpdoctor lint` and `check --script` commands show: a rule whose warnings have not yet been
-    measured right often enough at first read reports notes (engine.earned). `units`: a list that receives
+    measured right often enough at first read reports notes (engine.earns); `preview="preview"` is `--preview`:
+    also the rules with too few judged findings at their own severity, but not those measured below the bar. `units`: a list that receives
     (script, its project index or None) for every file read, so that a caller needing more from the scripts
     (lint_section's facts) does not read and parse them again.
     """

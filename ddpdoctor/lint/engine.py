@@ -203,7 +203,7 @@ def gc_paused():
 
 
 def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] = None,
-                project: Any = None, preview: bool = True) -> List[Finding]:
+                project: Any = None, preview=True) -> List[Finding]:
     """All findings of the selected rules for one parsed file, suppressions applied."""
     try:
         target = Target(script, real_path, project)
@@ -276,35 +276,51 @@ def measured() -> Dict[str, dict]:
         return {}
 
 
+PREVIEW = "preview"  # `preview=PREVIEW` is `ddpdoctor lint --preview`; `preview=True` (the library's default) is
+# every rule at its own severity, what a first read counts
+
+
 def earned(rule_id: str) -> bool:
     """A rule warns by default only when its first-read precision over >= 20 judged findings is >= 90%."""
     m = measured().get(rule_id) or {}
     return bool(m.get("earned"))
 
 
-def earned_severity(f: Finding, preview: bool, role: str = "code") -> Finding:
-    """The severity a finding is shown with. A warning of a rule that has not earned it (see `earned`) is
-    a note unless `--preview`. Errors stay errors while no first-read batch has judged one of the rule's
-    errors false; after that they follow the warnings' rule (a note until the rule earns its severity).
-    In a test module everything is a note: a test harness spawns, saves and loads on purpose."""
+def earns(rule_id: str) -> str:
+    """What the rule's first-read figures earn (ddpdoctor/data/lint_severity.json, benchmarks/lint_precision.earns):
+    "warning" (its own severity), "preview" (too few judged: its own severity under --preview, a note by default)
+    or "note" (measured below the bar: a note, also under --preview). A rule never judged is "preview"."""
+    m = measured().get(rule_id) or {}
+    return m.get("earns") or ("warning" if m.get("earned") else "preview")
+
+
+def earned_severity(f: Finding, preview, role: str = "code") -> Finding:
+    """The severity a finding is shown with. `preview` is False (what `ddpdoctor lint` shows), PREVIEW (`--preview`)
+    or True (every rule at its own severity: the library's default and what a first read counts).
+    A warning of a rule that has not earned it (see `earns`) is a note by default; under --preview it is shown
+    while the rule has too few judged findings and stays a note once measured below the bar. Errors stay errors
+    while no first-read batch has judged one of the rule's errors other than right; after that they follow the
+    warnings' rule. In a test module everything is a note: a test harness spawns, saves and loads on purpose."""
     if f.severity not in (WARNING, ERROR):
         return f
     if role == "test":
         return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, demoted="test module or test function"))
     m = measured().get(f.id) or {}
-    if preview or not f.id.startswith("LINT"):
+    if preview is True or not f.id.startswith("LINT") or f.id in ("LINT090", "LINT091"):
         return f
+    level = earns(f.id)
     if f.severity == ERROR and not m.get("false_errors"):
         return f  # a crash or hang certain by construction, and no first-read batch found a false one
-    if f.severity == WARNING and earned(f.id):
+    if level == "warning" or (preview == PREVIEW and level == "preview"):
         return f
-    if f.severity == ERROR and earned(f.id):
-        return dataclasses.replace(f, severity=WARNING, evidence=dict(
-            f.evidence, preview=f"{f.id} had a false error at first read: shown as a warning; --preview shows the error"))
-    why = (f"{f.id} reports notes until its warnings are measured right at first read (>= 90% over >= 20 "
-           f"findings; so far {m.get('tp', 0)} of {m.get('judged', 0)}"
-           + (f", {m['false_errors']} false error(s)" if m.get("false_errors") else "")
-           + f"); --preview shows it as {'an error' if f.severity == ERROR else 'a warning'}")
+    figures = (f"so far {m.get('tp', 0)} right of {m.get('judged', 0)} judged"
+               + (f", {m['false_errors']} false error(s)" if m.get("false_errors") else ""))
+    if level == "note":
+        why = (f"{f.id} reports notes: measured at first read below the bar (>= 90% over >= 20 findings; {figures}); "
+               f"the library's lint_paths() shows it as {'an error' if f.severity == ERROR else 'a warning'}")
+    else:
+        why = (f"{f.id} reports notes until its warnings are measured right at first read (>= 90% over >= 20 "
+               f"findings; {figures}); --preview shows it as {'an error' if f.severity == ERROR else 'a warning'}")
     return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, preview=why, preview_severity=f.severity))
 
 
@@ -340,7 +356,7 @@ def problem_finding(problem: InputProblem) -> Finding:
 
 
 def lint_source(text: str, path: str = "<string>", only: Optional[set] = None,
-                ignore: Optional[set] = None, preview: bool = True) -> List[Finding]:
+                ignore: Optional[set] = None, preview=True) -> List[Finding]:
     """Lint source text (tests, the benchmark). Never executes it."""
     specs = rule_specs(only, ignore)
     with gc_paused():

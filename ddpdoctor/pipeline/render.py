@@ -102,7 +102,7 @@ def summary_line(report: Report) -> str:
                                           f"{hw} warning{'s' if hw != 1 else ''}" if hw else "") if x)
         return (f"Nothing at warning or above by default, which is not a clean bill: {len(held)} of the {i} "
                 f"note{'s' if i != 1 else ''} come from rules not yet measured right often enough to warn "
-                f"(`--preview` shows them as {shown}). {ran}{unjudged}")
+                f"(at their own severity: {shown}; docs/lint.md gives each rule's figures). {ran}{unjudged}")
     if not bad:
         tail = f" ({i} note{'s' if i != 1 else ''})" if i else ""
         if gaps:  # "No issues found!" is a claim of health: only where nothing material went unjudged

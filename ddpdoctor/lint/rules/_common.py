@@ -5,7 +5,7 @@ import ast
 import re
 from typing import Iterable, List, Optional, Tuple
 
-from ...facts.launchers import lightning_script_relaunch
+from ...facts.launchers import lightning_script_relaunch, ray_train_workers, trainer_launch_settings
 from ..analysis import Call, ModuleIndex, Scope
 from ..conditions import is_rankish
 from ..names import dotted
@@ -120,8 +120,10 @@ def is_distributed(index: ModuleIndex) -> bool:
 
 _LAUNCH_WORDS = re.compile(r"torchrun|torch\.distributed\.(?:launch|run)\b|accelerate launch|--nproc[-_]per[-_]node|"
                            r"[\"'](?:LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE)[\"']")
-_DIST_ARGS = {"ddp_find_unused_parameters", "ddp_backend", "ddp_timeout", "fsdp", "fsdp_config", "deepspeed",
-              "ddp_bucket_cap_mb", "parallelism_config"}
+# TrainingArguments settings that need a multi-process launch (FSDP, DeepSpeed); the ddp_* flags only configure one
+# when there is one and are no evidence of it (round 22; data/launchers.json trainer_launch_settings)
+DIST_ARGS = frozenset(trainer_launch_settings().get("evidence", ()))
+_DIST_ARGS = DIST_ARGS
 
 
 def is_trainer_script(index: ModuleIndex) -> bool:
@@ -430,3 +432,28 @@ def relaunches_script(call: Call) -> bool:
     if strategy is None or (isinstance(strategy, ast.Constant) and strategy.value == "auto"):
         return facts.get("default_multi_device") == "ddp" and devices is not None and _several_devices(devices)
     return False
+
+
+def ray_worker_function(index: ModuleIndex, call: Call) -> Optional[ast.AST]:
+    """Round 22: the argument of `call` that Ray Train runs on every worker, when `call` hands one over:
+    `TorchTrainer(train_loop_per_worker, ...)` (or `train_loop_per_worker=`), or the Ray 1.x
+    `trainer.run(train_func, ...)` / `run_iterator(...)` of a `trainer = Trainer(backend="torch", ...)` imported from
+    ray. Everything else of the script runs in the driver, one process (data/launchers.json `ray_train_workers`,
+    ray-project/ray torch_trainer.py and trainer.py)."""
+    facts = ray_train_workers()
+    if not facts:
+        return None
+
+    def first(keyword: str) -> Optional[ast.AST]:
+        given = next((k.value for k in call.node.keywords if k.arg == keyword), None)
+        return given if given is not None else (call.node.args[0] if call.node.args else None)
+
+    qual = call.qual or ""
+    if qual.startswith("ray.") and qual.rsplit(".", 1)[-1] in facts.get("classes", ()):
+        return first(facts.get("keyword", "train_loop_per_worker"))
+    if call.name in facts.get("runner_methods", ()) and call.recv and "." not in call.recv:
+        made = [a for a in index.assigns if a.targets == [call.recv] and a.call is not None]
+        if made and all((a.call.qual or "").startswith("ray.") and (a.call.qual or "").rsplit(".", 1)[-1] in
+                        facts.get("runner_classes", ()) for a in made):
+            return first(facts.get("runner_keyword", "train_func"))
+    return None

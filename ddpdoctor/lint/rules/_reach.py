@@ -33,6 +33,7 @@ from ..analysis import Call, Ctx, ModuleIndex, Scope, exclusive
 from .. import conditions as cond
 from ..names import absolute_module, dotted, last_name
 from ._common import (C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS, DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual,
+                      ray_worker_function, DIST_ARGS,
                       is_training_args_qual, relaunches_script)
 
 _DIST_QUALS = {INIT_PG, DDP, "torch.utils.data.DistributedSampler", "accelerate.Accelerator", "deepspeed.initialize",
@@ -43,8 +44,7 @@ _LIGHTNING_TRAINERS = ("pytorch_lightning.Trainer", "lightning.Trainer", "lightn
                        "lightning.pytorch.trainer.Trainer", "pytorch_lightning.trainer.Trainer")
 _LAUNCH_WORDS = re.compile(r"torchrun|torch\.distributed\.(?:launch|run)\b|accelerate launch|--nproc[-_]per[-_]node|"
                            r"[\"'](?:LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE)[\"']")
-_DIST_ARGS = {"ddp_find_unused_parameters", "ddp_backend", "ddp_timeout", "fsdp", "fsdp_config", "deepspeed",
-              "ddp_bucket_cap_mb", "parallelism_config"}
+_DIST_ARGS = DIST_ARGS  # data/launchers.json trainer_launch_settings (round 22: ddp_* flags are no evidence)
 
 # Decorators that change nothing about who runs the function.
 _PLAIN_DECORATORS = {"staticmethod", "classmethod", "property", "no_grad", "inference_mode", "enable_grad", "wraps",
@@ -444,12 +444,13 @@ class Reach:
                 func.value.id in ("self", "cls") and scope.cls is not None and self.overridden(scope.cls, func.attr)
             for target in self._targets(index, call):
                 out.append((call, target[0], target[1], "virtual" if virtual else "call"))
+            ray_arg = ray_worker_function(index, call)  # Ray Train: the function each worker runs (round 22)
             for arg in list(call.node.args) + [k.value for k in call.node.keywords]:
                 if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)) or (
                         isinstance(arg, ast.Call) and (dotted(arg.func) or "").endswith("partial")):
                     fn, fix = index.function_of(arg, scope), index
                     if fn is None and isinstance(arg, (ast.Name, ast.Attribute)) and (
-                            call.qual in SPAWN or call.qual in PROCESS):
+                            call.qual in SPAWN or call.qual in PROCESS or arg is ray_arg):
                         # a function imported from another module of the run (`from trainer_ddp import
                         # train_ddp`, then `mp.spawn(train_ddp, ...)`: fr67 selftof): the child runs it too
                         q = index.qual(arg, scope)
@@ -457,7 +458,7 @@ class Reach:
                         if hit is not None:
                             fix, fn = hit
                     if fn is not None:
-                        kind = "spawn" if call.qual in SPAWN or call.qual in PROCESS else "callback"
+                        kind = "spawn" if call.qual in SPAWN or call.qual in PROCESS or arg is ray_arg else "callback"
                         if call.qual in PROCESS and _one_helper_process(scope, call):
                             kind = "call"  # one helper process beside the ranks' spawn: runs once, like the parent
                         if kind == "spawn":

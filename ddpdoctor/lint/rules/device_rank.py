@@ -138,7 +138,8 @@ def _node_times_local(node: ast.AST) -> Optional[str]:
     train() and used as cuda:{rank}). Only this shape: an addition of a product that names a node and a local
     index (the LOCAL_RANK variable or a name saying local/gpu), so `rank * 2 + 1` (a model-parallel device) is no
     rank. Since round 16 also one arm of a conditional whose other arm is a literal (fr101 THHan95/HOR:
-    `rank = arg.n_gpus * arg.node_rank + gpu_id if arg.distributed else 0`)."""
+    `rank = arg.n_gpus * arg.node_rank + gpu_id if arg.distributed else 0`). A product with the literal 0 as a
+    factor is 0, no node term: `rank = 0 * ngpus_per_node + gpu` is the local index (fr140 KJKR73/gpt-2-rag)."""
     if isinstance(node, ast.IfExp):
         arms = [a for a in (node.body, node.orelse) if not _literal(a)]
         return _node_times_local(arms[0]) if len(arms) == 1 else None
@@ -147,6 +148,8 @@ def _node_times_local(node: ast.AST) -> Optional[str]:
     for prod, local in ((node.left, node.right), (node.right, node.left)):
         if not (isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult)):
             continue
+        if any(isinstance(f, ast.Constant) and f.value == 0 for f in (prod.left, prod.right)):
+            continue  # one node written out: the product is 0 and the "rank" is the local index
         factors = [dotted(f) or "" for f in (prod.left, prod.right)]
         if not any("node" in f.lower().rsplit(".", 1)[-1] or f.rsplit(".", 1)[-1] in ("nr", "node_id") for f in factors):
             continue

@@ -69,6 +69,50 @@ def _made_elsewhere(call: Call, index, reported: set) -> bool:
     return any(_folder(c.node.args[0], c.scope) == name for c in others)
 
 
+def _exists_test(test) -> bool:
+    """`not os.path.exists(p)` / `not os.path.isdir(p)` / `not Path(p).exists()`: the check of check-then-make."""
+    if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call)):
+        return False
+    return (dotted(test.operand.func) or "").rsplit(".", 1)[-1] in ("exists", "isdir")
+
+
+def _key(node, scope):
+    return _folder(node, scope) or (node.id if isinstance(node, ast.Name) else None)
+
+
+def _made_before(call: Call, index) -> bool:
+    """The same function already made this folder in a statement of its own body that always makes it, earlier
+    (fr139 YifaSuoha962/Retro-CHELSY: `if not os.path.exists(ckpt_dir): os.makedirs(ckpt_dir)` at start-up and
+    again before saving): after that statement the folder exists on every rank that goes on (or the rank died
+    there, the finding of the first), so the second creation races with nobody. A statement that always makes it:
+    the bare call, or `if not os.path.exists(p):` with the call in its body; a name rebound in between is not the
+    same folder."""
+    fn = call.scope.node
+    if not call.node.args or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        return False
+    key = _key(call.node.args[0], call.scope)
+    if key is None:
+        return False
+    line = call.node.lineno
+    for stmt in fn.body:
+        if getattr(stmt, "end_lineno", line) >= line:
+            break
+        makers = []
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            makers = [stmt.value]
+        elif isinstance(stmt, ast.If) and _exists_test(stmt.test):
+            makers = [s.value for s in stmt.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)]
+        for m in makers:
+            if (dotted(m.func) or "").rsplit(".", 1)[-1] not in ("makedirs", "mkdir") or not m.args:
+                continue
+            if _key(m.args[0], call.scope) != key:
+                continue
+            if "." not in key and any(key in a.targets and m.lineno < a.node.lineno < line for a in call.scope.assigns):
+                continue  # the name was bound again in between: another folder
+            return True
+    return False
+
+
 @rule("LINT028", "makedirs-race-every-rank")
 def makedirs_race_every_rank(t):
     """A folder created by every rank with os.makedirs/os.mkdir and no exist_ok.
@@ -80,7 +124,8 @@ def makedirs_race_every_rank(t):
         (usually behind `if not os.path.exists(path):`): not under a rank test, not in a function every caller
         gates, not in the parent before `mp.spawn`, not to a per-rank path, not inside a `try:` that catches
         FileExistsError/OSError, not of a folder (`args.save_dir`, also through `os.path.expanduser`) that another
-        creation of the file makes on one rank first (round 15). Consecutive creations of one block are one finding. A warning when the call is shown to run on every rank of a training run, else
+        creation of the file makes on one rank first (round 15), not of a folder an earlier statement of the same
+        function always made (round 22: a second check-then-makedirs races with nobody). Consecutive creations of one block are one finding. A warning when the call is shown to run on every rank of a training run, else
         a note. A preview rule (round 14): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -104,7 +149,7 @@ def makedirs_race_every_rank(t):
         quiet=lambda c: _caught(c) or names_the_rank(c.node.args[:1], c, index)))  # each rank its own folder
     reported = {id(c.node) for c, _ in found}
     for call, proof in found:
-        if _made_elsewhere(call, index, reported):
+        if _made_elsewhere(call, index, reported) or _made_before(call, index):
             continue
         name = dotted(call.node.func) or "os.makedirs"
         yield t.finding(

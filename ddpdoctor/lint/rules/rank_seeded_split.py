@@ -8,6 +8,7 @@ from ..conditions import is_rankish
 from ..names import last_name
 from . import rule
 from ._common import is_distributed
+from ._reach import reach
 
 # pytorch/pytorch torch/utils/data/dataset.py random_split: `indices = randperm(sum(lengths), generator=generator)`,
 # the default generator being the global one (torch.default_generator, seeded by torch.manual_seed). A generator or
@@ -106,7 +107,8 @@ def rank_seeded_split(t):
         `random_split` with no generator in a function that has just called `torch.manual_seed(<rank-dependent>)`
         (since round 19 also in a function whose every caller has just done so), in a file that joins a process group. A constant seed, a seed from the arguments only and a split with its own fixed
         generator after a per-rank global seed are quiet. Since round 19 also a `datasets` split or shuffle with no
-        seed (`load_dataset(...).train_test_split(test_size=0.1)`, `ds.shuffle()`) taken on every rank of a file that
+        seed (`load_dataset(...).train_test_split(test_size=0.1)`, `ds.shuffle()`) taken on every rank (since round
+        22 not in the parent that spawns the ranks, which draws it once and hands it over) of a file that
         never seeds numpy's global generator the same on every rank (no `np.random.seed(x)` / `set_seed(x)` /
         `seed_everything(x)` with a rank-free value): datasets draws that seed from numpy's global state
         (huggingface/datasets arrow_dataset.py). A preview rule (round 17): a note by default, a warning with
@@ -168,8 +170,8 @@ def rank_seeded_split(t):
                                f"calling {scope.name}()")
         if not how:
             continue
-        if t.facts.dead(scope, index):
-            continue
+        if t.facts.dead(scope, index) or reach(t).in_launcher(index, call):
+            continue  # round 22: a split the spawning parent draws once is the same for every rank
         yield t.finding(
             "warning", call.node,
             f"`{call.text}()` splits the dataset differently on every rank: {how}",
@@ -206,6 +208,8 @@ def _hf_unseeded(t, index):
             continue
         if t.facts.dead(call.scope, index):
             continue
+        if reach(t).in_launcher(index, call):
+            continue  # round 22: drawn once in the parent before mp.spawn and handed to the ranks (fr141)
         how = (f"numpy's global generator is seeded per rank at line {per_rank.line} (`{ast.unparse(per_rank.node)}`)"
                if per_rank is not None else "numpy's global generator is never seeded in this file")
         yield t.finding(

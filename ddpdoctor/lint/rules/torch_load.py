@@ -14,8 +14,11 @@ from ._reach import reach
 # What a load holds, read from the name it is stored in, the object whose load_state_dict takes it, or
 # its path. Python objects (the old HF template's `features = torch.load(cached_features_file)`), an LR
 # scheduler's state (plain numbers), vocabularies and RNG states (CPU byte tensors, also the CUDA
-# generators' states) carry no CUDA tensors: map_location changes nothing.
+# generators' states) carry no CUDA tensors: map_location changes nothing. Since round 22 also a settings object
+# (`config = torch.load(".../run.config")`, an ml_collections ConfigDict saved with torch.save, fr140
+# necludov/action-matching-pytorch): a config, cfg or hparams as a whole word of the name or path.
 _OBJECT_WORDS = re.compile(
+    r"(?:^|[_.])(?:config|cfg|hparams)(?:$|[_.])|"
     r"feature|example|dataset|(?:^|_)data(?:$|_)|cache|vocab|label|meta|(?:^|_)args|instance|sample|(?:^|_)stats?"
     r"(?:$|_)|sched|(?:^|_)index|split|mapping|corpus|token|(?:^|_)ids(?:$|_)|history|\.json|\.txt|\.csv|\.pkl|"
     r"rng|random_state|seed",
