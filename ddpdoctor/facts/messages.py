@@ -143,7 +143,10 @@ ANCHORS: Tuple[bytes, ...] = (
     b"INTERNAL: ", b"Internal: ", b"UNAVAILABLE: ", b"Unavailable: ", b"DATA_LOSS: ", b"Data loss: ",
     # Weights & Biases' end of a run (wandb/sdk/wandb_run.py: Run._on_finish's exit status, the footer's grids), read past
     # a large log's head as an end, like the Trainer's "Training completed"
-    b"Program ended successfully", b"Program failed with code", b"Run summary:", b"Run history:")
+    b"Program ended successfully", b"Program failed with code", b"Run summary:", b"Run history:",
+    # a launch that never started a rank: MPICH Hydra's own argument error (src/pm/hydra/lib/utils/args.c match_arg),
+    # bash's and dash's "command not found" / "<line>: not found" for the launcher or python (execute_cmd.c, src/exec.c)
+    b"unrecognized argument", b"command not found", b": not found")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:

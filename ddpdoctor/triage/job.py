@@ -11,6 +11,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..facts import messages as _messages
 from ..facts import spawn_lines
+from ..facts import faulthandler as _faulthandler
 from .blocks import SourceBlocks
 from .lines import Line, timestamp
 from . import prose as _prose
@@ -184,6 +185,11 @@ class Job:
         self.bytes_read = 0
         self._frames: Dict[Tuple[int, Optional[int]], Optional[dict]] = {}
         self._tb: Dict[tuple, List[tuple]] = {}     # stream -> (file, function) of its current traceback's frames
+        # CPython faulthandler's dumps of a fatal signal (facts.faulthandler): one dict each, in log order ("line" its
+        # header, "signal", "rank", "frame" the crashing thread's innermost frame of the program's own code, "top" its
+        # innermost frame); _fault_open: the stream whose dump is still being read
+        self.fault_dumps: List[dict] = []
+        self._fault_open: Dict[tuple, dict] = {}
         self.oom_frames: List[List[tuple]] = []     # the traceback frames that led to each CUDA OOM seen
         self._table: Optional[dict] = None
         self._order = 0
@@ -269,6 +275,37 @@ class Job:
 
     # ------------------------------------------------------------ feeding
 
+    def _fault_line(self, line: Line) -> None:
+        """Read CPython faulthandler's dump of a fatal signal (Modules/faulthandler.c, Python/traceback.c): its header
+        names the signal, the "Current thread" (or "Stack") block's frames are the crashing thread's, innermost
+        first. The dump ends at the first line that is none of its own (a blank line is)."""
+        key = self._stream(line)
+        m = _faulthandler.header().search(line.text) if "Fatal Python error: " in line.text else None
+        if m:
+            dump = {"line": line, "what": m.group("what"), "signal": _faulthandler.signal_of()[m.group("what")],
+                    "rank": self.who(line), "state": None}
+            self.fault_dumps.append(dump)
+            self._fault_open[key] = dump
+            return
+        dump = self._fault_open.get(key)
+        if dump is None:
+            return
+        text = line.text.strip()
+        if not text or text.endswith(_faulthandler.doc()["no_frame"]):
+            return
+        th = _faulthandler.thread().search(line.text)
+        if th:
+            dump["state"] = "current" if th.group("current") else "other"
+            return
+        fr = _faulthandler.frame(line.text)
+        if fr is not None:
+            if dump["state"] == "current":
+                dump.setdefault("top", fr)
+                if "frame" not in dump and not _LIB_FRAME.search(fr["file"]):
+                    dump["frame"] = fr
+            return
+        del self._fault_open[key]
+
     def _rendezvous_line(self, line: Line) -> None:
         """A multi-node launch's node count (torchrun's `--nnodes 2` / `--nnodes=2:4` on its command line, or its launch
         configs' `min_nodes : 2`), and whether the rendezvous got past its wait (unexplained.rendezvous_wait)."""
@@ -304,6 +341,8 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        if "Fatal Python error: " in t or self._fault_open:
+            self._fault_line(line)
         if self._caption and line.src in self._caption:
             self._after_caption(line)
         code = self._blocks.code(line.src, t, line.rank is not None or line.label is not None or line.nccl is not None

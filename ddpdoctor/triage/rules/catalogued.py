@@ -486,7 +486,10 @@ def launch_misconfigured(job: Job):
         the same for the variables srun sets for every task (`KeyError: 'SLURM_PROCID'`, SLURM_LOCALID,
         SLURM_NTASKS...: srun.1's OUTPUT ENVIRONMENT VARIABLES) in a script started outside srun, and the TPU
         runtime's "Invalid system configuration: 2x2 host topology with 0 missing hosts, but 1 hosts in total"
-        (a pod slice's program started on fewer hosts than the slice has: pytorch/xla docs/pjrt.md, 'Pods').
+        (a pod slice's program started on fewer hosts than the slice has: pytorch/xla docs/pjrt.md, 'Pods'), and a
+        launcher's own failure to start: MPICH Hydra's "match_arg (...): unrecognized argument X" (mpiexec refused its
+        own option: pmodels/mpich src/pm/hydra/lib/utils/args.c), bash's "torchrun: command not found" and dash's
+        "/bin/sh: 1: torchrun: not found" for the launcher or python (bash execute_cmd.c, dash src/exec.c).
 
     Why it matters
         These fail at start-up on every rank with a message that names a variable or an argument, not the
@@ -553,6 +556,14 @@ def launch_misconfigured(job: Job):
                  if got < want else
                  f"{got} hosts joined a TPU runtime whose host topology ({ev.data['topology']}) has {want}: hosts of "
                  "separate TPUs cannot form one slice (use one pod slice, its own hosts only)")
+    elif ev.data.get("launcher_cmd"):
+        # bash's "command not found" (execute_cmd.c) / dash's "<line>: not found" (src/exec.c) for the launcher itself
+        title = (f"the launch never started a rank: the shell found no `{ev.data['launcher_cmd']}` on its PATH "
+                 "(the environment that has it was not activated where the job ran)")
+    elif ev.data.get("hydra_arg"):
+        # MPICH Hydra's match_arg (src/pm/hydra/lib/utils/args.c): mpiexec refused its own option, no process started
+        title = (f"the launch never started a rank: MPICH's mpiexec/mpirun (Hydra) rejected its own option "
+                 f"-{ev.data['hydra_arg']} (unrecognized argument)")
     elif ev.data.get("node") and ev.data.get("reason"):
         title = f"SLURM could not start the tasks on node {ev.data['node']}: {ev.data['reason'].strip()[:120]}"
     elif ev.data.get("path") and ev.data.get("err"):

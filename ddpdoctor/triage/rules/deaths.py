@@ -161,7 +161,10 @@ def rank_segfault(job: Job):
     What it checks
         torchrun's `failed (exitcode: -11)`, the elastic table's `Signal 11 (SIGSEGV)`, mp.spawn's
         `terminated with signal SIGSEGV`, and `Segmentation fault` / `Fatal Python error:
-        Segmentation fault` lines.
+        Segmentation fault` lines. Where CPython's faulthandler printed the crashing thread's stack
+        ("Current thread 0x... (most recent call first):", then `File "x.py", line N in f` frames:
+        Modules/faulthandler.c, Python/traceback.c, data/python_faulthandler.json), the crash is named at
+        that thread's innermost frame of the program's own code.
 
     Why it matters
         A native crash leaves no Python traceback, so the other ranks' timeouts are all the log shows.
@@ -187,7 +190,13 @@ def rank_segfault(job: Job):
         ev = lines.first[0]
         rank = ev.line.rank
         extra, sentence = fold(job, "LOG003", [rank])
-        yield hit(job, "error", f"{'rank ' + str(rank) if rank is not None else 'a process'} crashed with a "
+        dump = fault_dump(job, rank, "SIGSEGV")
+        who = 'rank ' + str(rank) if rank is not None else 'a process'
+        if dump is not None and dump.get("frame"):
+            yield _fault_hit(job, dump, who, "a segmentation fault (SIGSEGV)", extra, sentence,
+                             ranks=lines.ranks, hosts=lines.hosts, count=lines.count)
+            return
+        yield hit(job, "error", f"{who} crashed with a "
                   "segmentation fault", at=ev.line, stage=0, ranks=lines.ranks, hosts=lines.hosts, count=lines.count,
                   detail=("A native crash (SIGSEGV) leaves no Python traceback. " + sentence).strip(),
                   fix=_SEGV_FIX, evidence=extra)
@@ -195,6 +204,12 @@ def rank_segfault(job: Job):
     for rank, e in sorted(crashed.items(), key=lambda kv: (kv[1].ts if kv[1].ts is not None else INF, _pos(kv[1].where))):
         extra, sentence = fold(job, "LOG003", [rank])
         host = e.host or job.rank_host.get(rank)
+        dump = fault_dump(job, rank, "SIGSEGV")
+        if dump is not None and dump.get("frame"):
+            yield _fault_hit(job, dump, who_exited(e, rank), "a segmentation fault (SIGSEGV, exit -11)", extra, sentence,
+                             ranks=[rank] if rank is not None else [], hosts=[host] if host else [], ts=e.ts,
+                             evidence=_exit_evidence(e))
+            continue
         yield hit(job, "error", f"{who_exited(e, rank)} crashed with a segmentation fault (SIGSEGV, exit -11)", at=e.where,
                   stage=0, ranks=[rank], hosts=[host] if host else [], ts=e.ts,
                   detail=(f"{who_exited(e, rank, cap=True)} died in native code, with no Python traceback. Usual causes: an extension "
@@ -202,6 +217,40 @@ def rank_segfault(job: Job):
                           "library versions across nodes, or a process forked after CUDA/NCCL threads started. "
                           + sentence).strip(),
                   fix=_SEGV_FIX, evidence={**_exit_evidence(e), **extra})
+
+
+def fault_dump(job: Job, rank, signal: str) -> Optional[dict]:
+    """CPython faulthandler's dump of `signal` for this rank (Job.fault_dumps; facts.faulthandler), or of a process
+    the log does not name when the rank is not known either; None when there is none."""
+    for d in job.fault_dumps:
+        if d["signal"] == signal and (d["rank"] == rank or d["rank"] is None or rank is None):
+            return d
+    return None
+
+
+def _fault_hit(job: Job, dump: dict, who: str, what: str, extra: dict, sentence: str, ranks=None, hosts=None, count=None,
+               ts=None, evidence=None):
+    """The finding for a process that faulthandler saw die of a fatal signal, at the innermost frame of the program's
+    own code in the crashing thread's stack (the native code it called crashed: no Python exception was raised)."""
+    fr, top = dump["frame"], dump.get("top") or dump["frame"]
+    at = f"{fr['file']}:{fr['line']} in {fr['func']}"
+    inner = (f" The innermost frame is {top['file']}:{top['line']} in {top['func']}, library code the program called "
+             "from there." if top is not fr and top != fr else "")
+    return hit(job, "error", f"{who} crashed with {what} at {at} (faulthandler's stack of the crashing thread)",
+               at=dump["line"], stage=0, ranks=ranks if ranks is not None else ([dump["rank"]] if dump["rank"] is not None
+                                                                                else []),
+               hosts=hosts or [], count=count, ts=ts,
+               detail=(f"Python's faulthandler caught {dump['signal']} (\"Fatal Python error: {dump['what']}\", line "
+                       f"{dump['line'].lineno}) and printed the crashing thread's stack: its innermost frame of the "
+                       f"program's own code is {at}.{inner} The process died in native code called from that line (an "
+                       "extension, a CUDA or C++ library), so no Python exception and no traceback follow. "
+                       + sentence).strip(),
+               fix=(f"# the native crash under {at}: its C stack\n"
+                    "gdb -batch -ex run -ex bt --args python <script> <args>   # or: ulimit -c unlimited; gdb python core\n"
+                    "pip install --force-reinstall --no-build-isolation <extension>   # rebuild against the installed torch\n"
+                    "ddpdoctor check   # on each node: torch/CUDA/NCCL versions and packages"),
+               evidence={"faulthandler": {"signal": dump["signal"], "frame": fr, "innermost": top}, **(evidence or {}),
+                         **extra})
 
 
 _SEGV_FIX = ("PYTHONFAULTHANDLER=1 torchrun ...   # prints the Python stack of the crashing thread\n"
@@ -395,7 +444,10 @@ def rank_failed(job: Job):
     What it checks
         The first exception per rank that is not itself a consequence of another rank's failure
         (watchdog timeouts, "Connection reset by peer", ChildFailedError), and exits on signals
-        other than SIGKILL/SIGSEGV/SIGTERM (e.g. SIGABRT, SIGBUS). The earliest one is the root cause.
+        other than SIGKILL/SIGSEGV/SIGTERM (e.g. SIGABRT, SIGBUS), and CPython faulthandler's dump of
+        such a signal ("Fatal Python error: Aborted", "Floating point exception", "Illegal instruction",
+        then the crashing thread's frames; no Traceback header): a crash at that thread's innermost frame
+        of the program's own code. The earliest one is the root cause.
 
     Why it matters
         torchrun's "Root Cause (first observed failure)" orders ranks by when their exit was noticed,
@@ -474,6 +526,12 @@ def rank_failed(job: Job):
         if e.signal == "SIGABRT" and job.has("teardown_abort") and not any(job.exceptions.values()):
             yield _teardown_abort(job, rank, e, extra, sentence)
             continue
+        dump = fault_dump(job, rank, e.signal)
+        if dump is not None and dump.get("frame"):
+            yield _fault_hit(job, dump, who_exited(e, rank), f"{e.signal} (exit {e.code})", extra, sentence,
+                             ranks=[rank] if rank is not None else [], hosts=[e.host] if e.host else [], ts=e.ts,
+                             evidence=_exit_evidence(e))
+            continue
         cmd = _SHELL_CMD.search(e.where.text) if (rank is None and e.source == "shell" and e.where is not None) else None
         ran = f" (the shell ran: {cmd.group(1)[:80]})" if cmd else ""
         yield hit(job, "error", f"{who_exited(e, rank)} died on {e.signal} (exit {e.code}){ran}", at=e.where, stage=0,
@@ -484,6 +542,29 @@ def rank_failed(job: Job):
                              "or a failed assertion in a native library. " if e.signal == "SIGABRT" else "")
                           + sentence).strip(),
                   fix=_GENERIC_FIX.replace("The exception above", "The crash"), evidence={**_exit_evidence(e), **extra})
+    # CPython faulthandler's dump of a fatal signal other than SIGSEGV (LOG003's) that no exit line reports
+    # (Modules/faulthandler.c: SIGABRT, SIGBUS, SIGILL, SIGFPE; data/python_faulthandler.json): the process crashed in
+    # native code under the crashing thread's innermost frame of its own code
+    seen_dump = False
+    for dump in job.fault_dumps:
+        rank = dump["rank"]
+        if (seen_dump or dump["signal"] == "SIGSEGV" or dump["signal"] in ("SIGBUS",) and job.has("bus_error")
+                or rank in specific or rank in reported_ranks or rank in other
+                or (None in other and rank is None) or (root is not None and rank != root)):
+            continue
+        seen_dump = True
+        extra, sentence = fold(job, "LOG004", [rank])
+        who = f"rank {rank}" if rank is not None else "a process"
+        if dump.get("frame"):
+            yield _fault_hit(job, dump, who, f"{dump['signal']} ({dump['what']})", extra, sentence)
+        else:
+            yield hit(job, "error", f"{who} crashed with {dump['signal']} ({dump['what']}): Python's faulthandler caught it",
+                      at=dump["line"], stage=0, ranks=[rank] if rank is not None else [],
+                      detail=(f"Python's faulthandler printed \"Fatal Python error: {dump['what']}\" (line "
+                              f"{dump['line'].lineno}): the process died of {dump['signal']} in native code, with no Python "
+                              "exception; its stack of the program's own code is not in these lines. " + sentence).strip(),
+                      fix=_GENERIC_FIX.replace("The exception above", "The crash"),
+                      evidence={"faulthandler": {"signal": dump["signal"], "innermost": dump.get("top")}, **extra})
     # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
     if not reported and not any_specific(job) and not set(job.dead_ranks()) - escalated_kills(job):
         # a rank whose own traceback is here (a consequence's, reported by another rule) is not "without traceback"
