@@ -555,6 +555,27 @@ CASES = {
         with args.main_process_first():
             tokenized = raw.map(lambda b: {"n": len(b["text"])}, batched=True)
         """}),
+    "LINT042": ("""
+        import os
+        if os.environ["RANK"] == 0:
+            print("rank 0")
+        """, """
+        import os
+        if int(os.environ["RANK"]) == 0:
+            print("rank 0")
+        """),
+    "LINT043": ({"README.md": "python -m torch.distributed.launch --nproc_per_node 2 train.py\n", "train.py": """
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--lr", type=float)
+        args = parser.parse_args()
+        """}, {"README.md": "python -m torch.distributed.launch --nproc_per_node 2 train.py\n", "train.py": """
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--lr", type=float)
+        parser.add_argument("--local_rank", type=int)
+        args = parser.parse_args()
+        """}),
 }
 
 

@@ -1,0 +1,152 @@
+"""An environment variable's value (a str) compared with an int (round 20, wave 6: a class the held-out review found;
+a preview rule)."""
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import os
+from typing import Dict, Iterable, Optional, Tuple
+
+from . import rule
+
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                     "lint_env_types.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _facts() -> Tuple[frozenset, frozenset, frozenset, str]:
+    """(subscripted readers, called readers, rank variable names, the source line), from lint_env_types.json."""
+    with open(_DATA, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    src = doc["source"]
+    return (frozenset(doc["readers"]["subscript"]), frozenset(doc["readers"]["calls"]),
+            frozenset(doc["rank_variables"]["names"]), f"{src['repo']} {src['commit'][:7]}: {src['path']}")
+
+
+def _env_read(index, node: ast.AST) -> Optional[str]:
+    """`os.environ["RANK"]`, `os.getenv("RANK")`, `os.environ.get("RANK", ...)` (not wrapped in int()): the
+    variable's name (or "?" when it is not a literal); else None."""
+    subs, calls, _, _ = _facts()
+    if isinstance(node, ast.Subscript) and index.qual(node.value, index.module) in subs:
+        key = node.slice
+    elif isinstance(node, ast.Call) and node.args and index.qual(node.func, index.module) in calls:
+        key = node.args[0]
+    else:
+        return None
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "?"
+
+
+def _int(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _scopes(tree: ast.Module) -> Iterable[ast.AST]:
+    yield tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield node
+
+
+def _own_nodes(scope: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of a module or function body, not those of the functions and classes defined in it."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    todo = [n for n in (scope.body if isinstance(scope.body, list) else [scope.body]) if not isinstance(n, nested)]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, nested):
+                todo.append(child)
+
+
+def _env_names(index, nodes) -> Dict[str, str]:
+    """Names bound exactly once in the scope, to an environment read: `rank = os.environ["RANK"]` -> {rank: RANK}.
+    A name bound again (`rank = int(rank)`, a loop target, an augmented assignment) is left out."""
+    binds: Dict[str, list] = {}
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            binds.setdefault(node.id, [])
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            binds.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and isinstance(node.target, ast.Name) and node.value:
+            binds.setdefault(node.target.id, []).append(node.value)
+    out = {}
+    for name, values in binds.items():
+        stores = 0
+        for node in nodes:
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
+                stores += 1
+        if len(values) == 1 and stores == 1:
+            var = _env_read(index, values[0])
+            if var is not None:
+                out[name] = var
+    return out
+
+
+@rule("LINT042", "environment-value-compared-with-int")
+def environment_value_compared_with_int(t):
+    """An environment variable's value, a str, compared with an int: `os.environ["RANK"] == 0`.
+
+    What it checks
+        `==` / `!=` between an int literal and a read of the environment (`os.environ[...]`, `os.getenv(...)`,
+        `os.environ.get(...)`), directly or through a name bound once to such a read in the same function
+        (`rank = os.getenv("LOCAL_RANK")` ... `if rank == 0:`). Quiet when the read is wrapped in `int(...)`, the name
+        is bound again (`rank = int(rank)`), or the comparison is with a str (`== "0"`). A preview rule
+        (round 20): a note by default, a warning with `--preview`.
+
+    Why it matters
+        os.environ holds str values only (CPython Lib/os.py: _Environ decodes every value to str; os.getenv:
+        "key, default and the result are str"), and a str never equals an int: `os.environ["RANK"] == 0` is False
+        on every rank, so rank-0-only work (saving, logging, downloading) never runs; `!= 0` is True on every rank,
+        so work meant for the other ranks runs on rank 0 too.
+
+    Example
+        if os.environ["RANK"] == 0:
+            torch.save(model.state_dict(), "ckpt.pt")     # never runs
+
+    Fix
+        `if int(os.environ["RANK"]) == 0:` (or compare with the str: `os.environ["RANK"] == "0"`).
+    """
+    index = t.index
+    _, _, ranks, source = _facts()
+    for scope in _scopes(index.tree):
+        nodes = list(_own_nodes(scope))
+        names = None
+        for node in nodes:
+            if not (isinstance(node, ast.Compare) and len(node.ops) == 1
+                    and isinstance(node.ops[0], (ast.Eq, ast.NotEq))):
+                continue
+            left, right = node.left, node.comparators[0]
+            for side, other in ((left, right), (right, left)):
+                if not _int(other):
+                    continue
+                var = _env_read(index, side)
+                via = None
+                if var is None and isinstance(side, ast.Name):
+                    if names is None:
+                        names = _env_names(index, nodes)
+                    var, via = names.get(side.id), side.id
+                if var is None:
+                    continue
+                shown = ast.unparse(node)
+                always = "False" if isinstance(node.ops[0], ast.Eq) else "True"
+                what = "rank" if var in ranks else "value"
+                fixed = ast.unparse(ast.Compare(left=ast.Call(func=ast.Name("int"), args=[side], keywords=[]),
+                                                ops=node.ops, comparators=[other]) if side is left else
+                                    ast.Compare(left=left, ops=node.ops,
+                                                comparators=[ast.Call(func=ast.Name("int"), args=[side], keywords=[])]))
+                yield t.finding(
+                    "warning", node,
+                    f"`{shown}` compares the {what} in ${var} (a str) with an int: it is {always} on every rank"
+                    + (f" ({via} holds the str read from the environment)" if via else ""),
+                    detail=("os.environ values are always str (CPython Lib/os.py), and a str never equals an int, so "
+                            f"this test is {always} whatever the launcher exported: "
+                            + ("the rank-0-only work never runs." if always == "False" else
+                               "the work it guards runs on every rank.")),
+                    fix=fixed,
+                    evidence={"variable": var, "always": always, "via": via or "", "source": source},
+                    subjects=[f"env:{var}"])
+                break

@@ -1,0 +1,119 @@
+"""A script launched with torch.distributed.launch whose argparse parser has no `--local_rank` (round 20, wave 6: a
+class the held-out review found, LINT039's mirror; a preview rule)."""
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import os
+from typing import List, Optional
+
+from . import rule
+from ..names import dotted
+
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                     "launchers.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _facts() -> dict:
+    """torch.distributed.launch's `passes_local_rank` entry of launchers.json (its options and sources)."""
+    with open(_DATA, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    [entry] = [l for l in doc["launchers"] if l["name"] == "torch.distributed.launch"]
+    return entry["passes_local_rank"]
+
+
+def _spellings() -> List[str]:
+    """`--local_rank`, `--local-rank`: the option names the launcher puts on the command line."""
+    return [o.split("=", 1)[0] for o in _facts()["options"]]
+
+
+def _parsers(index) -> List[str]:
+    """Names bound to `argparse.ArgumentParser(...)` built in this file with no `parents=` (whose options would be
+    defined elsewhere)."""
+    out = []
+    for a in index.assigns:
+        call = a.call
+        if call is None or call.qual != "argparse.ArgumentParser" or call.kw("parents") is not None:
+            continue
+        out += [x for x in a.targets if isinstance(x, str)]
+    return out
+
+
+def _defines_local_rank(index) -> bool:
+    """Any `add_argument` of the file whose option strings start with a spelling the launcher passes (argparse
+    also accepts the passed option as an abbreviation of a longer one)."""
+    names = tuple(_spellings())
+    for call in index.by_name.get("add_argument", ()):
+        for a in call.node.args:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith(names):
+                return True
+        if not all(isinstance(a, ast.Constant) for a in call.node.args):
+            return True  # an option name we cannot read: it may be this one
+    return False
+
+
+def _edits_argv(index) -> bool:
+    """The file reads or edits sys.argv itself (filters it, parses it by hand): not argparse's call alone."""
+    return any(isinstance(n, ast.Attribute) and dotted(n) == "sys.argv" for n in ast.walk(index.tree))
+
+
+@rule("LINT043", "local-rank-argument-not-accepted")
+def local_rank_argument_not_accepted(t):
+    """A script launched with `torch.distributed.launch` whose argparse parser has no `--local_rank` option.
+
+    What it checks
+        A script whose project launches it with `python -m torch.distributed.launch` without `--use_env`/
+        `--use-env` (read from the README and shell scripts next to it) that builds an `argparse.ArgumentParser`,
+        defines no option starting with `--local_rank` or `--local-rank`, and calls `parse_args()` on it with no
+        argument list. Quiet with `parse_known_args()`, with the option defined (either spelling), with an
+        explicit argument list, a parser built from `parents=`, subcommands, or a file that handles `sys.argv`
+        itself. A preview rule (round 20): a note by default, a warning with `--preview`.
+
+    Why it matters
+        torch.distributed.launch appends `--local_rank=N` (torch < 2.0) or `--local-rank=N` (torch >= 2.0) to the
+        script's own command line for every process it starts (torch/distributed/launch.py; torch/distributed/
+        run.py config_from_args), so `parse_args()` of a parser without that option exits on every rank with
+        "error: unrecognized arguments: --local-rank=0" before training starts (LINT039 is the mirror: the
+        option defined but never passed).
+
+    Example
+        parser.add_argument("--epochs", type=int, default=10)
+        args = parser.parse_args()        # README: python -m torch.distributed.launch --nproc_per_node 4 train.py
+
+    Fix
+        `parser.add_argument("--local-rank", "--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))`,
+        or launch with torchrun (which passes nothing), or `--use-env`.
+    """
+    ctx = t.context
+    if ctx is None:
+        return
+    index = t.index
+    launches = [l for l in ctx.launches_of(t.real_path) if l.launcher == "torch.distributed.launch" and not l.use_env]
+    if not launches or not index.by_name.get("parse_args"):
+        return
+    parsers = _parsers(index)
+    if not parsers or _defines_local_rank(index) or _edits_argv(index) or index.by_name.get("add_subparsers"):
+        return
+    launch = launches[0]
+    sources = "; ".join(f"{s['repo']} {s['commit'][:7]}: {s['path']}" for s in _facts()["sources"])
+    for call in index.by_name["parse_args"]:
+        func = call.node.func
+        if call.node.args or call.node.keywords or not isinstance(func, ast.Attribute) or dotted(func.value) not in parsers:
+            continue
+        receiver = dotted(func.value)
+        yield t.finding(
+            "warning", call.node,
+            f"{receiver}.parse_args() accepts no --local_rank, but {launch.source}:{launch.line} launches this script "
+            "with torch.distributed.launch, which adds --local-rank=N (--local_rank=N before torch 2.0) to its "
+            "command line: every rank exits with 'unrecognized arguments'",
+            detail=("torch.distributed.launch without --use-env appends the local rank option to the script's "
+                    "arguments for each process it starts; argparse's parse_args() rejects an option the parser "
+                    "does not define and exits with status 2, so no rank reaches training."),
+            fix=(f'{receiver}.add_argument("--local-rank", "--local_rank", type=int, '
+                 'default=int(os.environ.get("LOCAL_RANK", 0)))'),
+            evidence={"launch": f"{launch.source}:{launch.line}", "launcher": launch.launcher,
+                      "passed": " or ".join(_facts()["options"]), "source": sources},
+            subjects=["arg:local_rank"])
+        return
