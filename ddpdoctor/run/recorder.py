@@ -738,8 +738,9 @@ def _launched_in_backward(prev: int, t0: float) -> None:
 
 def _bw_progress(_time=time.time) -> None:
     """A backward pass ended before the job's first optimizer step (torch.optim's step post hook, which counts the
-    steps): its end is stored as progress (beacon.END_AT: the batch count, the end, step 0). A job that never calls a
-    torch.optim optimizer (a manual `p -= lr * p.grad` update, its own optimizer) had no progress after its start and
+    steps; only torch.optim.Optimizer.step calls it: pytorch/pytorch torch/optim/optimizer.py
+    `_global_optimizer_post_hooks`, v2.13.0 cf30153c4c131c8164ee7798e5022d810682e2cb): its end is stored as progress
+    (beacon.END_AT: the batch count, the end, step 0). A job that never calls a torch.optim optimizer (a manual `p -= lr * p.grad` update, its own optimizer) had no progress after its start and
     no step, so a rank stalled in backward (a module's full backward hook asleep on the main thread, issue 27) was
     never a stall (supervisor._apart: before the first step only ranks visibly apart count); the reader takes st, with
     step 0, as "the loop has begun" (supervisor._apart), and a slow backward that still ends as progress."""
