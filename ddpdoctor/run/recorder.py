@@ -736,6 +736,24 @@ def _launched_in_backward(prev: int, t0: float) -> None:
     S.bw_launch = t0
 
 
+def _bw_progress(_time=time.time) -> None:
+    """A backward pass ended before the job's first optimizer step (torch.optim's step post hook, which counts the
+    steps; only torch.optim.Optimizer.step calls it: pytorch/pytorch torch/optim/optimizer.py
+    `_global_optimizer_post_hooks`, v2.13.0 cf30153c4c131c8164ee7798e5022d810682e2cb): its end is stored as progress
+    (beacon.END_AT: the batch count, the end, step 0). A job that never calls a torch.optim optimizer (a manual `p -= lr * p.grad` update, its own optimizer) had no progress after its start and
+    no step, so a rank stalled in backward (a module's full backward hook asleep on the main thread, issue 27) was
+    never a stall (supervisor._apart: before the first step only ranks visibly apart count); the reader takes st, with
+    step 0, as "the loop has begun" (supervisor._apart), and a slow backward that still ends as progress."""
+    mm = S.mm
+    if S.off or S.kind != "proc" or S.in_bw or mm is None:
+        return
+    try:
+        dl = S.dl
+        _store_end(mm, _END_AT, 0 if dl is None else dl["n"] + S.nb, _time(), 0)
+    except Exception as exc:  # noqa: BLE001
+        _log_once("the backward's progress", exc)
+
+
 def _wrap_backward(fn):
     """torch.autograd.backward (Tensor.backward calls it): compute until every gradient is computed,
     then collective wait until it returns (DDP waits for its all-reduces inside it)."""
@@ -746,10 +764,13 @@ def _wrap_backward(fn):
         # S.in_bw: torch.autograd.backward inside our Tensor.backward (the part began at the outer call)
         if not S.spl or S.off or S.kind != "proc" or S.in_bw or _ident() != S.main:
             try:
-                return fn(tensors, *args, **kwargs)
+                out = fn(tensors, *args, **kwargs)
             except BaseException as exc:
                 _hide(exc)
                 raise
+            if not S.step:
+                _bw_progress()
+            return out
         if S.ddp_seen:  # only DDP waits for collectives inside backward: no hook without it
             try:
                 t = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
@@ -767,7 +788,7 @@ def _wrap_backward(fn):
             S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
             S.sp_acc[AFTER_BW] = 0.0
         try:
-            return fn(tensors, *args, **kwargs)
+            out = fn(tensors, *args, **kwargs)
         except BaseException as exc:
             _hide(exc)
             raise
@@ -779,6 +800,9 @@ def _wrap_backward(fn):
                 S.sp_acc[COMPUTE] += done - S.sp_t
                 S.sp_t, S.sp = done, COLL
             _sp(AFTER_BW)
+        if not S.step:
+            _bw_progress()
+        return out
 
     backward.__ddpdoctor_wrapped__ = True
     return backward

@@ -898,11 +898,13 @@ class Supervisor:
         self._report_stall(ranks, now, idle, limit)
 
     def _apart(self, ranks: list, now: float, limit: float) -> bool:
-        """A stall counts once steps exist; before the first step only when the ranks are visibly
-        apart (different phases or collectives), or a rank waits for DataLoader workers."""
+        """A stall counts once steps exist (or a backward pass has ended: a job with no torch.optim step); before
+        the first step only when the ranks are visibly apart (different phases or collectives), or a rank waits for DataLoader workers."""
         bs = [p.beacon for p in ranks]
         if any((b.get("step") or 0) > 0 for b in bs):
             return True
+        if any(b.get("st") for b in bs):
+            return True  # a backward pass ended (recorder._bw_progress): the loop has begun, with no optimizer step
         if len({b.get("phase") for b in bs}) > 1 or len({b.get("seq") for b in bs}) > 1:
             return True
         if len({(b.get("coll") or {}).get("gname") for b in bs if b.get("phase") == "coll"}) > 1:
