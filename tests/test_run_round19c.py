@@ -187,7 +187,7 @@ for i in range(100000):
     step[0] = i
     model(torch.randn(4, 8)).sum().backward()
     opt.step(); opt.zero_grad()
-    print("step", i, flush=True)
+    print(f"step {i}", flush=True)  # one write per line: two ranks share the pipe
 """
 
 

@@ -116,7 +116,7 @@ for i in range(STEPS):
         time.sleep(1.0)  # rank 0 late: rank 1's all-reduce completes, and runs `done`, on Gloo's worker thread
     model(torch.randn(4, 8)).sum().backward()
     opt.step(); opt.zero_grad()
-    print("step", i, flush=True)
+    print(f"step {i}", flush=True)  # one write per line: two ranks share the pipe
 """
 
 
@@ -545,7 +545,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for i in range(STEPS):
     model(torch.randn(4, 8)).sum().backward()
     opt.step(); opt.zero_grad()
-    print("step", i, flush=True)
+    print(f"step {i}", flush=True)  # one write per line: two ranks share the pipe
 dist.barrier()
 dist.destroy_process_group()
 """

@@ -55,7 +55,7 @@ for i in range(STEPS):
         for p in model.parameters():
             p -= 0.01 * p.grad
             p.grad = None
-    print("step", i, flush=True)
+    print(f"step {i}", flush=True)  # one write per line: two ranks share the pipe
 """
 HOOK_LINE = 12
 
