@@ -111,6 +111,9 @@ def environment_value_compared_with_int(t):
         `if int(os.environ["RANK"]) == 0:` (or compare with the str: `os.environ["RANK"] == "0"`).
     """
     index = t.index
+    text = index.source
+    if text is not None and "environ" not in text and "getenv" not in text:
+        return  # no environment read in the file: nothing to compare (spares the per-scope walks on most files)
     _, _, ranks, source = _facts()
     for scope in _scopes(index.tree):
         nodes = list(_own_nodes(scope))
