@@ -6,7 +6,7 @@ import ast
 import functools
 import json
 import os
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import rule
 
@@ -43,23 +43,35 @@ def _int(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int
 
 
-def _scopes(tree: ast.Module) -> Iterable[ast.AST]:
-    yield tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            yield node
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
-def _own_nodes(scope: ast.AST) -> Iterable[ast.AST]:
-    """The nodes of a module or function body, not those of the functions and classes defined in it."""
-    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-    todo = [n for n in (scope.body if isinstance(scope.body, list) else [scope.body]) if not isinstance(n, nested)]
-    while todo:
-        node = todo.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, nested):
-                todo.append(child)
+def _scope_nodes(tree: ast.Module) -> List[List[ast.AST]]:
+    """Each scope's own nodes in one walk of the tree: the module's, then every function's and lambda's body (not
+    those of the functions and classes defined in it). A class body, a function's decorators and defaults belong to
+    no scope here but are walked for the functions inside them. One pass (round 20's review: two walks per scope made
+    this rule 66 ms of a 5,000-line file)."""
+    out: List[List[ast.AST]] = []
+    pending: List[ast.AST] = [tree]
+    while pending:
+        scope = pending.pop(0)
+        own: List[ast.AST] = []
+        out.append(own)
+        body = scope.body if isinstance(scope.body, list) else [scope.body]
+        todo = [(n, own) for n in body]
+        if scope is not tree:  # the scope's header (decorators, defaults, annotations): functions only
+            todo += [(c, None) for c in ast.iter_child_nodes(scope) if not any(c is b for b in body)]
+        while todo:
+            node, bucket = todo.pop()
+            if isinstance(node, _SCOPES):
+                pending.append(node)
+                continue
+            if isinstance(node, ast.ClassDef):
+                bucket = None
+            elif bucket is not None:
+                bucket.append(node)
+            todo.extend((c, bucket) for c in ast.iter_child_nodes(node))
+    return out
 
 
 def _env_names(index, nodes) -> Dict[str, str]:
@@ -115,8 +127,7 @@ def environment_value_compared_with_int(t):
     if text is not None and "environ" not in text and "getenv" not in text:
         return  # no environment read in the file: nothing to compare (spares the per-scope walks on most files)
     _, _, ranks, source = _facts()
-    for scope in _scopes(index.tree):
-        nodes = list(_own_nodes(scope))
+    for nodes in _scope_nodes(index.tree):
         names = None
         for node in nodes:
             if not (isinstance(node, ast.Compare) and len(node.ops) == 1
