@@ -638,15 +638,20 @@ def _own_code(src: ast.AST) -> bool:
 _WRITE_CALLS = ("write", "writelines", "writerow", "writerows")
 
 
+def _with_body(call: Call) -> Optional[list]:
+    """The body of the `with` statement whose context expression is `call` (`with open(p, "w") as f: ...`), or None
+    when the call is not a `with` item."""
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(i.context_expr is call.node for i in node.items):
+            return node.body
+    return None
+
+
 def _same_bytes(call: Call) -> bool:
     """Round 21 (fr137 vits-accelerate, fr138 SDoRA): a file opened for writing that receives only what is the same
     on every rank - literals (a CSV header row, a fixed line) or the text of another file read whole
     (`data = open(config_path).read()`; `f.write(data)`): every rank writes the same bytes, a race with nothing lost."""
-    body = None
-    for node in ast.walk(call.scope.node):
-        if isinstance(node, (ast.With, ast.AsyncWith)) and any(i.context_expr is call.node for i in node.items):
-            body = node.body
-            break
+    body = _with_body(call)
     if body is None:
         return False
     reads = {t for a in call.scope.assigns if isinstance(a.value, ast.Call) and last_name(a.value.func) == "read"
@@ -680,11 +685,7 @@ def _same_bytes(call: Call) -> bool:
 def _settings_written(call: Call) -> bool:
     """`with open(d / "args.yaml", "w") as f: yaml.safe_dump(args, f)` / `f.write(str(args))`: what the file
     receives is the run's settings (a name of _METADATA, `vars(args)`, `args.__dict__`): a small metadata file."""
-    body = None
-    for node in ast.walk(call.scope.node):
-        if isinstance(node, (ast.With, ast.AsyncWith)) and any(i.context_expr is call.node for i in node.items):
-            body = node.body
-            break
+    body = _with_body(call)
     if body is None:
         parent_calls = [c for c in call.scope.calls if c.node is not call.node and c.name == "write" and
                         isinstance(c.node.func, ast.Attribute) and c.node.func.value is call.node]
