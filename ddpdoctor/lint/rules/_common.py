@@ -40,6 +40,20 @@ _DIST_MARKERS = {INIT_PG, DDP, SAMPLER, "torch.multiprocessing.spawn", "torch.mu
                  "horovod.torch.init"}
 
 
+def nodes_through_assigns(expr: ast.AST, scope: Scope, limit: int) -> Iterable[ast.AST]:
+    """Every node of `expr`, then of the values the scope assigns to each name read there, and so on (a value
+    followed back through `x = ...` in the same function): at most `limit` expressions walked, so a long chain of
+    assignments stays bounded. A rule that looks for where a value comes from stops the walk by returning."""
+    todo, walked = [expr], 0
+    while todo and walked < limit:
+        node = todo.pop()
+        walked += 1
+        for n in ast.walk(node):
+            yield n
+            if isinstance(n, ast.Name):
+                todo.extend(a.value for a in scope.assigns if n.id in a.targets and a.value is not None)
+
+
 def is_setdefault(env_set) -> bool:
     """`os.environ.setdefault("MASTER_ADDR", ...)` only fills in what no launcher set: a fallback."""
     node = env_set.node

@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 
 from . import rule
 from ..names import dotted
-from ._common import is_distributed
+from ._common import is_distributed, nodes_through_assigns
 
 _DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
                      "lint_datasets.json")
@@ -34,20 +34,15 @@ def _true(node) -> bool:
 def _loaded(expr: ast.AST, scope, index, loaders) -> Optional[ast.Call]:
     """The load_dataset/load_from_disk call the receiver of `.map` comes from (through subscripts, method chains and
     names assigned in the same function); None when it is not seen or is streamed."""
-    todo, steps, found = [expr], 0, None
-    while todo and steps < 30:
-        node = todo.pop()
-        steps += 1
-        for n in ast.walk(node):
-            if isinstance(n, ast.Call) and getattr(n.func, "attr", None) in _LAZY:
-                return None   # `ds.to_iterable_dataset()`: an IterableDataset maps lazily, no cache file
-            if isinstance(n, ast.Call) and index.qual(n.func, scope) in loaders:
-                if any(k.arg == "streaming" and not (isinstance(k.value, ast.Constant) and not k.value.value)
-                       for k in n.keywords):
-                    return None   # streaming=True (or a value the file does not show): lazy, no cache file
-                found = found or n
-            if isinstance(n, ast.Name):
-                todo.extend(a.value for a in scope.assigns if n.id in a.targets and a.value is not None)
+    found = None
+    for n in nodes_through_assigns(expr, scope, 30):
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", None) in _LAZY:
+            return None   # `ds.to_iterable_dataset()`: an IterableDataset maps lazily, no cache file
+        if isinstance(n, ast.Call) and index.qual(n.func, scope) in loaders:
+            if any(k.arg == "streaming" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                   for k in n.keywords):
+                return None   # streaming=True (or a value the file does not show): lazy, no cache file
+            found = found or n
     return found
 
 

@@ -11,6 +11,7 @@ from ddpdoctor.model.inputs import open_regular
 
 from . import rule
 from ..names import dotted
+from ._common import nodes_through_assigns
 from .deepspeed_save import INITIALIZE, _engines
 
 _DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
@@ -98,18 +99,12 @@ def _models(index) -> Set[str]:
 def _root_of_state_dict(expr: ast.AST, scope, models: Set[str]) -> Optional[str]:
     """The model a `<m>.state_dict()` / `<m>.module.state_dict()` in `expr` (or in the value of a name `expr`
     reads, assigned in the same function) is taken from, when it is one of `models`."""
-    todo, seen = [expr], 0
-    while todo and seen < 20:
-        node = todo.pop()
-        seen += 1
-        for n in ast.walk(node):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict":
-                recv = dotted(n.func.value) or ""
-                base = recv[: -len(".module")] if recv.endswith(".module") else recv
-                if base in models:
-                    return recv
-            if isinstance(n, ast.Name):
-                todo.extend(a.value for a in scope.assigns if n.id in a.targets and a.value is not None)
+    for n in nodes_through_assigns(expr, scope, 20):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict":
+            recv = dotted(n.func.value) or ""
+            base = recv[: -len(".module")] if recv.endswith(".module") else recv
+            if base in models:
+                return recv
     return None
 
 
