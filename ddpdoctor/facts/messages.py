@@ -146,7 +146,11 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Program ended successfully", b"Program failed with code", b"Run summary:", b"Run history:",
     # a launch that never started a rank: MPICH Hydra's own argument error (src/pm/hydra/lib/utils/args.c match_arg),
     # bash's and dash's "command not found" / "<line>: not found" for the launcher or python (execute_cmd.c, src/exec.c)
-    b"unrecognized argument", b"command not found", b": not found")
+    b"unrecognized argument", b"command not found", b": not found",
+    # fish's "fish: Unknown command: torchrun" (share/functions/fish_command_not_found.fish) and Open MPI's mapper
+    # refusing -np above its slots (orte/mca/rmaps/base/help-orte-rmaps-base.txt [orte-rmaps-base:alloc-error]): a
+    # launch that never started a rank (round 21, triage23)
+    b"Unknown command", b"not enough slots", b"noticed that job rank")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:

@@ -1,0 +1,88 @@
+"""Round 21 (issue 24, triage23): classes from the sources, each with a trigger and a quiet fixture.
+
+- zsh's and fish's spellings of "command not found" for the launcher or python (zsh Src/exec.c: zerr("command not found:
+  %s"); fish share/functions/fish_command_not_found.fish: "fish: Unknown command: %s") are the launch failure (LOG023)
+  that bash's and dash's texts already map to; a helper command that is no launcher is not.
+- Open MPI's mapper refusing -np above its slots ("There are not enough slots available in the system to satisfy the N
+  slots", orte/mca/rmaps/base/help-orte-rmaps-base.txt [orte-rmaps-base:alloc-error]) is a launch that never started a
+  rank (LOG023) naming the slots asked for; Open MPI's older "noticed that job rank N ... on node "h" exited on signal
+  S" (help-orterun.txt [orterun:proc-aborted]) names the rank and the signal like today's "process rank" form.
+"""
+from ddpdoctor.triage.api import triage_paths
+
+_STEPS = "".join(f"step {i} loss 0.{i:02d}\n" for i in range(1, 6))
+_END = "Training completed.\n"
+_RULE = "-" * 74 + "\n"
+
+
+def _found(tmp_path, text, name="job.log"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+def _ids(f):
+    return [(x.id, x.severity, x.title) for x in f]
+
+
+# --- zsh / fish: the launcher not found ------------------------------------------------------------------------------
+def test_zsh_and_fish_that_find_no_launcher_are_a_launch_failure(tmp_path):
+    for line, cmd in (("zsh: command not found: torchrun", "torchrun"), ("zsh:1: command not found: python3", "python3"),
+                      ("train.zsh:12: command not found: accelerate", "accelerate"),
+                      ("fish: Unknown command: deepspeed", "deepspeed"), ("fish: Unknown command 'torchrun'", "torchrun")):
+        f = _found(tmp_path, "Loading modules\nstarting job on node01\n" + line + "\n")
+        assert f and f[0].id == "LOG023" and f[0].severity == "error", (line, _ids(f))
+        assert f"`{cmd}`" in f[0].title and "never started" in f[0].title, (line, _ids(f))
+        assert "line:3" in f[0].subjects, (line, f[0].subjects)
+
+
+def test_zsh_launcher_not_found_past_a_large_log_head_is_read(tmp_path):
+    pad = "".join(f"module load step {i}: ok\n" for i in range(40000))
+    for line in ("zsh: command not found: torchrun", "fish: Unknown command: torchrun"):
+        f = _found(tmp_path, pad + line + "\n" + "".join(f"cleanup {i}\n" for i in range(300)))
+        assert f and f[0].id == "LOG023", (line, _ids(f))
+
+
+def test_zsh_or_fish_missing_a_helper_that_is_no_launcher_is_no_launch_failure(tmp_path):
+    for line in ("zsh: command not found: nvidia-smi", "fish: Unknown command: ninja", "zsh: command not found: module"):
+        f = _found(tmp_path, line + "\n" + _STEPS + _END)
+        assert not any(x.id == "LOG023" for x in f), (line, _ids(f))
+
+
+# --- Open MPI --------------------------------------------------------------------------------------------------------
+_SLOTS = (_RULE + "There are not enough slots available in the system to satisfy the 8\n"
+          "slots that were requested by the application:\n\n  python\n\n"
+          "Either request fewer slots for your application, or make more slots\navailable for use.\n" + _RULE)
+
+
+def test_open_mpi_without_enough_slots_is_a_launch_failure_naming_the_slots(tmp_path):
+    f = _found(tmp_path, "$ mpirun -np 8 python train.py\n" + _SLOTS)
+    assert f and f[0].id == "LOG023" and f[0].severity == "error", _ids(f)
+    assert "8 processes" in f[0].title and "slots" in f[0].title and "line:3" in f[0].subjects, _ids(f)
+    assert "--oversubscribe" in f[0].fix, f[0].fix
+
+
+def test_open_mpi_slots_past_a_large_log_head_is_read(tmp_path):
+    pad = "".join(f"[node01:01234] mca: base: components_register: component {i} register function successful\n"
+                  for i in range(30000))
+    f = _found(tmp_path, pad + _SLOTS)
+    assert f and f[0].id == "LOG023", _ids(f)
+
+
+def test_open_mpi_that_mapped_its_slots_is_no_launch_failure(tmp_path):
+    # the help text's other words in a healthy run's banner: no refusal
+    f = _found(tmp_path, "$ mpirun -np 2 --oversubscribe python train.py\nA \"slot\" is the Open MPI term for an "
+               "allocatable unit where we can launch a process.\n" + _STEPS + _END)
+    assert not any(x.id == "LOG023" for x in f), _ids(f)
+
+
+def test_open_mpi_older_job_rank_form_names_the_rank_and_signal(tmp_path):
+    f = _found(tmp_path, _STEPS + _RULE + 'mpirun noticed that job rank 3 with PID 399 on node "sun06" exited on '
+               "signal 9.\n" + _RULE)
+    assert f and f[0].severity == "error" and "rank 3" in f[0].title and "SIGKILL" in f[0].title, _ids(f)
+
+
+def test_open_mpi_today_form_wrapped_names_the_rank_and_signal(tmp_path):
+    f = _found(tmp_path, _STEPS + _RULE + "mpirun noticed that process rank 1 with PID 14678 on node zo-fe1\n"
+               "exited on signal 11 (Segmentation fault).\n" + _RULE)
+    assert f and f[0].id == "LOG003" and "rank 1" in f[0].title, _ids(f)
