@@ -86,3 +86,80 @@ def test_open_mpi_today_form_wrapped_names_the_rank_and_signal(tmp_path):
     f = _found(tmp_path, _STEPS + _RULE + "mpirun noticed that process rank 1 with PID 14678 on node zo-fe1\n"
                "exited on signal 11 (Segmentation fault).\n" + _RULE)
     assert f and f[0].id == "LOG003" and "rank 1" in f[0].title, _ids(f)
+
+
+# --- an issue's title that is no Markdown heading ---------------------------------------------------------------------
+_TB = ("Traceback (most recent call last):\n  File \"train.py\", line 10, in <module>\n    main()\n"
+       "ValueError: bad value for lr\n")
+
+
+def test_a_plain_title_is_not_the_jobs_failure_line_when_the_body_holds_output(tmp_path):
+    for title in ("[BUG] RuntimeError: NCCL error when training with 8 GPUs", "[Bug]: CUDA out of memory on rank 3",
+                  "Title: RuntimeError: NCCL communicator was aborted", "RuntimeError: NCCL error when training with 8 GPUs"):
+        f = _found(tmp_path, title + "\n\nI run torchrun and get:\n" + _STEPS + _TB)
+        assert f and f[0].id == "LOG004" and "ValueError" in f[0].title, (title, _ids(f))
+        assert "line:1" not in f[0].subjects, (title, f[0].subjects)
+
+
+def test_a_plain_title_over_prose_only_is_still_read(tmp_path):
+    # no program output under it: the title is all there is (as a Markdown heading's is)
+    f = _found(tmp_path, "[BUG] RuntimeError: CUDA out of memory when training with ZeRO-3\n\n"
+               "It happens on every run, any idea?\n")
+    assert f and f[0].id == "LOG005", _ids(f)
+
+
+def test_a_first_line_that_output_follows_directly_is_no_title(tmp_path):
+    # an untagged first line with no blank line after it is the program's own: read in its place
+    f = _found(tmp_path, "RuntimeError: CUDA error: an illegal memory access was encountered\n" + _STEPS)
+    assert f and f[0].id == "LOG020" and "line:1" in f[0].subjects, _ids(f)
+
+
+# --- "No issues found!" only with its evidence line; --json carries the verdict ---------------------------------------
+def _report(tmp_path, text, name="job.log"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return triage_paths([str(p)])
+
+
+def test_a_log_that_ended_well_is_healthy_with_its_end_line(tmp_path):
+    for end, n in (("{'train_runtime': 123.4, 'train_samples_per_second': 10.0, 'train_steps_per_second': 1.0, "
+                    "'train_loss': 0.5, 'epoch': 3.0}", 6), ("`Trainer.fit` stopped: `max_epochs=3` reached.", 6),
+                   ("Training completed.", 6)):
+        r = _report(tmp_path, _STEPS + end + "\n")
+        h = r.extra["triage"]["health"]
+        assert h["verdict"] == "ended_well" and h["evidence"]["line"] == f"line:{n}", (end, h)
+        assert any(s.startswith("Ended well: job.log line:") for s in r.extra["text_sections"]), r.extra["text_sections"]
+        assert "health" in r.to_dict()["triage"], r.to_dict().keys()
+
+
+def test_a_log_with_neither_failure_nor_end_is_no_verdict_of_health(tmp_path):
+    r = _report(tmp_path, _STEPS)
+    h = r.extra["triage"]["health"]
+    assert h["verdict"] == "not_shown" and "evidence" not in h, h
+    assert any(f.id == "LOG029" and f.severity == "warning" for f in r.findings), [f.id for f in r.findings]
+    assert not any(s.startswith("Ended well") for s in r.extra["text_sections"])
+
+
+def test_a_failed_log_is_failed_whatever_end_line_it_holds(tmp_path):
+    r = _report(tmp_path, _STEPS + "Training completed.\n" + _TB)
+    assert r.extra["triage"]["health"]["verdict"] == "failed", r.extra["triage"]["health"]
+
+
+# --- glog / absl CHECK failures past a large log's head -------------------------------------------------------------
+_GLOG_PAD = "".join(f"I1207 12:00:0{i % 10}.123456  4242 trainer.cc:88] step {i} ok\n" for i in range(3000))
+_GLOG_FATAL = ("F1207 12:01:02.000001  4242 pjrt_client.cc:77] Check failed: devices.size() == 8 (4 vs. 8)\n"
+               "*** Check failure stack trace: ***\n"
+               "    @     0x7f00 absl::log_internal::LogMessageFatal::~LogMessageFatal()\n")
+
+
+def test_a_glog_check_failure_past_the_head_is_the_failure_line_not_the_abort_after_it(tmp_path):
+    text = _GLOG_PAD + _GLOG_FATAL + "".join(f"    @     0x7f{i:02d} frame{i}\n" for i in range(60)) + \
+        "Aborted (core dumped)\n"
+    f = _found(tmp_path, text)
+    assert f and "line:3001" in f[0].subjects, _ids(f)
+    assert "Check failed" in f[0].detail or "Check failed" in f[0].title, _ids(f)
+
+
+def test_a_glog_log_without_a_check_failure_is_no_failure(tmp_path):
+    r = _report(tmp_path, _GLOG_PAD + "I1207 12:02:00.000001  4242 trainer.cc:99] Training completed.\n")
+    assert not [f for f in r.findings if f.severity in ("error", "warning")], [(f.id, f.title) for f in r.findings]

@@ -150,7 +150,13 @@ ANCHORS: Tuple[bytes, ...] = (
     # fish's "fish: Unknown command: torchrun" (share/functions/fish_command_not_found.fish) and Open MPI's mapper
     # refusing -np above its slots (orte/mca/rmaps/base/help-orte-rmaps-base.txt [orte-rmaps-base:alloc-error]): a
     # launch that never started a rank (round 21, triage23)
-    b"Unknown command", b"not enough slots", b"noticed that job rank")
+    b"Unknown command", b"not enough slots", b"noticed that job rank",
+    # glog's and absl's CHECK failure: LogMessageFatal writes "Check failed: <cond> (<a> vs. <b>) <msg>" on an F-level
+    # line ("F1207 12:00:01.123456 4242 file.cc:42] Check failed: ..."), then "*** Check failure stack trace: ***" and
+    # aborts (google/glog src/logging.cc, abseil-cpp absl/log/internal/check_op.h, log_message.cc): XLA, the TPU
+    # runtime, gRPC, Paddle and NCCL plugins log with it; no error word on either line, so past a large log's head the
+    # process's fatal line was not read and its "Aborted (core dumped)" stood first (round 21, triage23)
+    b"Check failed: ", b"Check failure stack trace")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:
