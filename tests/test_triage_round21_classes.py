@@ -163,3 +163,22 @@ def test_a_glog_check_failure_past_the_head_is_the_failure_line_not_the_abort_af
 def test_a_glog_log_without_a_check_failure_is_no_failure(tmp_path):
     r = _report(tmp_path, _GLOG_PAD + "I1207 12:02:00.000001  4242 trainer.cc:99] Training completed.\n")
     assert not [f for f in r.findings if f.severity in ("error", "warning")], [(f.id, f.title) for f in r.findings]
+
+
+# --- TrainingArguments' own checks (transformers src/transformers/training_args.py, __post_init__) ---------------------
+def test_training_arguments_refusing_their_values_is_a_config_mismatch(tmp_path):
+    for msg in ("ValueError: --load_best_model_at_end requires the save and eval strategy to match, but found\n"
+                "- Evaluation strategy: IntervalStrategy.NO\n- Save strategy: IntervalStrategy.STEPS",
+                "ValueError: At most one of fp16 and bf16 can be True, but not both",
+                "ValueError: evaluation strategy steps requires either non-zero --eval_steps or --logging_steps",
+                "ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7"):
+        f = _found(tmp_path, "[INFO] loading model\nTraceback (most recent call last):\n  File \"train.py\", line 40, in "
+                   "<module>\n    args = parser.parse_args_into_dataclasses()\n" + msg + "\n")
+        assert f and f[0].id == "LOG024" and f[0].severity == "error", (msg, _ids(f))
+        assert "TrainingArguments" in f[0].detail and "line:5" in f[0].subjects, (msg, f[0].detail, f[0].subjects)
+
+
+def test_training_arguments_printed_by_a_healthy_run_are_no_config_mismatch(tmp_path):
+    f = _found(tmp_path, "TrainingArguments(load_best_model_at_end=True, eval_strategy=steps, save_strategy=steps, "
+               "fp16=True, bf16=False, tf32=None, logging_steps=10)\n" + _STEPS + _END)
+    assert not any(x.id == "LOG024" for x in f), _ids(f)
