@@ -182,3 +182,18 @@ def test_training_arguments_printed_by_a_healthy_run_are_no_config_mismatch(tmp_
     f = _found(tmp_path, "TrainingArguments(load_best_model_at_end=True, eval_strategy=steps, save_strategy=steps, "
                "fp16=True, bf16=False, tf32=None, logging_steps=10)\n" + _STEPS + _END)
     assert not any(x.id == "LOG024" for x in f), _ids(f)
+
+
+# --- the heartbeat monitor ending a rank "due to collective timeout or exception" (ProcessGroupNCCL.cpp, torch >= 2.4) --
+def test_heartbeat_monitor_termination_after_a_collective_timeout_is_the_watchdogs_abort(tmp_path):
+    f = _found(tmp_path, _STEPS + "[rank1]:[F1207 12:00:01.123456 4242 ProcessGroupNCCL.cpp:1306] [PG ID 0 PG GUID "
+               "0(default_pg) Rank 1] [PG ID 0 PG GUID 0(default_pg) Rank 1] Terminating the process after attempting to "
+               "dump debug info, due to collective timeout or exception.\n")
+    assert f and f[0].id == "LOG001" and f[0].severity == "error" and "rank 1" in f[0].title, _ids(f)
+
+
+def test_heartbeat_monitor_options_of_a_healthy_run_are_no_abort(tmp_path):
+    f = _found(tmp_path, "[rank0]:[I1207 12:00:01.123456 4242 ProcessGroupNCCL.cpp:946] [PG ID 0 PG GUID 0(default_pg) "
+               "Rank 0] ProcessGroupNCCL initialization options: TORCH_NCCL_DUMP_ON_TIMEOUT: 1, "
+               "TORCH_NCCL_ENABLE_MONITORING: 1, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC: 480\n" + _STEPS + _END)
+    assert not f, _ids(f)
