@@ -197,3 +197,19 @@ def test_heartbeat_monitor_options_of_a_healthy_run_are_no_abort(tmp_path):
                "Rank 0] ProcessGroupNCCL initialization options: TORCH_NCCL_DUMP_ON_TIMEOUT: 1, "
                "TORCH_NCCL_ENABLE_MONITORING: 1, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC: 480\n" + _STEPS + _END)
     assert not f, _ids(f)
+
+
+# --- CPython that cannot open the script (Modules/main.c pymain_run_file_obj, exit 2) ----------------------------------
+def test_python_that_cannot_open_the_script_is_a_launch_failure_naming_it(tmp_path):
+    f = _found(tmp_path, "WARNING:torch.distributed.run:*****\n" + "/opt/conda/bin/python: can't open file "
+               "'/path/to/proj//tools/train.py': [Errno 2] No such file or directory\n" * 2 +
+               "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 2) local_rank: 0 (pid: 1234) of "
+               "binary: /opt/conda/bin/python\n")
+    assert f and f[0].id == "LOG023" and "/path/to/proj//tools/train.py" in f[0].title, _ids(f)
+    assert "line:2" in f[0].subjects, f[0].subjects
+
+
+def test_a_file_that_could_not_be_opened_in_prose_of_a_healthy_run_is_no_launch_failure(tmp_path):
+    # another program's message in the same words, not the interpreter's "<prog>: can't open file '<path>': [Errno N]"
+    f = _found(tmp_path, "tensorboard: can't open file events.out (skipped)\n" + _STEPS + _END)
+    assert not any(x.id == "LOG023" for x in f), _ids(f)

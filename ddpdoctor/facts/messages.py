@@ -156,7 +156,10 @@ ANCHORS: Tuple[bytes, ...] = (
     # aborts (google/glog src/logging.cc, abseil-cpp absl/log/internal/check_op.h, log_message.cc): XLA, the TPU
     # runtime, gRPC, Paddle and NCCL plugins log with it; no error word on either line, so past a large log's head the
     # process's fatal line was not read and its "Aborted (core dumped)" stood first (round 21, triage23)
-    b"Check failed: ", b"Check failure stack trace")
+    b"Check failed: ", b"Check failure stack trace",
+    # CPython's interpreter that cannot open the script it was given (Modules/main.c pymain_run_file_obj: "%S: can't
+    # open file %R: [Errno %d] %s", exit 2): a launch that never ran the script, on every local rank (round 21)
+    b"can't open file")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:
