@@ -213,3 +213,23 @@ def test_a_file_that_could_not_be_opened_in_prose_of_a_healthy_run_is_no_launch_
     # another program's message in the same words, not the interpreter's "<prog>: can't open file '<path>': [Errno N]"
     f = _found(tmp_path, "tensorboard: can't open file events.out (skipped)\n" + _STEPS + _END)
     assert not any(x.id == "LOG023" for x in f), _ids(f)
+
+
+# --- Open MPI: a rank that exited without MPI_Finalize ([orterun:proc-exit-no-sync] as logs print it) ------------------
+def test_mpirun_exited_due_to_a_rank_names_that_rank(tmp_path):
+    f = _found(tmp_path, _STEPS + _RULE + "mpirun has exited due to process rank 2 with PID 18385 on\nnode gpu01 exiting "
+               "improperly. There are three reasons this could occur:\n\n1. this process did not call \"init\" before "
+               "exiting, but others in\n" + _RULE)
+    assert f and f[0].severity in ("error", "warning") and "rank:2" in f[0].subjects, _ids(f)
+    assert "line:7" in f[0].subjects, f[0].subjects
+
+
+def test_mpirun_exited_banner_after_the_ranks_traceback_leaves_the_traceback_first(tmp_path):
+    f = _found(tmp_path, _STEPS + _TB + _RULE + "mpirun has exited due to process rank 0 with PID 1 on\nnode gpu01 "
+               "exiting improperly. There are three reasons this could occur:\n" + _RULE)
+    assert f and f[0].id == "LOG004" and "ValueError" in f[0].title, _ids(f)
+
+
+def test_an_mpi_run_that_ended_well_has_no_exit_banner_finding(tmp_path):
+    f = _found(tmp_path, "$ mpirun -np 2 python train.py\n" + _STEPS + _END)
+    assert not f, _ids(f)

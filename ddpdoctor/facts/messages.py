@@ -159,7 +159,10 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Check failed: ", b"Check failure stack trace",
     # CPython's interpreter that cannot open the script it was given (Modules/main.c pymain_run_file_obj: "%S: can't
     # open file %R: [Errno %d] %s", exit 2): a launch that never ran the script, on every local rank (round 21)
-    b"can't open file")
+    b"can't open file",
+    # Open MPI's/PRRTE's "mpirun has exited due to process rank N with PID P on / node H exiting improperly" (a rank
+    # that ended without MPI_Finalize: help-orterun.txt [orterun:proc-exit-no-sync] as logs print it; round 21)
+    b"has exited due to process rank")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:
