@@ -233,3 +233,20 @@ def test_mpirun_exited_banner_after_the_ranks_traceback_leaves_the_traceback_fir
 def test_an_mpi_run_that_ended_well_has_no_exit_banner_finding(tmp_path):
     f = _found(tmp_path, "$ mpirun -np 2 python train.py\n" + _STEPS + _END)
     assert not f, _ids(f)
+
+
+# --- the tail's lines before a keyword line at the very end (reader.scan holds the last TAIL_BYTES back) ---------------
+def test_an_error_burst_without_keywords_before_the_final_abort_is_read(tmp_path):
+    text = _GLOG_PAD + ("E1207 12:01:01.123456  4242 tpu_driver.cc:311] Failed to connect to TPU worker 3\n"
+                        "E1207 12:01:01.223456  4242 tpu_driver.cc:311] Failed to connect to TPU worker 3\n"
+                        "Aborted (core dumped)\n")
+    f = _found(tmp_path, text)
+    assert f and "line:3001" in f[0].subjects, _ids(f)
+
+
+def test_a_healthy_tail_after_a_keyword_line_stays_healthy(tmp_path):
+    # the tail's lines are read whatever their keywords: an end line after a benign keyword line is still the end
+    r = _report(tmp_path, _GLOG_PAD + "I1207 12:02:00.000001  4242 trainer.cc:99] no NCCL errors seen\n"
+                "I1207 12:02:00.000002  4242 trainer.cc:99] Training completed.\n")
+    assert r.extra["triage"]["health"]["verdict"] == "ended_well", (r.extra["triage"]["health"],
+                                                                    [(f.id, f.title) for f in r.findings])
