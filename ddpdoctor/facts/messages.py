@@ -146,7 +146,23 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Program ended successfully", b"Program failed with code", b"Run summary:", b"Run history:",
     # a launch that never started a rank: MPICH Hydra's own argument error (src/pm/hydra/lib/utils/args.c match_arg),
     # bash's and dash's "command not found" / "<line>: not found" for the launcher or python (execute_cmd.c, src/exec.c)
-    b"unrecognized argument", b"command not found", b": not found")
+    b"unrecognized argument", b"command not found", b": not found",
+    # fish's "fish: Unknown command: torchrun" (share/functions/fish_command_not_found.fish) and Open MPI's mapper
+    # refusing -np above its slots (orte/mca/rmaps/base/help-orte-rmaps-base.txt [orte-rmaps-base:alloc-error]): a
+    # launch that never started a rank (round 21, triage23)
+    b"Unknown command", b"not enough slots", b"noticed that job rank",
+    # glog's and absl's CHECK failure: LogMessageFatal writes "Check failed: <cond> (<a> vs. <b>) <msg>" on an F-level
+    # line ("F1207 12:00:01.123456 4242 file.cc:42] Check failed: ..."), then "*** Check failure stack trace: ***" and
+    # aborts (google/glog src/logging.cc, abseil-cpp absl/log/internal/check_op.h, log_message.cc): XLA, the TPU
+    # runtime, gRPC, Paddle and NCCL plugins log with it; no error word on either line, so past a large log's head the
+    # process's fatal line was not read and its "Aborted (core dumped)" stood first (round 21, triage23)
+    b"Check failed: ", b"Check failure stack trace",
+    # CPython's interpreter that cannot open the script it was given (Modules/main.c pymain_run_file_obj: "%S: can't
+    # open file %R: [Errno %d] %s", exit 2): a launch that never ran the script, on every local rank (round 21)
+    b"can't open file",
+    # Open MPI's/PRRTE's "mpirun has exited due to process rank N with PID P on / node H exiting improperly" (a rank
+    # that ended without MPI_Finalize: help-orterun.txt [orterun:proc-exit-no-sync] as logs print it; round 21)
+    b"has exited due to process rank")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:

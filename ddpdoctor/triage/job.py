@@ -21,6 +21,7 @@ from .prose import (
     _CHANGE_WORDS,
     _EXAMPLE_INTRO,
     _HEADING,
+    _PLAIN_TITLE,
     _HEADING_QUOTE,
     _HEADING_FIX,
     _MPICH_ABORT,
@@ -228,6 +229,7 @@ class Job:
         self._headed: Dict[int, bool] = {}          # source -> its first Markdown heading (its title) was seen
         self._caption: Dict[int, tuple] = {}        # source -> (stream, line) of a colon-less label that opened a failure
         self._title: Dict[int, list] = {}           # source -> [its title (first heading), output under it?, -, held]
+        self._texted: set = set()                  # sources whose first non-blank line was read (a plain title's place)
         self.titles_over_output: List[Line] = []     # titles (first headings) whose body holds program output
         self.frame_lines = 0                        # Python traceback frames ('  File "x.py", line 3, in f')
         self.run_lines = 0                          # lines with a run's prefix (a rank, NCCL's host:pid:tid, a host)
@@ -359,14 +361,37 @@ class Job:
             # is about, and no process printed it (round 20, issue 24: b182_21). The body's own lines say what failed.
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
-        if self._title and not code and line.src in self._title and not self._title[line.src][1] \
+        ttl = self._title.get(line.src) if self._title else None
+        if ttl is not None and ttl[2] == "pending" and ttl[0] is not line:
+            # an untagged first line stands alone as a title only when a blank line follows it; else it is read as
+            # any line (what it held is fed now, in its place)
+            if t.strip():
+                self._untitle(line.src)
+                ttl = None
+            else:
+                ttl[2] = "alone"
+        if ttl is not None and not code and not ttl[1] \
                 and line.offset < self.head_bytes and self._output_line(line, evs):
-            self._title[line.src][1] = True   # the title's body holds the program's output
-        if not code and line.src not in self._title and t[:1] in " #" and _HEADING.match(t):
+            ttl[1] = True   # the title's body holds the program's output
+        first_text = line.src not in self._texted
+        if first_text and t.strip():
+            self._texted.add(line.src)
+        plain = None
+        if not code and line.src not in self._title and first_text and line.rank is None and t.strip():
+            # an issue's title pasted as the thread's first line, not as a Markdown heading: with its form's label
+            # ("[BUG] ...", "Title: ...") it is a title; untagged ("RuntimeError: NCCL error when training on 8 GPUs")
+            # only when a blank line follows it and it is no program output itself (no run prefix, frame, stamp,
+            # launcher exit, progress or log record; not a traceback's header) (round 21, issue 24)
+            if _PLAIN_TITLE.match(t):
+                plain = "tagged"
+            elif (t[:1] not in " \t" and len(t) <= 200 and "Traceback (most recent call" not in t
+                  and not self._output_line(line, evs)):
+                plain = "pending"
+        if not code and line.src not in self._title and ((t[:1] in " #" and _HEADING.match(t)) or plain):
             # the source's first heading: its title. Its events (a failure's, and the words a rule reads as context:
             # "NET/IB" in "# Run multi-worker with nccl error: NET/IB : ...") wait for the body (Job._titles): fed at
             # the end only where the body holds no program output
-            self._title[line.src] = [line, False, None, list(evs)]
+            self._title[line.src] = [line, False, "pending" if plain == "pending" else None, list(evs)]
             evs = []
         ex = self._example.get(line.src)
         if ex is not None:
@@ -730,6 +755,24 @@ class Job:
                     self._fail_by_words.discard(key)
                     if how == "words":
                         self._fail_by_words.add(key)
+
+    def _untitle(self, src: int) -> None:
+        """A source's first line held as a possible title is no title (a non-blank line follows it): its failure line
+        and events are taken now, as they would have been in its place (it is the source's first line)."""
+        line, _, _, held = self._title.pop(src)
+        if not isinstance(held, tuple):
+            return
+        key, how, evs = held
+        for ev in evs:
+            self.feed(ev)
+        if how and key not in self.first_fail:
+            self.first_fail[key] = line
+            if how == "words":
+                self._fail_by_words.add(key)
+                if any(survivable(ev) for ev in evs):
+                    self._fail_survivable.add(key)
+        if any(ev.kind == "exception" for ev in evs):
+            self._store_exception(key, line, evs)
 
     def _after_caption(self, line: Line) -> None:
         """A colon-less label ("Error message", "Stack trace") opened its stream's first failure line by its words; the

@@ -158,9 +158,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # Open MPI's launcher when a rank dies of a signal (orterun/prterun help text "proc-aborted-signal"; format of real
     # logs, the ompi commit not read here): "mpirun noticed that process rank 7 with PID 0 on node H exited on signal 9
     # (Killed)." -- the MPI rank (Horovod's rank) and the signal; PID 0 means mpirun did not know it. One line only.
-    ("mpirun_exit", ("noticed that process rank",),
-     _re(r"(?:mpirun|mpiexec|orterun|prterun) noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node "
-         r"(?P<node>\S+) exited on signal (?P<signum>\d+)")),
+    # Open MPI before v1.3 wrote "job rank" and quoted the node (orte/tools/orterun/help-orterun.txt @018c4aa4,
+    # [orterun:proc-aborted]: '%s noticed that job rank %lu with PID %lu on node "%s" exited on signal %d.'; round 21)
+    ("mpirun_exit", ("noticed that process rank", "noticed that job rank"),
+     _re(r"(?:mpirun|mpiexec|orterun|prterun) noticed that (?:process|job) rank (?P<rank>\d+) with PID (?P<pid>\d+) on "
+         r"node \"?(?P<node>[^\s\"]+)\"? exited on signal (?P<signum>\d+)")),
     # MPICH's Hydra launcher (mpiexec.hydra) when a process of the job ends badly: its banner "BAD TERMINATION OF ONE OF
     # YOUR APPLICATION PROCESSES / PID 9665 RUNNING AT host / EXIT CODE: 9", then, for a death by signal, "YOUR
     # APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)" (strsignal's text and the number; format as users'

@@ -78,7 +78,10 @@ def _reported_death(line: Line):
     return None
 
 
-_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:with|on) rank(?: id)?[:=]? ?(?P<rank>\d{1,6})\b")
+# (and Open MPI's launcher naming the rank that exited without MPI_Finalize: "mpirun has exited due to process rank 2
+# with PID 0 on" / "node H exiting improperly", help-orterun.txt [orterun:proc-exit-no-sync] as logs print it; round 21)
+_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:(?:with|on) rank(?: id)?[:=]? ?|exited due to process rank )"
+                       r"(?P<rank>\d{1,6})\b")
 
 
 def _launched_again(job: Job, fails: list):
