@@ -91,7 +91,8 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
     import os
 
     from ddpdoctor.facts.launch import parse_command, parse_program
-    from ddpdoctor.gather.launch import SHELLS, commands_in_shell_script, program_found, runs_as_module
+    from ddpdoctor.gather.launch import (SHELLS, commands_in_shell_script, program_found, program_not_runnable,
+                                         runs_as_module)
 
     argv = [str(a) for a in argv]
     script = _shell_script_of(argv)
@@ -101,6 +102,11 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
             section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
         section["commands"] = [dict(c, depth=0) for c in found] + list(section.get("commands") or [])
+        if os.path.basename(argv[0]) not in SHELLS:  # `./train.sh` run itself: the kernel must be able to run it
+            cannot = program_not_runnable(argv[0], os.environ)
+            if cannot:
+                section["commands"].insert(0, dict(cannot, launcher=None, options={}, depth=0, found=False,
+                                                   program_word=argv[0]))
         return
     cmd = parse_command(argv) or parse_program(argv)
     if not cmd and argv and os.path.basename(argv[0]) in SHELLS and len(argv) > 1 and not argv[1].startswith("-"):
@@ -116,6 +122,7 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
     seen = program_found(argv[0], os.environ) if argv else None
     if seen is not None:
         cmd["found"], cmd["program_word"] = seen, argv[0]
+        cmd.update(program_not_runnable(argv[0], os.environ))
     if cmd.get("program") is None:
         cmd.pop("program", None)
     elif str(cmd["program"]).endswith(".py") and not runs_as_module(argv, cmd["program"]):

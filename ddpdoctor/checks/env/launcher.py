@@ -920,7 +920,11 @@ def launch_program_not_found(snap):
     What it checks
         The training command given to `ddpdoctor check -- <command>`, or the launch lines of the shell
         script given that way (`-- sh train.sh`): whether the shell finds each line's program (its first
-        word after VAR=value assignments) on PATH here, as an executable file for a path.
+        word after VAR=value assignments) on PATH here, as an executable file for a path; and, when the
+        file is there, whether the kernel will run it (data/launchers.json exec_failures: execve(2)'s
+        EACCES for a directory or a file without execute permission, ENOENT for a #! script whose
+        interpreter is missing: a moved virtual environment's torchrun, `#!/usr/bin/env python` without
+        python on PATH, a CRLF #! line). Each gets its own wording: it is not a PATH problem.
 
     Why it matters
         The job stops before any rank starts: "train.sh: 1: srun: not found" on a machine outside a SLURM
@@ -943,6 +947,9 @@ def launch_program_not_found(snap):
             continue
         word = str(cmd.get("program_word") or cmd.get("launcher"))
         where = f" ({cmd['from_script']})" if cmd.get("from_script") else ""
+        if cmd.get("program_why") in ("directory", "not_executable", "bad_interpreter"):
+            yield _cannot_run(cmd, word, where)
+            return
         slurm = cmd.get("launcher") == "srun" or word.endswith("srun")
         yield error(f"{word}{where} is not found on this machine's PATH: the launch stops before any rank starts",
                     detail=(f"The shell will say \"{word}: not found\"."
@@ -957,6 +964,34 @@ def launch_program_not_found(snap):
                     subjects=[f"path:{cmd['from_script'].rsplit(':', 1)[0]}"] if cmd.get("from_script") else [],
                     evidence={"command": {k: cmd.get(k) for k in ("launcher", "program_word", "from_script", "found")}})
         return
+
+
+def _sentence(text: str) -> str:
+    return (text[:1].upper() + text[1:] + ".") if text else ""
+
+
+def _cannot_run(cmd: dict, word: str, where: str):
+    """ENV020's finding for a program the shell finds but the kernel will not run (data/launchers.json exec_failures)."""
+    from ddpdoctor.facts.launchers import exec_failure
+
+    why, file = cmd["program_why"], str(cmd.get("program_file") or word)
+    interp = str(cmd.get("interpreter") or "")
+    crlf = interp.endswith("\r")
+    row = exec_failure(why, via_env=bool(cmd.get("interpreter_via_env")), crlf=crlf) or {}
+    interp_shown = interp.rstrip("\r")
+    fill = {"word": word, "file": file, "interpreter": interp_shown}
+    says = str(row.get("shell_says", "")).format(**fill)
+    what = {"directory": f"{word} is a directory, not a program",
+            "not_executable": f"{file} exists but is not executable",
+            "bad_interpreter": (f"{file} exists but its #! line ends in a carriage return (CRLF)" if crlf else
+                                f"{file} exists but its interpreter {interp_shown} is not found")}[why]
+    return error(f"{what}{where}: the launch stops before any rank starts",
+                 detail=(f"The program is there, so this is not a PATH problem: execve(2) fails with {row.get('errno')} "
+                         f"and the shell will say \"{says}\". {_sentence(str(row.get('meaning', '')).format(**fill))}"),
+                 fix=str(row.get("fix", "")).format(**fill),
+                 subjects=[f"path:{file}"],
+                 evidence={"command": {k: cmd.get(k) for k in ("launcher", "program_word", "from_script", "found",
+                                                               "program_why", "program_file", "interpreter")}})
 
 
 @check("ENV022", "launch-script-not-found", family="launcher", needs=("launch",))

@@ -1,0 +1,136 @@
+"""check22 (issue 26, round 21): classes left by check21, each with a trigger and a quiet fixture.
+Pure where it can be: snapshots from the factory; the gatherers read real files made under tmp_path."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from factory import findings_of, make_snapshot
+
+# ------------------------------------------------------------------ `check -- ""`: one usage line, exit 2
+
+
+@pytest.mark.parametrize("word", ["", "   "])
+def test_check_with_an_empty_program_word_is_a_usage_error(word, capsys):
+    """`check -- ""` used to judge an empty word as a program missing from PATH (ENV020, exit 1)."""
+    from ddpdoctor.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--no-comm", "--", word, "train.py"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == ""
+    assert err.count("\n") == 1 and "empty word" in err
+
+
+def test_check_with_a_program_after_dashes_is_no_usage_error(tmp_path, capsys):
+    from ddpdoctor.cli import main
+
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(SystemExit) as exc:
+            main(["check", "--no-comm", "--only", "ENV020", "--", "no-such-program-xyz", "train.py"])
+    finally:
+        os.chdir(old)
+    out, err = capsys.readouterr()
+    assert exc.value.code == 1 and "ENV020" in out and "empty word" not in err
+
+
+# ------------------------------------------------------------------ GPU038 only where NVML is absent
+
+ROCM = {"torch": "2.5.1+rocm6.2", "torch_build": {"hip": "6.2.41133", "cuda": None}}
+
+
+def _rocm(reason="library_not_found", pci_gpus=None, **hints):
+    base = {"dev_nvidia0": False, "proc_driver_nvidia": False, "dev_kfd": False, "dev_kfd_rw": False,
+            "dev_dri_render": False, "dev_dri_render_rw": False, "amdgpu_module": False}
+    base.update(hints)
+    return make_snapshot(packages=ROCM, gpus={"unavailable": "x", "reason": reason, "hints": base},
+                         pci={"gpus": pci_gpus or {}, "amd_gpus": []})
+
+
+@pytest.mark.parametrize("reason", ["library_not_found", "no_binding"])
+def test_gpu038_when_nvml_is_absent(reason):
+    [f] = findings_of(_rocm(reason), "GPU038")
+    assert "/dev/kfd" in f.title or "amdgpu" in f.title
+
+
+@pytest.mark.parametrize("reason,kw", [("driver_not_loaded", {}), ("version_mismatch", {}), ("init_failed", {}),
+                                       ("no_permission", {}), ("library_not_found", {"dev_nvidia0": True}),
+                                       ("library_not_found", {"proc_driver_nvidia": True})])
+def test_gpu038_quiet_where_an_nvidia_driver_is_there(reason, kw):
+    assert findings_of(_rocm(reason, **kw), "GPU038") == []
+
+
+def test_gpu038_quiet_with_nvidia_gpus_on_the_bus():
+    snap = _rocm(pci_gpus={"0000:3b:00.0": {"vendor": "0x10de", "device": "0x20b0"}})
+    assert findings_of(snap, "GPU038") == []
+
+
+# ------------------------------------------------------------------ ENV020: a program that is there but cannot run
+
+def _given(tmp_path, argv, monkeypatch, path=None):
+    from ddpdoctor.pipeline.check import add_given_command
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    monkeypatch.chdir(tmp_path)
+    if path is not None:
+        monkeypatch.setenv("PATH", path)
+    snap = Snapshot(sections={})
+    add_given_command(snap, argv)
+    return findings_of(make_snapshot(launch=snap.sections["launch"]), "ENV020")
+
+
+def _script(p, text, mode=0o755):
+    p.write_bytes(text.encode())
+    p.chmod(mode)
+    return p
+
+
+def test_env020_moved_venv_torchrun_is_a_bad_interpreter(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    _script(bindir / "torchrun", "#!/old/place/venv/bin/python\nimport sys\n")
+    [f] = _given(tmp_path, ["torchrun", "--nproc-per-node", "2", "train.py"], monkeypatch,
+                 path=f"{bindir}{os.pathsep}/usr/bin:/bin")
+    assert "/old/place/venv/bin/python" in f.title and "not found on this machine's PATH" not in f.title
+    assert "bad interpreter" in f.detail and "force-reinstall" in f.fix
+
+
+def test_env020_env_shebang_names_a_program_not_on_path(tmp_path, monkeypatch):
+    _script(tmp_path / "launch", "#!/usr/bin/env python-not-here-xyz\n")
+    [f] = _given(tmp_path, ["./launch"], monkeypatch)
+    assert "python-not-here-xyz" in f.title and "/usr/bin/env: 'python-not-here-xyz'" in f.detail
+
+
+def test_env020_crlf_script_run_directly(tmp_path, monkeypatch):
+    _script(tmp_path / "train.sh", "#!/bin/sh\r\necho hi\r\n")
+    [f] = _given(tmp_path, ["./train.sh"], monkeypatch)
+    assert "CRLF" in f.title and "^M: bad interpreter" in f.detail and "dos2unix" in f.fix
+
+
+def test_env020_script_without_execute_permission(tmp_path, monkeypatch):
+    _script(tmp_path / "train.sh", "#!/bin/sh\necho hi\n", mode=0o644)
+    [f] = _given(tmp_path, ["./train.sh"], monkeypatch)
+    assert "not executable" in f.title and "Permission denied" in f.detail and "chmod +x" in f.fix
+
+
+def test_env020_directory_as_program(tmp_path, monkeypatch):
+    (tmp_path / "venv").mkdir()
+    [f] = _given(tmp_path, ["./venv", "train.py"], monkeypatch)
+    assert "is a directory" in f.title and "Is a directory" in f.detail
+
+
+def test_env020_quiet_for_scripts_that_run(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    _script(bindir / "torchrun", "#!/bin/sh\nexit 0\n")
+    assert _given(tmp_path, ["torchrun", "train.py"], monkeypatch, path=f"{bindir}{os.pathsep}/usr/bin:/bin") == []
+    _script(tmp_path / "train.sh", "#!/usr/bin/env sh\necho hi\n")
+    assert _given(tmp_path, ["./train.sh"], monkeypatch) == []
+
+
+def test_env020_missing_program_keeps_its_path_wording(tmp_path, monkeypatch):
+    [f] = _given(tmp_path, ["no-such-launcher-xyz", "train.py"], monkeypatch)
+    assert "not found on this machine's PATH" in f.title
