@@ -134,3 +134,55 @@ def test_env020_quiet_for_scripts_that_run(tmp_path, monkeypatch):
 def test_env020_missing_program_keeps_its_path_wording(tmp_path, monkeypatch):
     [f] = _given(tmp_path, ["no-such-launcher-xyz", "train.py"], monkeypatch)
     assert "not found on this machine's PATH" in f.title
+
+
+# ------------------------------------------------------------------ SLURM per-node task lists (data/slurm_env.json)
+
+def test_the_per_node_grammar_from_slurms_sources():
+    import json
+
+    from ddpdoctor.facts.slurm import DATA, expand_per_node
+
+    table = json.load(open(DATA))["tasks_per_node"]
+    assert expand_per_node(table["example"]["value"]) == table["example"]["per_node"]
+    assert expand_per_node("4") == [4] and expand_per_node("3(x2),2(x2)") == [3, 3, 2, 2]
+    assert expand_per_node("2(x") is None and expand_per_node("") is None and expand_per_node("x") is None
+    assert expand_per_node("1(x999999)") is None  # bounded
+
+
+def test_tasks_on_this_node_is_this_nodes_entry():
+    from ddpdoctor.facts.slurm import slurm_tasks_on_this_node
+
+    env = {"SLURM_TASKS_PER_NODE": "2(x3),1"}
+    assert slurm_tasks_on_this_node(dict(env, SLURM_NODEID="3")) == 1
+    assert slurm_tasks_on_this_node(dict(env, SLURM_NODEID="0")) == 2
+    assert slurm_tasks_on_this_node(env) is None  # not the first entry: this node's is unknown
+    assert slurm_tasks_on_this_node({"SLURM_STEP_TASKS_PER_NODE": "4(x2)"}) == 4
+
+
+def _srun(**kw):
+    env = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_PROCID": "6", "SLURM_LOCALID": "0", "SLURM_NODEID": "3",
+           "SLURM_NTASKS": "7", "SLURM_JOB_NUM_NODES": "4", "SLURM_GPUS_ON_NODE": "2",
+           "SLURM_STEP_TASKS_PER_NODE": "2(x3),1", "SLURM_TASKS_PER_NODE": "2(x3),1"}
+    env.update(kw)
+    return make_snapshot(env={k: v for k, v in env.items() if v is not None})
+
+
+def test_env023_uneven_tasks_per_node():
+    [f] = findings_of(_srun(), "ENV023")
+    assert f.severity == "warning" and "1 to 2 tasks per node" in f.title
+    assert "2, 2, 2, 1" in f.detail and "1 node(s) leave GPUs idle" in f.detail and "guess" in f.detail
+    assert "--ntasks-per-node=2" in f.fix
+    assert findings_of(_srun(), "ENV007") == []  # this node's 1 task vs 2 GPUs is ENV023's to say
+
+
+def test_env023_quiet_when_every_node_runs_the_same_count():
+    assert findings_of(_srun(SLURM_STEP_TASKS_PER_NODE="2(x4)", SLURM_TASKS_PER_NODE="2(x4)", SLURM_NTASKS="8"),
+                       "ENV023") == []
+    assert findings_of(_srun(SLURM_STEP_TASKS_PER_NODE=None, SLURM_TASKS_PER_NODE=None), "ENV023") == []
+
+
+def test_env007_still_says_an_even_layout_that_does_not_match_the_gpus():
+    snap = _srun(SLURM_STEP_TASKS_PER_NODE="4(x2)", SLURM_TASKS_PER_NODE="4(x2)", SLURM_NTASKS="8", SLURM_NODEID="1")
+    [f] = findings_of(snap, "ENV007")
+    assert "4 SLURM tasks per node but 2 GPUs" in f.title
