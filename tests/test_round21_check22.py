@@ -186,3 +186,40 @@ def test_env007_still_says_an_even_layout_that_does_not_match_the_gpus():
     snap = _srun(SLURM_STEP_TASKS_PER_NODE="4(x2)", SLURM_TASKS_PER_NODE="4(x2)", SLURM_NTASKS="8", SLURM_NODEID="1")
     [f] = findings_of(snap, "ENV007")
     assert "4 SLURM tasks per node but 2 GPUs" in f.title
+
+
+# ------------------------------------------------------------------ NCCL defects judged on the NCCL torch really loads
+
+def _torch270(**pk):
+    base = {"versions": {"torch": "2.7.0", "nvidia-nccl-cu12": "2.21.5"}}
+    base.update(pk)
+    return make_snapshot(packages=base, env={})
+
+
+def test_the_loaded_nccl_is_the_preloaded_one():
+    from ddpdoctor.facts.net import nccl_loaded
+
+    snap = _torch270(nccl_preloaded=[{"path": "/opt/nccl/lib/libnccl.so.2", "real_name": "libnccl.so.2.26.2",
+                                      "version": "2.26.2"}])
+    assert nccl_loaded(snap) == ((2, 26, 2), "LD_PRELOAD /opt/nccl/lib/libnccl.so.2")
+    [f] = findings_of(snap, "PKG010")
+    assert "2.26.2" in f.title and "LD_PRELOAD" in f.detail
+
+
+def test_the_wheel_stands_when_nothing_else_loads_first():
+    from ddpdoctor.facts.net import nccl_loaded
+
+    snap = _torch270(torch_nccl={"needed": "libnccl.so.2", "path": "/site/nvidia/nccl/lib/libnccl.so.2",
+                                 "from": "RPATH", "search": "RPATH"})
+    assert nccl_loaded(snap)[0] == (2, 21, 5)
+    assert findings_of(snap, "PKG010") == []  # 2.21.5 is outside the 2.26 defect
+
+
+def test_a_statically_linked_nccl_is_not_the_wheels():
+    from ddpdoctor.facts.net import nccl_loaded
+
+    snap = _torch270(torch_nccl={"needed": None})
+    assert nccl_loaded(snap) == (None, "")
+    snap = _torch270(torch_nccl={"needed": "libnccl.so.2", "path": "/usr/lib/x86_64-linux-gnu/libnccl.so.2",
+                                 "real_name": "libnccl.so.2.26.2", "version": "2.26.2", "from": "system"})
+    assert nccl_loaded(snap)[0] == (2, 26, 2)
