@@ -223,3 +223,58 @@ def test_a_statically_linked_nccl_is_not_the_wheels():
     snap = _torch270(torch_nccl={"needed": "libnccl.so.2", "path": "/usr/lib/x86_64-linux-gnu/libnccl.so.2",
                                  "real_name": "libnccl.so.2.26.2", "version": "2.26.2", "from": "system"})
     assert nccl_loaded(snap)[0] == (2, 26, 2)
+
+
+# ------------------------------------------------------------------ ENV024: an inference server's parallel sizes
+
+def _serve(tmp_path, monkeypatch, argv, heads=32, keep=None):
+    from factory import fixture_snapshot
+
+    from ddpdoctor.pipeline.check import add_given_command
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "qwen").mkdir(exist_ok=True)
+    (tmp_path / "qwen" / "config.json").write_text(
+        '{"architectures": ["Qwen3ForCausalLM"], "num_attention_heads": %d, "torch_dtype": "bfloat16"}' % heads)
+    given = Snapshot(sections={})
+    add_given_command(given, argv)
+    snap = fixture_snapshot("hgx-h100-8x", keep=keep, edit=lambda s: s.update(launch=given.sections["launch"]))
+    return findings_of(snap, "ENV024")
+
+
+def test_serving_commands_are_parsed_from_the_engines_options():
+    from ddpdoctor.facts.launch import serving_command
+
+    assert serving_command(["vllm", "serve", "./m", "-tp", "3"])["tensor_parallel"] == 3
+    got = serving_command(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model=./m",
+                           "--tensor-parallel-size", "8", "-pp", "2"])
+    assert (got["model"], got["tensor_parallel"], got["pipeline_parallel"]) == ("./m", 8, 2)
+    got = serving_command(["python", "-m", "sglang.launch_server", "--model-path", "/x", "--tp-size", "2"])
+    assert (got["engine"], got["model"], got["tensor_parallel"]) == ("sglang", "/x", 2)
+    assert serving_command(["python", "train.py", "--tp", "2"]) is None
+
+
+def test_env024_tensor_parallel_not_dividing_the_heads(tmp_path, monkeypatch):
+    [f] = _serve(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "--tensor-parallel-size", "3"])
+    assert f.severity == "error" and "32 attention heads" in f.title
+    assert "must be divisible by tensor parallel size (3)" in f.detail and "--tensor-parallel-size 2" in f.fix
+
+
+def test_env024_multimodal_text_config_heads(tmp_path, monkeypatch):
+    (tmp_path / "vl").mkdir()
+    (tmp_path / "vl" / "config.json").write_text('{"text_config": {"num_attention_heads": 28}, "vision_config": '
+                                                 '{"num_attention_heads": 16}}')
+    [f] = _serve(tmp_path, monkeypatch, ["vllm", "serve", "./vl", "-tp", "8"])
+    assert "28 attention heads" in f.title
+
+
+def test_env024_more_workers_than_gpus(tmp_path, monkeypatch):
+    [f] = _serve(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "-tp", "4", "-pp", "2"], keep=4)
+    assert "8 GPU worker(s)" in f.title and "sees 4 GPU(s)" in f.title
+
+
+def test_env024_quiet_for_a_size_that_fits(tmp_path, monkeypatch):
+    assert _serve(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "-tp", "4"], keep=4) == []
+    assert _serve(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "-tp", "8"]) == []
+    assert _serve(tmp_path, monkeypatch, ["python", "train.py", "--model_name_or_path", "./qwen"]) == []

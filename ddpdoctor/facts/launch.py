@@ -562,3 +562,65 @@ def accelerate_launch_mode(cmd: Optional[dict], config: Optional[dict], default_
     elif not why:
         why = "no --multi_gpu and no config file" if not used else why
     return {"asked": asked, "mode": "mpirun" if hostfile else "simple", "config_used": used, "why": why}
+
+
+@functools.lru_cache(maxsize=1)
+def serving_table() -> dict:
+    """data/serving.json: the inference servers check reads a launch of (vLLM, SGLang), their options and rules."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "serving.json")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _option_value(args: list, names: list) -> Optional[str]:
+    """The value of the last of `names` in `args` (`--opt v` or `--opt=v`), as argparse keeps the last one."""
+    found = None
+    for i, word in enumerate(args):
+        for name in names:
+            if word == name and i + 1 < len(args):
+                found = args[i + 1]
+            elif word.startswith(name + "="):
+                found = word.split("=", 1)[1]
+    return found
+
+
+def serving_command(argv: list) -> Optional[dict]:
+    """{engine, model, model_option, tensor_parallel, pipeline_parallel} for an inference-server launch (`vllm serve
+    MODEL -tp 4`, `python -m vllm.entrypoints.openai.api_server --model M`, `python -m sglang.launch_server
+    --model-path M --tp-size 2`; data/serving.json), else None. A parallel size is an int, or None when not given
+    (the engine's default is 1) or not a number."""
+    words = [str(w) for w in argv]
+    if not words:
+        return None
+    base = os.path.basename(words[0])
+    for row in serving_table()["engines"]:
+        rest = None
+        for command in row["commands"]:
+            parts = command.split()
+            if base == parts[0] and words[1:len(parts)] == parts[1:]:
+                rest = words[len(parts):]
+        if rest is None and base.startswith("python") and "-m" in words:
+            i = words.index("-m")
+            if i + 1 < len(words) and words[i + 1] in row["modules"]:
+                rest = words[i + 2:]
+        if rest is None:
+            continue
+        model, option = _option_value(rest, row["model_options"]), None
+        if model is not None:
+            option = next(n for n in row["model_options"] if n in rest or any(w.startswith(n + "=") for w in rest))
+        elif row.get("model_positional_after") and rest and not rest[0].startswith("-"):
+            model, option = rest[0], row["model_positional_after"]
+
+        def size(names):
+            raw = _option_value(rest, names)
+            return int(raw) if raw is not None and raw.strip().isdigit() else None
+
+        return {"engine": row["name"], "model": model, "model_option": option,
+                "tensor_parallel": size(row["tensor_parallel_options"]),
+                "pipeline_parallel": size(row["pipeline_parallel_options"])}
+    return None
+
+
+def serving_of(snap) -> list:
+    """[(command, serving fact)] for the recorded inference-server launches (commands[].serving)."""
+    return [(cmd, cmd["serving"]) for cmd in commands(snap) if isinstance(cmd.get("serving"), dict)]

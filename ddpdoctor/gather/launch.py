@@ -171,8 +171,24 @@ def model_config_facts(src: Sources, models: dict, cwd: Optional[str]) -> list:
         found = config_precision(doc) if isinstance(doc, dict) else None
         if found:
             fact["key"], fact["dtype"] = found[1], found[2]
+        heads = _attention_heads(doc)
+        if heads is not None:
+            fact["heads"] = heads
         out.append(fact)
     return out
+
+
+def _attention_heads(doc) -> Optional[int]:
+    """The model's attention-head count as vLLM reads it (hf_text_config.num_attention_heads: a multimodal config's
+    text part first; data/serving.json text_config_keys, heads_key), or None."""
+    from ddpdoctor.facts.launch import serving_table  # noqa: PLC0415
+
+    if not isinstance(doc, dict):
+        return None
+    table = serving_table()
+    part = next((doc[k] for k in table["text_config_keys"] if isinstance(doc.get(k), dict)), doc)
+    heads = part.get(table["heads_key"])
+    return heads if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 else None
 
 
 SHELLS = ("sh", "bash", "dash", "zsh")
@@ -365,7 +381,10 @@ FIELDS = {
     "commands[].script_models": OBJ, "commands[].script_models.*": STR, "commands[].model_configs": LIST,
     "commands[].model_configs[]": OBJ, "commands[].model_configs[].option": STR, "commands[].model_configs[].path": STR,
     "commands[].model_configs[].config": STR, "commands[].model_configs[].key": STR,
-    "commands[].model_configs[].dtype": STR,
+    "commands[].model_configs[].dtype": STR, "commands[].model_configs[].heads": INT,
+    "commands[].serving": OBJ, "commands[].serving.engine": STR, "commands[].serving.model": STR,
+    "commands[].serving.model_option": STR, "commands[].serving.tensor_parallel": INT,
+    "commands[].serving.pipeline_parallel": INT,
 }
 
 

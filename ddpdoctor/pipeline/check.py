@@ -134,6 +134,15 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         from ddpdoctor.gather.launch import save_dir_facts
 
         cmd["save_dirs"] = save_dir_facts(Sources(), cmd["script_dirs"], os.getcwd())
+    from ddpdoctor.facts.launch import serving_command
+
+    serving = serving_command(argv)
+    if serving:  # `vllm serve ./model -tp 4`: the engine's model and parallel sizes (ENV024)
+        cmd["serving"] = serving
+        if not cmd.get("launcher"):
+            cmd["launcher"] = serving["engine"]
+        if serving.get("model"):
+            cmd["script_models"] = dict(cmd.get("script_models") or {}, **{serving["model_option"]: serving["model"]})
     if cmd.get("script_models"):
         from ddpdoctor.gather import Sources
         from ddpdoctor.gather.launch import model_config_facts

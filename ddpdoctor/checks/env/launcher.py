@@ -1034,3 +1034,76 @@ def launch_script_not_found(snap):
                       subjects=[f"path:{program}"],
                       evidence={"program": program, "cwd": cwd, "launcher": cmd.get("launcher")})
         return
+
+
+@check("ENV024", "serving-parallel-size-invalid", family="launcher", needs=("launch",), reads=("gpus", "env"))
+def serving_parallel_size_invalid(snap):
+    """An inference server's tensor-parallel size that its model or this machine cannot take.
+
+    What it checks
+        The inference-server launch given to `ddpdoctor check -- <command>` (`vllm serve MODEL -tp N`,
+        `python -m vllm.entrypoints.openai.api_server --model M --tensor-parallel-size N`, `python -m
+        sglang.launch_server --model-path M --tp-size N`; data/serving.json, from vLLM's engine/arg_utils.py
+        and SGLang's server_args.py): for vLLM, the model's attention heads (num_attention_heads of its
+        config.json, the text part of a multimodal one, read only for a local directory) against the
+        tensor-parallel size, the rule vLLM's ModelConfig.verify_with_parallel_config applies; for both,
+        tensor x pipeline parallel workers against the GPUs this process sees, when no multi-node
+        launch is recorded.
+
+    Why it matters
+        vLLM stops before loading a weight with "Total number of attention heads (32) must be divisible
+        by tensor parallel size (3)". Each tensor-parallel worker takes one GPU: asking for more than the
+        node has leaves the engine waiting for GPUs (Ray placement groups) or failing at startup, after the
+        model download.
+
+    Example
+        vllm serve ./Qwen3-8B --tensor-parallel-size 3   # 32 heads; on a 3-GPU machine
+
+    Fix
+        A tensor-parallel size that divides the heads and fits the GPUs (1, 2, 4, 8 for 32 heads), with
+        --pipeline-parallel-size for the rest.
+    """
+    from ddpdoctor.facts.gpu import view
+    from ddpdoctor.facts.launch import serving_of
+
+    for cmd, srv in serving_of(snap):
+        tp, pp = srv.get("tensor_parallel") or 1, srv.get("pipeline_parallel") or 1
+        engine = srv.get("engine")
+        heads = next((f.get("heads") for f in cmd.get("model_configs") or () if isinstance(f, dict)
+                      and f.get("heads") and f.get("option") == srv.get("model_option")), None)
+        rule = next((r for r in _serving_engines() if r["name"] == engine), {})
+        if heads and tp > 1 and heads % tp and rule.get("heads_divisible_by_tp"):
+            ok = [d for d in range(1, heads + 1) if heads % d == 0 and d <= max(tp, 8)]
+            yield error(f"{engine} --tensor-parallel-size {tp} does not divide the model's {heads} attention heads: "
+                        "the server stops before it loads the model",
+                        detail=(f"{srv.get('model')}/config.json has num_attention_heads={heads}. vLLM checks it "
+                                "against the tensor-parallel size (ModelConfig.verify_with_parallel_config) and raises "
+                                f"\"Total number of attention heads ({heads}) must be divisible by tensor parallel size "
+                                f"({tp}).\""),
+                        fix=f"--tensor-parallel-size {max(d for d in ok if d < tp)}   # a divisor of {heads}: "
+                            + ", ".join(map(str, ok)) + "; add --pipeline-parallel-size to use more GPUs",
+                        subjects=[f"path:{srv.get('model')}/config.json"],
+                        evidence={"engine": engine, "tensor_parallel": tp, "heads": heads, "model": srv.get("model")})
+            return
+        gpus = snap.get("gpus") if "gpus" in snap else None
+        if not isinstance(gpus, dict) or gpus.get("unavailable") or gpus.get("error"):
+            continue
+        visible = len(view(snap).devices)
+        need = tp * pp
+        if visible and need > visible:
+            yield error(f"{engine} asks for {need} GPU worker(s) (tensor parallel {tp} x pipeline parallel {pp}) but "
+                        f"this process sees {visible} GPU(s)",
+                        detail=("Each worker of the engine takes one GPU. No multi-node launch was recorded, so the "
+                                "workers must fit on this machine (CUDA_VISIBLE_DEVICES applied): the engine fails at "
+                                "startup or waits for GPUs that never free up. If a Ray cluster spans several nodes, "
+                                "this is expected (check cannot see it from here)."),
+                        fix=f"--tensor-parallel-size {visible}   # or fewer; or export CUDA_VISIBLE_DEVICES to more GPUs",
+                        subjects=["CUDA_VISIBLE_DEVICES"],
+                        evidence={"engine": engine, "tensor_parallel": tp, "pipeline_parallel": pp, "visible": visible})
+            return
+
+
+def _serving_engines() -> list:
+    from ddpdoctor.facts.launch import serving_table
+
+    return serving_table()["engines"]
