@@ -278,3 +278,36 @@ def test_env024_quiet_for_a_size_that_fits(tmp_path, monkeypatch):
     assert _serve(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "-tp", "4"], keep=4) == []
     assert _serve(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "-tp", "8"]) == []
     assert _serve(tmp_path, monkeypatch, ["python", "train.py", "--model_name_or_path", "./qwen"]) == []
+
+
+# ------------------------------------------------------------------ SET002: a served model's bf16 config below 8.0
+
+def _served_on_v100(tmp_path, monkeypatch, argv):
+    from factory import fixture_snapshot
+
+    from ddpdoctor.pipeline.check import add_given_command
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "qwen").mkdir(exist_ok=True)
+    (tmp_path / "qwen" / "config.json").write_text('{"num_attention_heads": 32, "torch_dtype": "bfloat16"}')
+    given = Snapshot(sections={})
+    add_given_command(given, argv)
+
+    def edit(s):
+        s["launch"] = given.sections["launch"]
+        for d in s["gpus"]["devices"]:
+            d["cuda_capability"], d["name"] = [7, 0], "Tesla V100-SXM2-32GB"
+
+    return findings_of(fixture_snapshot("hgx-h100-8x", edit=edit), "SET002")
+
+
+def test_set002_vllm_auto_dtype_with_a_bf16_config_on_v100(tmp_path, monkeypatch):
+    [f] = _served_on_v100(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "-tp", "2"])
+    assert "the model vllm serves asks for bf16" in f.title
+    assert "Bfloat16 is only supported" in f.detail and "--dtype half" in f.fix
+
+
+def test_set002_quiet_when_the_server_is_given_a_dtype(tmp_path, monkeypatch):
+    assert _served_on_v100(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "--dtype", "half"]) == []
+    assert _served_on_v100(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "--dtype=float16"]) == []

@@ -204,18 +204,26 @@ def config_precision(config: dict) -> Optional[tuple]:
 
 
 def model_config_precision(snap) -> list:
-    """[(precision, where, subject)] the recorded commands' local model directories ask for through their own
-    config.json (commands[].model_configs, gathered: its dtype key and value)."""
+    """[(precision, where, subject, engine)] the recorded commands' local model directories ask for through their own
+    config.json (commands[].model_configs, gathered: its dtype key and value); `engine` names the inference server
+    (vllm, sglang) that serves it with --dtype auto, None for a training program. A server given another --dtype is
+    left out: that dtype, not the config's, is the one it runs."""
     out = []
     for cmd in commands(snap):
+        serving = cmd.get("serving") if isinstance(cmd.get("serving"), dict) else None
+        if serving and str(serving.get("dtype") or "auto").strip().lower() != "auto":
+            continue  # the server's --dtype overrides the config's
         for fact in cmd.get("model_configs") or ():
             if not isinstance(fact, dict) or not fact.get("dtype"):
                 continue
             word = model_config_table()["words"].get(str(fact["dtype"]).strip().lower().replace("torch.", ""))
-            if word:
+            if word and serving:
+                out.append((word, f"{fact.get('config')} {fact.get('key')}={fact['dtype']} (the model {serving['engine']} "
+                                  "serves with --dtype auto)", f"path:{fact.get('config')}", serving["engine"]))
+            elif word:
                 out.append((word, f"{fact.get('config')} {fact.get('key')}={fact['dtype']} (the model of "
                                   f"{cmd.get('program') or 'the training program'} {fact.get('option')})",
-                            f"path:{fact.get('config')}"))
+                            f"path:{fact.get('config')}", None))
     return out
 
 
@@ -616,6 +624,7 @@ def serving_command(argv: list) -> Optional[dict]:
             return int(raw) if raw is not None and raw.strip().isdigit() else None
 
         return {"engine": row["name"], "model": model, "model_option": option,
+                "dtype": _option_value(rest, row.get("dtype_options") or []),
                 "tensor_parallel": size(row["tensor_parallel_options"]),
                 "pipeline_parallel": size(row["pipeline_parallel_options"])}
     return None
