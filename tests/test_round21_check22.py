@@ -311,3 +311,37 @@ def test_set002_vllm_auto_dtype_with_a_bf16_config_on_v100(tmp_path, monkeypatch
 def test_set002_quiet_when_the_server_is_given_a_dtype(tmp_path, monkeypatch):
     assert _served_on_v100(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "--dtype", "half"]) == []
     assert _served_on_v100(tmp_path, monkeypatch, ["vllm", "serve", "./qwen", "--dtype=float16"]) == []
+
+
+# ------------------------------------------------------------------ a Hub id's config.json from the local HF cache
+
+def _hub_cache(tmp_path, repo_id="org/Model-8B", heads=32):
+    folder = tmp_path / "hub" / ("models--" + repo_id.replace("/", "--"))
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text(commit)
+    (folder / "snapshots" / commit).mkdir(parents=True)
+    (folder / "snapshots" / commit / "config.json").write_text('{"num_attention_heads": %d}' % heads)
+    return str(tmp_path / "hub")
+
+
+def test_env024_reads_a_hub_ids_config_from_the_local_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", _hub_cache(tmp_path))
+    [f] = _serve(tmp_path, monkeypatch, ["vllm", "serve", "org/Model-8B", "-tp", "3"])
+    assert "32 attention heads" in f.title and "snapshots/0123456789ab" in f.detail
+
+
+def test_hf_home_default_layout(tmp_path, monkeypatch):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.launch import _hub_cached_config
+
+    _hub_cache(tmp_path / "hf")
+    got = _hub_cached_config(Sources(environ={"HF_HOME": str(tmp_path / "hf")}), "org/Model-8B")
+    assert got and got.endswith("config.json")
+    assert _hub_cached_config(Sources(environ={"HF_HOME": str(tmp_path / "hf")}), "org/Other") is None
+    assert _hub_cached_config(Sources(environ={"HF_HOME": str(tmp_path / "hf")}), "../etc") is None
+
+
+def test_env024_quiet_for_a_hub_id_never_downloaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    assert _serve(tmp_path, monkeypatch, ["vllm", "serve", "org/Model-8B", "-tp", "3"]) == []

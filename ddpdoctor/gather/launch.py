@@ -161,7 +161,10 @@ def model_config_facts(src: Sources, models: dict, cwd: Optional[str]) -> list:
         path = path if os.path.isabs(path) or not cwd else os.path.join(cwd, path)
         config = os.path.join(path, "config.json")
         if not os.path.isabs(config) or not os.path.isfile(src.path(config)):
-            continue
+            cached = _hub_cached_config(src, str(raw))  # a Hub id downloaded before: its config in the local cache
+            if cached is None:
+                continue
+            path, config = str(raw), cached
         text = src.read(config, limit)
         try:
             doc = json.loads(text) if text is not None and len(text) < limit else None
@@ -176,6 +179,36 @@ def model_config_facts(src: Sources, models: dict, cwd: Optional[str]) -> list:
             fact["heads"] = heads
         out.append(fact)
     return out
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+
+
+def _hub_cached_config(src: Sources, repo_id: str) -> Optional[str]:
+    """The config.json of Hub model `repo_id` in the local Hugging Face cache, as huggingface_hub lays it out
+    (data/precision_calls.json model_config.hub_cache): <cache>/models--org--name/snapshots/<refs/main>/config.json;
+    None when the id is not a Hub id, was never downloaded here, or its main ref is unreadable. A few stats and one
+    small read; nothing is downloaded."""
+    from ddpdoctor.facts.launch import model_config_table  # noqa: PLC0415
+
+    if not _HUB_ID.match(repo_id) or ".." in repo_id:
+        return None
+    hc = model_config_table()["hub_cache"]
+    env = src.environ
+    cache = next((env.get(k) for k in hc["cache_env"] if env.get(k)), None)
+    if not cache:
+        xdg, fallback, leaf = hc["home_default"]
+        home = env.get(hc["home_env"]) or os.path.join(env.get(xdg) or fallback, leaf)
+        cache = os.path.join(home, "hub")
+    if cache.startswith("~"):
+        cache = os.path.join(env.get("HOME") or os.path.expanduser("~"), cache[2:]) if cache.startswith("~/") else cache
+    folder = os.path.join(cache, hc["folder_prefix"] + hc["separator"].join(repo_id.split("/")))
+    ref = src.read(os.path.join(folder, "refs", hc["ref"]), 128)
+    commit = (ref or "").strip()
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        return None
+    config = os.path.join(folder, "snapshots", commit, "config.json")
+    return config if os.path.isabs(config) and os.path.isfile(src.path(config)) else None
 
 
 def _attention_heads(doc) -> Optional[int]:

@@ -1045,7 +1045,8 @@ def serving_parallel_size_invalid(snap):
         `python -m vllm.entrypoints.openai.api_server --model M --tensor-parallel-size N`, `python -m
         sglang.launch_server --model-path M --tp-size N`; data/serving.json, from vLLM's engine/arg_utils.py
         and SGLang's server_args.py): for vLLM, the model's attention heads (num_attention_heads of its
-        config.json, the text part of a multimodal one, read only for a local directory) against the
+        config.json, the text part of a multimodal one, read only for a local directory or a Hub id already
+        in the local Hugging Face cache) against the
         tensor-parallel size, the rule vLLM's ModelConfig.verify_with_parallel_config applies; for both,
         tensor x pipeline parallel workers against the GPUs this process sees, when no multi-node
         launch is recorded.
@@ -1069,20 +1070,21 @@ def serving_parallel_size_invalid(snap):
     for cmd, srv in serving_of(snap):
         tp, pp = srv.get("tensor_parallel") or 1, srv.get("pipeline_parallel") or 1
         engine = srv.get("engine")
-        heads = next((f.get("heads") for f in cmd.get("model_configs") or () if isinstance(f, dict)
-                      and f.get("heads") and f.get("option") == srv.get("model_option")), None)
+        fact = next((f for f in cmd.get("model_configs") or () if isinstance(f, dict)
+                     and f.get("heads") and f.get("option") == srv.get("model_option")), {})
+        heads, config = fact.get("heads"), str(fact.get("config") or f"{srv.get('model')}/config.json")
         rule = next((r for r in _serving_engines() if r["name"] == engine), {})
         if heads and tp > 1 and heads % tp and rule.get("heads_divisible_by_tp"):
             ok = [d for d in range(1, heads + 1) if heads % d == 0 and d <= max(tp, 8)]
             yield error(f"{engine} --tensor-parallel-size {tp} does not divide the model's {heads} attention heads: "
                         "the server stops before it loads the model",
-                        detail=(f"{srv.get('model')}/config.json has num_attention_heads={heads}. vLLM checks it "
+                        detail=(f"{config} has num_attention_heads={heads}. vLLM checks it "
                                 "against the tensor-parallel size (ModelConfig.verify_with_parallel_config) and raises "
                                 f"\"Total number of attention heads ({heads}) must be divisible by tensor parallel size "
                                 f"({tp}).\""),
                         fix=f"--tensor-parallel-size {max(d for d in ok if d < tp)}   # a divisor of {heads}: "
                             + ", ".join(map(str, ok)) + "; add --pipeline-parallel-size to use more GPUs",
-                        subjects=[f"path:{srv.get('model')}/config.json"],
+                        subjects=[f"path:{config}"],
                         evidence={"engine": engine, "tensor_parallel": tp, "heads": heads, "model": srv.get("model")})
             return
         gpus = snap.get("gpus") if "gpus" in snap else None
