@@ -345,3 +345,22 @@ def test_hf_home_default_layout(tmp_path, monkeypatch):
 def test_env024_quiet_for_a_hub_id_never_downloaded(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     assert _serve(tmp_path, monkeypatch, ["vllm", "serve", "org/Model-8B", "-tp", "3"]) == []
+
+
+def test_env024_quiet_across_nodes(tmp_path, monkeypatch):
+    argv = ["vllm", "serve", "./qwen", "-tp", "8", "-pp", "2", "--distributed-executor-backend", "ray"]
+    assert _serve(tmp_path, monkeypatch, argv) == []
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    from factory import fixture_snapshot
+
+    from ddpdoctor.pipeline.check import add_given_command
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    given = Snapshot(sections={})
+    add_given_command(given, ["vllm", "serve", "./qwen", "-tp", "8", "-pp", "2"])
+    snap = fixture_snapshot("hgx-h100-8x", env={"RAY_ADDRESS": "10.0.0.1:6379"},
+                            edit=lambda s: s.update(launch=given.sections["launch"]))
+    assert findings_of(snap, "ENV024") == []
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "./qwen", "--tp-size", "16", "--nnodes", "2"]
+    assert _serve(tmp_path, monkeypatch, argv) == []
+    assert _serve(tmp_path, monkeypatch, argv[:-2])  # the same on one node: 16 workers, 8 GPUs

@@ -625,9 +625,22 @@ def serving_command(argv: list) -> Optional[dict]:
 
         return {"engine": row["name"], "model": model, "model_option": option,
                 "dtype": _option_value(rest, row.get("dtype_options") or []),
+                "multi_node": _multi_node(rest, row.get("multi_node") or {}),
                 "tensor_parallel": size(row["tensor_parallel_options"]),
                 "pipeline_parallel": size(row["pipeline_parallel_options"])}
     return None
+
+
+def _multi_node(args: list, rule: dict) -> bool:
+    """Whether the server's own options spread it over several nodes (data/serving.json multi_node.options: an option
+    with the value it must have, '*' for a count above 1)."""
+    for option, want in (rule.get("options") or {}).items():
+        got = _option_value(args, [option])
+        if got is None:
+            continue
+        if want == "*" and got.strip().isdigit() and int(got) > 1 or want != "*" and got.strip().lower() == want:
+            return True
+    return False
 
 
 def serving_of(snap) -> list:

@@ -417,7 +417,7 @@ FIELDS = {
     "commands[].model_configs[].dtype": STR, "commands[].model_configs[].heads": INT,
     "commands[].serving": OBJ, "commands[].serving.engine": STR, "commands[].serving.model": STR,
     "commands[].serving.model_option": STR, "commands[].serving.tensor_parallel": INT,
-    "commands[].serving.pipeline_parallel": INT, "commands[].serving.dtype": STR,
+    "commands[].serving.pipeline_parallel": INT, "commands[].serving.dtype": STR, "commands[].serving.multi_node": BOOL,
 }
 
 

@@ -1049,7 +1049,7 @@ def serving_parallel_size_invalid(snap):
         in the local Hugging Face cache) against the
         tensor-parallel size, the rule vLLM's ModelConfig.verify_with_parallel_config applies; for both,
         tensor x pipeline parallel workers against the GPUs this process sees, when no multi-node
-        launch is recorded.
+        launch is recorded (vLLM's --distributed-executor-backend ray or RAY_ADDRESS, SGLang's --nnodes).
 
     Why it matters
         vLLM stops before loading a weight with "Total number of attention heads (32) must be divisible
@@ -1090,6 +1090,9 @@ def serving_parallel_size_invalid(snap):
         gpus = snap.get("gpus") if "gpus" in snap else None
         if not isinstance(gpus, dict) or gpus.get("unavailable") or gpus.get("error"):
             continue
+        ray = [k for k in (rule.get("multi_node") or {}).get("env") or () if env_of(snap).get(k)]
+        if srv.get("multi_node") or ray:
+            continue  # several nodes (a Ray cluster, --nnodes): the workers need not fit here
         visible = len(view(snap).devices)
         need = tp * pp
         if visible and need > visible:
