@@ -246,6 +246,8 @@ class ModuleIndex:
         self.env_sets: List[EnvSet] = []
         self.withs: List[WithBlock] = []
         self.loops: List[Loop] = []
+        # every comparison the walk meets, with its scope (LINT042 reads them here instead of walking the tree again)
+        self.compares: List[Tuple[ast.Compare, Scope]] = []
         self.start_methods: set = set()   # 'spawn', 'forkserver', 'fork' seen in get_context/set_start_method
         self.bound: set = set()           # names bound at module level (for the WELL_KNOWN fallback)
         self.star_imports = False
@@ -827,6 +829,8 @@ class ModuleIndex:
                 if call.name:
                     self.by_name.setdefault(call.name, []).append(call)
                 self._special_call(call, scope, ctx)
+            elif t is ast.Compare:
+                self.compares.append((node, scope))
             elif t is ast.Lambda:
                 lam = Scope("lambda", "<lambda>", node, scope, ctx)
                 lam.params = [a.arg for a in node.args.args]
