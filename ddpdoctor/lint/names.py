@@ -147,6 +147,18 @@ def dotted(expr: ast.AST) -> Optional[str]:
     return None
 
 
+def flag_name(expr: ast.AST) -> Optional[str]:
+    """The name a rank flag is kept under: a Name/Attribute chain (`args.save`), or one field of a settings mapping
+    read with a literal key (`model_config['enable_tb']`, fr142 GFMDiff run_fsdp.py); else None."""
+    if isinstance(expr, ast.Subscript):
+        key = expr.slice
+        base = dotted(expr.value)
+        if base is None or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return None
+        return f"{base}[{key.value!r}]"
+    return dotted(expr)
+
+
 def last_name(expr: ast.AST) -> Optional[str]:
     """The identifier a call or reference ends with: `dist.get_rank` -> get_rank."""
     if isinstance(expr, ast.Call):
