@@ -38,3 +38,23 @@ def test_a_conditional_value_false_on_the_other_ranks_is_a_rank_0_flag():
         assert cond.is_rank_test(ast.parse(text, mode="eval").body, flags), text
     for text in ("True if disable_tqdm else cfg['x']", "cfg['x'] if quiet else None"):
         assert not cond.is_rank_test(ast.parse(text, mode="eval").body, flags), text
+
+
+def test_lint018_cuda_of_the_rank_from_the_environment_with_a_cpu_arm_warns():
+    # `device = torch.device(f"cuda:{rank}")` (else `torch.device("cpu")`), `rank` handed in from
+    # `int(os.environ.get("RANK", "0"))` (fr142 astroendhra/SiDisTrO, the reader's likely)
+    assert [f.evidence["line"] for f in found("device_from_env_rank_bad.py", "LINT018")] == [16]
+
+
+def test_lint018_the_same_device_from_local_rank_is_quiet():
+    assert found("device_from_env_local_rank_ok.py", "LINT018") == []
+
+
+def test_lint029_a_ddp_wrapper_thrown_away_on_the_next_line_warns():
+    # `model.lm = DDP(model.lm, ...)`; `model.lm = model.lm.module` (fr139 junhaopjlab/Musicgen_finetune, both readers)
+    [f] = found("ddp_wrapper_discarded_bad.py", "LINT029")
+    assert f.evidence["line"] == 23 and f.evidence["wrap_line"] == 22 and f.severity == "warning"
+
+
+def test_lint029_a_wrapper_kept_beside_its_module_is_quiet():
+    assert found("ddp_wrapper_kept_ok.py", "LINT029") == []
