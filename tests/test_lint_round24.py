@@ -58,3 +58,21 @@ def test_lint029_a_ddp_wrapper_thrown_away_on_the_next_line_warns():
 
 def test_lint029_a_wrapper_kept_beside_its_module_is_quiet():
     assert found("ddp_wrapper_kept_ok.py", "LINT029") == []
+
+
+def test_lint036_a_method_of_the_model_accelerate_prepared_read_on_the_wrapper_warns():
+    # `model, optimizer, loader = accelerator.prepare(...)`, then `model.extract_feature(batch)` (fr137 dobe0715/
+    # LUNA25_MClab, yChenN1/speech_llm, both readers); `optimizer.param_groups` beside it is no model's
+    assert [f.evidence["line"] for f in found("accelerate_prepared_attr_bad.py", "LINT036")] == [27]
+
+
+def test_lint036_unwrapped_frozen_or_deepspeed_prepared_models_are_quiet():
+    assert found("accelerate_prepared_attr_ok.py", "LINT036") == []
+    assert found("accelerate_prepared_deepspeed_ok.py", "LINT036") == []
+
+
+def test_lint036_accelerate_facts_name_their_sources():
+    import json
+    facts = json.loads((ROOT / "ddpdoctor" / "data" / "wrapper_attributes.json").read_text())["accelerate_prepare"]
+    assert "accelerate/accelerator.py@" in facts["source"] and "deepspeed" in facts["not_ddp_words"]
+    assert all("@" in s for s in facts["forwarding_wrappers"].values())
