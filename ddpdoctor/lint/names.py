@@ -137,6 +137,11 @@ def import_bindings(node: ast.AST) -> list:
 
 def dotted(expr: ast.AST) -> Optional[str]:
     """Source-like text of a Name/Attribute chain: `self.model`, `args.local_rank`; else None."""
+    t = type(expr)
+    if t is ast.Name:  # the common case, without the list and the join (called ~30,000 times on a 5,000-line file)
+        return expr.id
+    if t is not ast.Attribute:
+        return None
     parts = []
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)
