@@ -276,6 +276,26 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     return rec
 
 
+def parted(procs: list, now: float) -> bool:
+    """The ranks' stacks (each process's `dump`, taken just now) show them apart: at least one waits for the others
+    (WAITING: DDP's gradient all-reduce, a collective, DDP's forward synchronisation) while at least one does not (its
+    own code, its hook inside backward, a batch, a computation). The supervisor's test of a stall before the job's
+    first step, where the beacons of ranks that have begun the loop look alike: a rank asleep in a module's full
+    backward hook in the first backward (autograd runs a CPU graph task's hooks on the calling thread: pytorch/pytorch
+    torch/csrc/autograd/engine.cpp Engine::execute, v2.13.0) and the other waiting in DDP's all-reduce are both in
+    backward at step 0. Ranks alike (all loading, all compiling, all in the same wait) are not apart: a job's start is
+    no stall. False without a stack of every rank."""
+    ranks, workers, _ = roles(procs)
+    if len(ranks) < 2 or any(not p.get("dump") for p in ranks):
+        return False
+    prefixes = set()
+    for p in procs:
+        prefixes.update((p.get("info") or {}).get("lib") or ())
+    prefixes = tuple(sorted(prefixes))
+    states = [rank_record(p, prefixes, now, workers.get(p["pid"], []))["state"] for p in ranks]
+    return any(s in WAITING for s in states) and any(s not in WAITING for s in states)
+
+
 def worker_record(p: dict, prefixes) -> dict:
     info = p.get("info") or {}
     frames = _frames(p)
