@@ -141,3 +141,92 @@ def test_real_quiet_every_rank_slow_alike_in_its_first_backward_is_no_stall(tmp_
     assert min(ends.values()) - max(spans.values()) > 5, (spans, ends)  # ...together past --stall-after
     assert run_findings(rep) == [], out[-4000:]
     assert rc == 0 and not rep["run"]["stopped"]
+
+
+# ---- 2. a rank whose code returned and that hangs in its shutdown (RUN026), not RUN007 "at main()"
+
+MAIN_RET = [("/job/train.py", 26, "<module>")]
+MAIN_RUNS = [("/usr/lib/python3.11/time.py", 1, "sleep"), ("/job/train.py", 20, "main"), ("/job/train.py", 26, "<module>")]
+THREAD_JOIN = [("/usr/lib/python3.11/threading.py", 1590, "_shutdown")]
+
+
+def _rec_of(frames, ml=("/job/train.py", 26, "main"), phase="run"):
+    from ddpdoctor.run.section import rank_record
+
+    p = _proc(1, frames)
+    p["beacon"] = dict(p["beacon"], phase=phase, step=5, ml=list(ml) if ml else None)
+    return rank_record(p, ("/usr/lib/python3.11/",), 100.0, [])
+
+
+def test_trigger_teardown_main_returned_and_the_script_finished():
+    """Trigger: the module frame at main()'s call line with no main() frame inside -> 'returned'; no module frame left
+    (threading._shutdown joining a thread) -> 'finished'."""
+    r = _rec_of(MAIN_RET)
+    assert r["state"] == "teardown" and r["teardown"]["how"] == "returned" and r["teardown"]["func"] == "main", r
+    r = _rec_of(THREAD_JOIN)
+    assert r["state"] == "teardown" and r["teardown"]["how"] == "finished", r
+
+
+def test_quiet_teardown_main_still_running_or_unknown_call_line_or_exit_phase():
+    """Quiet: main() still on the stack; no recorded call line (module-level code); the exit handlers ran (phase exit);
+    a stack of 100 frames (faulthandler's limit: its module frame may be cut off) -> not teardown."""
+    assert _rec_of(MAIN_RUNS)["state"] == "outside"
+    assert _rec_of(MAIN_RET, ml=None)["state"] == "outside"
+    assert _rec_of(THREAD_JOIN, phase="exit")["state"] != "teardown"
+    assert _rec_of(THREAD_JOIN * 100)["state"] == "outside"
+
+
+TEARDOWN_JOB = """
+import os, threading, time
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    model = DDP(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(4):
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step(); opt.zero_grad()
+    if rank == 1 and FAULT:
+        threading.Thread(target=time.sleep, args=(3600,)).start()  # non-daemon: the interpreter joins it at exit
+    print(f"rank {rank} returns", flush=True)
+    dist.barrier()
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _teardown_job(tmp_path, fault):
+    from test_run_faults import doctor
+
+    script = tmp_path / "teardown_job.py"
+    script.write_text(TEARDOWN_JOB.replace("FAULT", str(bool(fault))))
+    cmd = [__import__("sys").executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(script)]
+    return doctor(tmp_path, cmd, "--stall-after", "5", "--on-stall", "stop", "--grace", "1", timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(360)
+def test_real_rank_hung_at_exit_joining_a_non_daemon_thread_is_run026(tmp_path):
+    """For real: rank 1's main() returns with a non-daemon thread asleep -> RUN026 names rank 1, the script's end and
+    threading._shutdown (at 28000323: RUN007 'outside any collective at (no line of your code on the stack)')."""
+    from test_run_faults import run_findings
+
+    rc, out, rep = _teardown_job(tmp_path, True)
+    assert "rank 1 returns" in out, out[-3000:]  # the state the test needs: rank 1's main() ran to its end
+    found = run_findings(rep)
+    assert [f["id"] for f in found if f["id"] in ("RUN026", "RUN007", "RUN002")] == ["RUN026"], out[-4000:]
+    f = next(f for f in found if f["id"] == "RUN026")
+    assert "rank:1" in f["subjects"] and "non-daemon" in f["detail"] and f["severity"] == "error", f
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(360)
+def test_real_quiet_the_same_job_ending_cleanly_has_no_finding(tmp_path):
+    from test_run_faults import run_findings
+
+    rc, out, rep = _teardown_job(tmp_path, False)
+    assert "rank 1 returns" in out and "rank 0 returns" in out, out[-3000:]
+    assert rc == 0 and run_findings(rep) == [], out[-4000:]
