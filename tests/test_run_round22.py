@@ -230,3 +230,39 @@ def test_real_quiet_the_same_job_ending_cleanly_has_no_finding(tmp_path):
     rc, out, rep = _teardown_job(tmp_path, False)
     assert "rank 1 returns" in out and "rank 0 returns" in out, out[-3000:]
     assert rc == 0 and run_findings(rep) == [], out[-4000:]
+
+
+def _stall_snap(*ranks):
+    return {"run": {"stall": {"idle_s": 20.0, "stall_after_s": 5.0}, "ranks": list(ranks)}}
+
+
+def _r(rank, state, **kw):
+    rec = {"rank": rank, "pid": 100 + rank, "alive": True, "state": state, "doing": state, "step": 4,
+           "user_frame": {"file": "/job/train.py", "line": 26, "func": "<module>", "code": "main()"}}
+    rec.update(kw)
+    return rec
+
+
+def _ids(snap):
+    from ddpdoctor.checks import run as runchecks
+
+    out = []
+    for fn in (runchecks.stall_in_teardown, runchecks.collective_not_called_by_all, runchecks.stall_unexplained):
+        out += [f.title for f in fn(snap) or ()] and [fn.__name__]
+    return out
+
+
+def test_trigger_run026_a_rank_in_teardown_and_the_other_exited():
+    snap = _stall_snap(_r(1, "teardown", teardown={"how": "finished", "inner": {
+        "file": "/usr/lib/python3.11/threading.py", "line": 1590, "func": "_shutdown"}}),
+        _r(0, "exited", alive=False))
+    assert _ids(snap) == ["stall_in_teardown"]
+
+
+def test_quiet_run026_when_another_rank_waits_in_a_collective_the_returned_rank_never_called():
+    """Quiet (RUN026) and trigger (RUN001): rank 0 waits in a barrier that rank 1 returned without calling -> the
+    barrier is the fault (RUN001 names it), not rank 1's shutdown."""
+    snap = _stall_snap(_r(0, "collective", last_collective={"op": "barrier", "seq": 9}),
+                       _r(1, "teardown", teardown={"how": "returned", "func": "main", "file": "/job/train.py",
+                                                   "line": 26, "inner": None}))
+    assert _ids(snap) == ["collective_not_called_by_all"]

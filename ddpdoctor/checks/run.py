@@ -168,7 +168,7 @@ def _skipped_at_stall(snap):
     others = [r for r in rs if r not in coll]
     if not coll:
         return
-    if others and not all(r["state"] in ("backward", "ddp-forward", "collective", "exited") for r in others):
+    if others and not all(r["state"] in ("backward", "ddp-forward", "collective", "exited", "teardown") for r in others):
         return  # someone is outside any collective: RUN002 or RUN003 says who
     if not others:
         # all in user collectives: the group under a rank condition (else the smaller one) is the odd one
@@ -717,6 +717,8 @@ def stall_in_teardown(snap):
     down = [r for r in rs if r.get("state") == "teardown"]
     if not down:
         return
+    if any(x.get("state") in ("collective", "backward", "ddp-forward") for x in rs if x not in down):
+        return  # another rank waits for it in a collective it left without: that collective is the fault (RUN001)
     r = down[0]
     td = r.get("teardown") or {}
     frames = [{"file": f.get("file"), "func": f.get("func")} for f in [td.get("inner") or {}] if f]

@@ -741,7 +741,7 @@ def never_arrived(recs: list, order: dict) -> Optional[dict]:
         where = r.get("before_end") if e is not None else (
             "collective" if r.get("state") in ("collective", "backward", "ddp-forward") else
             "start" if r.get("state") in ("rendezvous", "before-init") else
-            "outside" if r.get("state") in ("outside", "busy", "data", "data-workers") else "")
+            "outside" if r.get("state") in ("outside", "busy", "data", "data-workers", "teardown") else "")
         behind = (r.get("collectives") or 0) < seq
         if where == "outside" or (behind and where != "collective"):
             late.append({"rank": r.get("rank"), "pid": r.get("pid"), "where": where, "behind": behind,
