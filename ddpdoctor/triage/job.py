@@ -268,6 +268,7 @@ class Job:
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
+        self.last_frame: Dict[tuple, Line] = {}   # stream -> its last traceback frame line (Python, rich, C++)
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
         self.relaunch: Dict[int, Line] = {}        # file -> its last shell-prompt line that runs a training launch
@@ -612,6 +613,17 @@ class Job:
             # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
             first, n = self.headless_frames.get(key, (line, 0))
             self.headless_frames[key] = (first, n + 1)
+        if frame is not None or _RICH_FRAME.match(line.text) or _CPP_FRAME.match(line.text):
+            self.last_frame[key] = line
+        if line.text[:1] == "│" and key not in self._tb_header:
+            # a line of rich's traceback box ("│ ... │"): a frame of a box whose top the paste cut, or a line of the
+            # box under one; a stream that ends inside the box (no "╰" bottom, no exception line under it) ends
+            # inside the traceback (unexplained._ends_inside_traceback)
+            lf = self.last_headless_frame.get(key)
+            if (_RICH_FRAME.match(line.text) or line.text.startswith("│ ❱ ") or (frame is not None and frame["file"]
+                    in line.text) or (lf is not None and lf.src == line.src and lf.lineno == line.lineno - 1
+                                      and lf.text[:1] == "│")):
+                self.last_headless_frame[key] = line
         if frame is not None:
             if not _LIB_FRAME.search(frame["file"]):
                 self._frames[key] = frame
@@ -1342,7 +1354,7 @@ _HEADED_CPP_FRAME = re.compile(r"^ {0,3}#{1,6}[ \t]+" + _CPP_FRAME.pattern)
 _CPP_FRAME_IN = re.compile(r"\bframe #\d{1,4}: (?:<unknown function>|[^#]*? \+ 0x[0-9a-f]+\b|[^#]*?\(0x[0-9a-f]+ in )")
 # rich's frame header (rich/traceback.py, Traceback._render_stack: "{filename}:{lineno} in {name}" for a file on disk,
 # "in {name}:{lineno}" otherwise) on a line of its box, possibly wrapped after the line number's first digits
-_RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in [\w<>.]+)?|in [\w<>.]+:\d+)\s*│\s*$")
+_RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in(?: [\w<>.]+)?)?|in [\w<>.]+:\d+)\s*│\s*$")
 # IPython's verbose traceback (ipython/ipython IPython/core/ultratb.py _format_traceback_lines, commit not pinned here:
 # the current line of a frame is numbered after debugger.make_arrow(pad), "-" * (pad - 3) + "-> " in the older code,
 # pad = 7 - len(lineno)): "---> 78     launch_training(c=c, ...)"; only in a traceback (round 19, issue 24: b168_17)

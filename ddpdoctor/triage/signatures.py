@@ -352,7 +352,9 @@ _KEYWORD_ONLY = frozenset(kind for kind, _subs, rx in SIGNATURES if rx is None a
 _USER_FRAME = _messages.Prefiltered(   # searched on every line: only those with '", line ' are searched
     # (or a frame whose 'File "' a paste cut, the line starting inside its path: 'Megatron-LM/megatron/training/
     # arguments.py", line 561, in validate_args')
-    re.compile(r'(?:(?:^|\s)File "|^(?=[\w./\\:~-]+\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'))
+    # (or a frame the paste cut after its "in", the log's last line: 'File ".../elastic/utils/store.py", line 34, in')
+    re.compile(r'(?:(?:^|\s)File "|^(?=[\w./\\:~-]+\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+), in'
+               r'(?: (?P<func>[\w<>.]+)|\s*$)'))
 
 
 # One pass over the line finds which signatures can match: their substrings, alternated.
@@ -535,4 +537,9 @@ _RICH_FRAME = re.compile(r'^│ (?P<file>[^\s│]+\.py):(?P<line>\d+) in (?P<fun
 
 def user_frame(text: str) -> Optional[Dict[str, str]]:
     m = _USER_FRAME.search(text) or (_RICH_FRAME.search(text) if text.startswith("│") else None)
-    return m.groupdict() if m else None
+    if not m:
+        return None
+    d = m.groupdict()
+    if d.get("func") is None:
+        d["func"] = "<cut>"   # the line ends after "in": its function's name was cut with the rest of the paste
+    return d
