@@ -1177,6 +1177,7 @@ class Job:
         self._titles()
         self._resolve_local_ranks()
         self._nccl_sigbus()
+        self._sigbus_exits()
         seen = [r for r in self.ranks if r is not None and r >= 0]
         cands = dict(self.world_sources)
         if cands:
@@ -1257,6 +1258,24 @@ class Job:
                 occ.add(Event("nccl_sigbus", e.where, {"frame": frame, "exit": e.code}), e.rank, e.host)
         if occ.count:
             self.occ["nccl_sigbus"] = occ
+
+    def _sigbus_exits(self) -> None:
+        """A process the launcher reports dead of SIGBUS (torchrun's "exitcode: -7" and its table's "Signal 7 (SIGBUS)",
+        DeepSpeed's launcher "exits with return code = -7", mp.spawn's "terminated with signal SIGBUS"; a negative
+        exit code is -signum: Python's subprocess returncode, and torch/distributed/elastic/multiprocessing/api.py
+        reports it so) with no exception of its own and no bus-error line of its own: the class of the shell's "Bus
+        error" (strsignal(SIGBUS)), the bus-error class (occ "bus_error", LOG010): a mapped page with no memory
+        behind it, in a job most often /dev/shm full. Not where NCCL's frames explain it (nccl_sigbus, LOG009's)."""
+        bus, nsig = self.occ.get("bus_error"), self.occ.get("nccl_sigbus")
+        if (bus and bus.count) or (nsig and nsig.count):
+            return
+        occ = Occ()
+        for e in self.exits:
+            if e.signal == "SIGBUS" and e.where is not None and not self.exceptions.get(e.rank):
+                occ.add(Event("bus_error", e.where, {"exit": e.code, "signal": "SIGBUS", "source": e.source, "by": e}),
+                        e.rank, e.host)
+        if occ.count:
+            self.occ["bus_error"] = occ
 
     def _resolve_local_ranks(self) -> None:
         """torchrun's own lines name the local rank; the table, the global one. Join them by pid, or
