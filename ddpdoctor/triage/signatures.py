@@ -338,7 +338,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"^\s*(?:\S\s*)?(?P<sev>error|warning|info) (?P<id>RUN\d{3}) (?P<slug>[a-z0-9-]+): (?P<title>.+)$")),
     # ---- generic exceptions (the last line of a traceback): a *Error, or a *Exception whose line need not say "rror"
     # (Lightning's MisconfigurationException, torch.multiprocessing's ProcessRaisedException)
-    ("exception", ("rror", "xception:"), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: ?(?P<msg>.*))?$")),
+    # (Ray's RayTaskError.as_instanceof_cause names the class it raises "RayTaskError(<cause's class>)": the type read
+    # whole, "RayTaskError(ValueError)"; ray-project/ray python/ray/exceptions.py @0073297)
+    ("exception", ("rror", "xception:"), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)"
+                                             r"(?:\((?:[A-Za-z_]\w*\.)*[A-Z]\w*\))?)(?:: ?(?P<msg>.*))?$")),
     # ---- versions (parsed in the head of each file and from NCCL lines)
     ("torch_version", ("PyTorch version", "torch==", "torch version", "torch.__version__"),
      _re(r"(?:PyTorch version:? |torch==|torch version:? |torch\.__version__\s*[=:]\s*['\"]?)(?P<torch>\d+\.\d+[\w.+]*)")),
