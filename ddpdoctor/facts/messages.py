@@ -162,7 +162,13 @@ ANCHORS: Tuple[bytes, ...] = (
     b"can't open file",
     # Open MPI's/PRRTE's "mpirun has exited due to process rank N with PID P on / node H exiting improperly" (a rank
     # that ended without MPI_Finalize: help-orterun.txt [orterun:proc-exit-no-sync] as logs print it; round 21)
-    b"has exited due to process rank")
+    b"has exited due to process rank",
+    # a C++ backtrace through the rendezvous store's constructor or its server's set-up, its message cut (c10::Error's
+    # "frame #2: c10d::TCPStore::TCPStore(...)", "frame #1: c10d::detail::TCPStoreMasterDaemon::TCPStoreMasterDaemon(
+    # ...)"; torch/csrc/distributed/c10d/TCPStore.cpp, TCPStoreBackend.cpp @cf30153): frames carry no error word, and a
+    # backtrace pasted without its message was read only in a log's head (round 21, triage24)
+    b"c10d::TCPStore::TCPStore(", b"TCPStoreMasterDaemon::TCPStoreMasterDaemon(", b"tcpstore_backend(",
+    b"LibUVStoreDaemon::LibUVStoreDaemon(")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:
