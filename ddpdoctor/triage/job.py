@@ -648,6 +648,11 @@ class Job:
             if r is not None:
                 self.watchdog_ranks.add(r)
         evs = list(evs)
+        if (evs and prev is not None and prev.lineno == line.lineno - 1 and line.text[:1] in (" ", "\t")
+                and line.text.lstrip().startswith("raise ") and user_frame(prev.text) is not None):
+            # a frame's source line ('    raise ValueError(f"Unsupported nproc_per_node value: {nproc_per_node}")'):
+            # the code that raised, its message a template; the exception line under the frames is the message
+            evs = [ev for ev in evs if "entry" not in ev.data]
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
