@@ -162,7 +162,20 @@ ANCHORS: Tuple[bytes, ...] = (
     b"can't open file",
     # Open MPI's/PRRTE's "mpirun has exited due to process rank N with PID P on / node H exiting improperly" (a rank
     # that ended without MPI_Finalize: help-orterun.txt [orterun:proc-exit-no-sync] as logs print it; round 21)
-    b"has exited due to process rank")
+    b"has exited due to process rank",
+    # a C++ backtrace through the rendezvous store's constructor or its server's set-up, its message cut (c10::Error's
+    # "frame #2: c10d::TCPStore::TCPStore(...)", "frame #1: c10d::detail::TCPStoreMasterDaemon::TCPStoreMasterDaemon(
+    # ...)"; torch/csrc/distributed/c10d/TCPStore.cpp, TCPStoreBackend.cpp @cf30153): frames carry no error word, and a
+    # backtrace pasted without its message was read only in a log's head (round 21, triage24)
+    b"c10d::TCPStore::TCPStore(", b"TCPStoreMasterDaemon::TCPStoreMasterDaemon(", b"tcpstore_backend(",
+    b"LibUVStoreDaemon::LibUVStoreDaemon(",
+    # glog's and absl's C++ line head ("E1207 12:00:01.123456  4242 client.cc:88] Connect to 10.0.0.2:8470 failed":
+    # google/glog src/logging.cc LogMessage::Init, "%c%02d%02d %02d:%02d:%02d.%06d %5d %s:%d] ", abseil-cpp
+    # absl/log/internal/log_format.cc the same) names the C++ source file, by Google's style a .cc: a literal
+    # prefilter cannot find the level and date, but every such line carries "<file>.cc:<line>] ". An E- or F-line whose
+    # failure words are no keyword ("failed", "Timed out", "FAILED") in the middle of a large log, past the head and
+    # before the last 16 KiB, was not read (round 21, triage24); NCCL's own lines ("init.cc:1079") already carry "NCCL"
+    b".cc:")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:

@@ -268,6 +268,7 @@ class Job:
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
+        self.last_frame: Dict[tuple, Line] = {}   # stream -> its last traceback frame line (Python, rich, C++)
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
         self.relaunch: Dict[int, Line] = {}        # file -> its last shell-prompt line that runs a training launch
@@ -612,6 +613,17 @@ class Job:
             # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
             first, n = self.headless_frames.get(key, (line, 0))
             self.headless_frames[key] = (first, n + 1)
+        if frame is not None or _RICH_FRAME.match(line.text) or _CPP_FRAME.match(line.text):
+            self.last_frame[key] = line
+        if line.text[:1] == "│" and key not in self._tb_header:
+            # a line of rich's traceback box ("│ ... │"): a frame of a box whose top the paste cut, or a line of the
+            # box under one; a stream that ends inside the box (no "╰" bottom, no exception line under it) ends
+            # inside the traceback (unexplained._ends_inside_traceback)
+            lf = self.last_headless_frame.get(key)
+            if (_RICH_FRAME.match(line.text) or line.text.startswith("│ ❱ ") or (frame is not None and frame["file"]
+                    in line.text) or (lf is not None and lf.src == line.src and lf.lineno == line.lineno - 1
+                                      and lf.text[:1] == "│")):
+                self.last_headless_frame[key] = line
         if frame is not None:
             if not _LIB_FRAME.search(frame["file"]):
                 self._frames[key] = frame
@@ -636,6 +648,11 @@ class Job:
             if r is not None:
                 self.watchdog_ranks.add(r)
         evs = list(evs)
+        if (evs and prev is not None and prev.lineno == line.lineno - 1 and line.text[:1] in (" ", "\t")
+                and line.text.lstrip().startswith("raise ") and user_frame(prev.text) is not None):
+            # a frame's source line ('    raise ValueError(f"Unsupported nproc_per_node value: {nproc_per_node}")'):
+            # the code that raised, its message a template; the exception line under the frames is the message
+            evs = [ev for ev in evs if "entry" not in ev.data]
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
@@ -1165,6 +1182,7 @@ class Job:
         self._titles()
         self._resolve_local_ranks()
         self._nccl_sigbus()
+        self._sigbus_exits()
         seen = [r for r in self.ranks if r is not None and r >= 0]
         cands = dict(self.world_sources)
         if cands:
@@ -1245,6 +1263,24 @@ class Job:
                 occ.add(Event("nccl_sigbus", e.where, {"frame": frame, "exit": e.code}), e.rank, e.host)
         if occ.count:
             self.occ["nccl_sigbus"] = occ
+
+    def _sigbus_exits(self) -> None:
+        """A process the launcher reports dead of SIGBUS (torchrun's "exitcode: -7" and its table's "Signal 7 (SIGBUS)",
+        DeepSpeed's launcher "exits with return code = -7", mp.spawn's "terminated with signal SIGBUS"; a negative
+        exit code is -signum: Python's subprocess returncode, and torch/distributed/elastic/multiprocessing/api.py
+        reports it so) with no exception of its own and no bus-error line of its own: the class of the shell's "Bus
+        error" (strsignal(SIGBUS)), the bus-error class (occ "bus_error", LOG010): a mapped page with no memory
+        behind it, in a job most often /dev/shm full. Not where NCCL's frames explain it (nccl_sigbus, LOG009's)."""
+        bus, nsig = self.occ.get("bus_error"), self.occ.get("nccl_sigbus")
+        if (bus and bus.count) or (nsig and nsig.count):
+            return
+        occ = Occ()
+        for e in self.exits:
+            if e.signal == "SIGBUS" and e.where is not None and not self.exceptions.get(e.rank):
+                occ.add(Event("bus_error", e.where, {"exit": e.code, "signal": "SIGBUS", "source": e.source, "by": e}),
+                        e.rank, e.host)
+        if occ.count:
+            self.occ["bus_error"] = occ
 
     def _resolve_local_ranks(self) -> None:
         """torchrun's own lines name the local rank; the table, the global one. Join them by pid, or
@@ -1342,7 +1378,7 @@ _HEADED_CPP_FRAME = re.compile(r"^ {0,3}#{1,6}[ \t]+" + _CPP_FRAME.pattern)
 _CPP_FRAME_IN = re.compile(r"\bframe #\d{1,4}: (?:<unknown function>|[^#]*? \+ 0x[0-9a-f]+\b|[^#]*?\(0x[0-9a-f]+ in )")
 # rich's frame header (rich/traceback.py, Traceback._render_stack: "{filename}:{lineno} in {name}" for a file on disk,
 # "in {name}:{lineno}" otherwise) on a line of its box, possibly wrapped after the line number's first digits
-_RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in [\w<>.]+)?|in [\w<>.]+:\d+)\s*│\s*$")
+_RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in(?: [\w<>.]+)?)?|in [\w<>.]+:\d+)\s*│\s*$")
 # IPython's verbose traceback (ipython/ipython IPython/core/ultratb.py _format_traceback_lines, commit not pinned here:
 # the current line of a frame is numbered after debugger.make_arrow(pad), "-" * (pad - 3) + "-> " in the older code,
 # pad = 7 - len(lineno)): "---> 78     launch_training(c=c, ...)"; only in a traceback (round 19, issue 24: b168_17)

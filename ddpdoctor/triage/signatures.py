@@ -338,7 +338,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"^\s*(?:\S\s*)?(?P<sev>error|warning|info) (?P<id>RUN\d{3}) (?P<slug>[a-z0-9-]+): (?P<title>.+)$")),
     # ---- generic exceptions (the last line of a traceback): a *Error, or a *Exception whose line need not say "rror"
     # (Lightning's MisconfigurationException, torch.multiprocessing's ProcessRaisedException)
-    ("exception", ("rror", "xception:"), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: ?(?P<msg>.*))?$")),
+    # (Ray's RayTaskError.as_instanceof_cause names the class it raises "RayTaskError(<cause's class>)": the type read
+    # whole, "RayTaskError(ValueError)"; ray-project/ray python/ray/exceptions.py @0073297)
+    ("exception", ("rror", "xception:"), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)"
+                                             r"(?:\((?:[A-Za-z_]\w*\.)*[A-Z]\w*\))?)(?:: ?(?P<msg>.*))?$")),
     # ---- versions (parsed in the head of each file and from NCCL lines)
     ("torch_version", ("PyTorch version", "torch==", "torch version", "torch.__version__"),
      _re(r"(?:PyTorch version:? |torch==|torch version:? |torch\.__version__\s*[=:]\s*['\"]?)(?P<torch>\d+\.\d+[\w.+]*)")),
@@ -352,7 +355,9 @@ _KEYWORD_ONLY = frozenset(kind for kind, _subs, rx in SIGNATURES if rx is None a
 _USER_FRAME = _messages.Prefiltered(   # searched on every line: only those with '", line ' are searched
     # (or a frame whose 'File "' a paste cut, the line starting inside its path: 'Megatron-LM/megatron/training/
     # arguments.py", line 561, in validate_args')
-    re.compile(r'(?:(?:^|\s)File "|^(?=[\w./\\:~-]+\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'))
+    # (or a frame the paste cut after its "in", the log's last line: 'File ".../elastic/utils/store.py", line 34, in')
+    re.compile(r'(?:(?:^|\s)File "|^(?=[\w./\\:~-]+\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+), in'
+               r'(?: (?P<func>[\w<>.]+)|\s*$)'))
 
 
 # One pass over the line finds which signatures can match: their substrings, alternated.
@@ -535,4 +540,9 @@ _RICH_FRAME = re.compile(r'^│ (?P<file>[^\s│]+\.py):(?P<line>\d+) in (?P<fun
 
 def user_frame(text: str) -> Optional[Dict[str, str]]:
     m = _USER_FRAME.search(text) or (_RICH_FRAME.search(text) if text.startswith("│") else None)
-    return m.groupdict() if m else None
+    if not m:
+        return None
+    d = m.groupdict()
+    if d.get("func") is None:
+        d["func"] = "<cut>"   # the line ends after "in": its function's name was cut with the rest of the paste
+    return d

@@ -20,8 +20,18 @@ from . import who as _who_of
 
 
 def _first(job: Job, *classes: str) -> Optional[Event]:
+    """The earliest own event of these classes; where it is a wrapper's line that names only its cause's class (an
+    entry marked "wraps": Ray's "RayTaskError(AcceleratorError)"), the cause's own line of the same class later in
+    the same file says more ("CUDA error: an illegal memory access was encountered"): that one."""
     evs = own_events(job, *classes)
-    return evs[0] if evs else None
+    if not evs:
+        return None
+    if (entry_of(evs[0]) or {}).get("wraps"):
+        inner = next((e for e in evs[1:] if e.line.src == evs[0].line.src and not (entry_of(e) or {}).get("wraps")),
+                     None)
+        if inner is not None:
+            return inner
+    return evs[0]
 
 
 def _where(job: Job, ev: Event) -> str:
@@ -153,6 +163,9 @@ def gpu_fault(job: Job):
         reason = re.search(r"Reason: ([^.]{1,80})", ev.line.text)
         what = ("the ROCm runtime aborted on " + hsa.group(0) if hsa else
                 "a GPU memory access fault (ROCm)" + (f": {reason.group(1).strip()}" if reason else ""))
+    elif not m and (entry_of(ev) or {}).get("wraps"):
+        # only a wrapper's line (Ray's "RayTaskError(AcceleratorError)"): the class, not which CUDA error
+        what = "a CUDA error (torch.AcceleratorError, re-raised by Ray; which one is in the worker's own log)"
     else:
         what = m.group(1).strip() if m else "a CUDA error"
     meaning, fix = _meaning_fix(ev)
