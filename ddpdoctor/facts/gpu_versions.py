@@ -46,6 +46,23 @@ def newest_arch(cuda: tuple) -> Optional[int]:
 
 
 @functools.lru_cache(maxsize=1)
+def last_toolkit_of_arch() -> Dict[int, Tuple[int, int]]:
+    """{sm_XY as XY: (major, minor) of the last CUDA toolkit that compiles code for it}; architectures absent are
+    still compiled by the newest toolkits."""
+    return {a: version_tuple(r["last_cuda"])[:2] for r in rows("last_toolkit_of_arch") for a in r["archs"]}
+
+
+def dropped_by_toolkit(cuda: tuple, capability: int) -> Optional[Tuple[int, int]]:
+    """The last CUDA toolkit that built code for a GPU of this capability (XY) when `cuda` is newer than it: no
+    build of that CUDA carries a cubin or PTX such a GPU runs (a cubin runs on its own major only, PTX on newer GPUs
+    only); None when the toolkit still builds for it, or either is unknown."""
+    last = last_toolkit_of_arch().get(capability)
+    if last is None or len(tuple(cuda)) < 2:
+        return None
+    return last if tuple(cuda[:2]) > last else None
+
+
+@functools.lru_cache(maxsize=1)
 def release_archs() -> Dict[Tuple[int, int], Dict[str, frozenset]]:
     """{(CUDA major, minor): {platform: the sm_XY (as XY) of PyTorch's own wheels}}."""
     out: Dict[Tuple[int, int], Dict[str, frozenset]] = {}
