@@ -51,3 +51,65 @@ def test_gpu032_a_gpu_older_than_the_builds_toolkit_is_an_error(name, cc, versio
 def test_gpu032_quiet_where_the_toolkit_still_builds_for_the_gpu(name, cc, version, cuda):
     snap = make_snapshot(packages=_torch(version, cuda), gpus=_gpus(name, cc))
     assert [f for f in findings_of(snap, "GPU032") if "cannot build code" in f.title] == []
+
+
+# ------------------------------------------------------------------ deepspeed: ranks with no --num_gpus, threads per rank
+
+def _launch(argv):
+    from ddpdoctor.facts.launch import parse_command
+
+    return {"commands": [dict(parse_command(argv), depth=0)], "depth_read": 0}
+
+
+def _rtx4090(n=4):
+    return {"count": n, "devices": [{"index": i, "name": "NVIDIA GeForce RTX 4090", "uuid": f"GPU-{i}",
+                                     "cuda_capability": [8, 9]} for i in range(n)], "pairs": []}
+
+
+def test_deepspeed_without_num_gpus_runs_one_rank_per_visible_gpu():
+    """runner.py main(): no hostfile -> resource_pool['localhost'] = device_count(); CUDA_VISIBLE_DEVICES -> --include."""
+    from ddpdoctor.facts.launch import per_node_processes
+
+    n, how = per_node_processes(make_snapshot(gpus=_rtx4090(4), launch=_launch(["deepspeed", "train.py"])))
+    assert n == 4 and "one rank per visible GPU" in how
+    n, _ = per_node_processes(make_snapshot(gpus=_rtx4090(4), env={"CUDA_VISIBLE_DEVICES": "0,1"},
+                                            launch=_launch(["deepspeed", "train.py"])))
+    assert n == 2
+
+
+@pytest.mark.parametrize("argv", [["deepspeed", "-H", "hostfile", "train.py"],
+                                  ["deepspeed", "--include", "localhost:0", "train.py"],
+                                  ["deepspeed", "--num_nodes", "2", "train.py"]])
+def test_deepspeed_ranks_not_guessed_where_the_command_names_hosts_or_devices(argv):
+    from ddpdoctor.facts.launch import per_node_processes
+
+    assert per_node_processes(make_snapshot(gpus=_rtx4090(4), launch=_launch(argv))) is None
+    assert per_node_processes(make_snapshot(launch=_launch(["deepspeed", "train.py"]))) is None  # no GPUs recorded
+
+
+def test_env006_deepspeed_leaves_omp_unset_so_every_rank_takes_every_core():
+    """Trigger: 4 ranks of `deepspeed train.py` on 12 cores, OMP_NUM_THREADS unset (launch.py sets it only under
+    --bind_cores_to_rank; torchrun would set 1)."""
+    snap = make_snapshot(gpus=_rtx4090(4), launch=_launch(["deepspeed", "train.py"]),
+                         host={"cpu_count": 12, "usable_cpus": 12})
+    [f] = findings_of(snap, "ENV006")
+    assert f.severity == "warning" and f.title.startswith("4 ranks x 12 threads = 48")
+    assert "deepspeed launcher does not set it" in f.evidence["threads_source"] and f.env_fix == {"OMP_NUM_THREADS": "3"}
+
+
+@pytest.mark.parametrize("argv, env", [(["deepspeed", "--bind_cores_to_rank", "train.py"], {}),
+                                       (["deepspeed", "train.py"], {"OMP_NUM_THREADS": "3"}),
+                                       (["torchrun", "--nproc-per-node", "4", "train.py"], {})])
+def test_env006_quiet_where_the_threads_fit_the_cores(argv, env):
+    snap = make_snapshot(gpus=_rtx4090(4), launch=_launch(argv), host={"cpu_count": 12, "usable_cpus": 12}, env=env)
+    assert findings_of(snap, "ENV006") == []
+
+
+def test_gpu002_rtx40_defect_is_an_error_under_a_plain_deepspeed_launch():
+    """GPU002 graded by the job: `deepspeed train.py` now declares its ranks (one per visible GPU), so the RTX 40
+    P2P defect before driver 550.40.07 is an error as under torchrun; quiet with NCCL_P2P_DISABLE=1."""
+    g = dict(_rtx4090(2), driver_version="535.104.05")
+    [f] = findings_of(make_snapshot(gpus=g, launch=_launch(["deepspeed", "train.py"])), "GPU002")
+    assert f.severity == "error" and f.evidence["local_ranks"] == 2
+    assert findings_of(make_snapshot(gpus=g, env={"NCCL_P2P_DISABLE": "1"},
+                                     launch=_launch(["deepspeed", "train.py"])), "GPU002") == []
