@@ -113,3 +113,44 @@ def test_gpu002_rtx40_defect_is_an_error_under_a_plain_deepspeed_launch():
     assert f.severity == "error" and f.evidence["local_ranks"] == 2
     assert findings_of(make_snapshot(gpus=g, env={"NCCL_P2P_DISABLE": "1"},
                                      launch=_launch(["deepspeed", "train.py"])), "GPU002") == []
+
+
+# ------------------------------------------------------------------ GPU036: torch's ROCm user space vs the host's ROCm
+
+ROCM54 = {"torch": "2.0.1+rocm5.4.2", "torch_build": {"cuda": None, "hip": "5.4.22803", "git_version": "0" * 40}}
+
+
+def test_host_rocm_is_gathered_from_its_info_version(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import rocm_install
+
+    (tmp_path / "opt/rocm/.info").mkdir(parents=True)
+    (tmp_path / "opt/rocm/.info/version").write_text("5.7.2-19\n")
+    assert rocm_install(Sources(environ={}, root=str(tmp_path))) == {"path": "/opt/rocm", "version": "5.7.2-19"}
+    assert rocm_install(Sources(environ={"ROCM_PATH": "/elsewhere"}, root=str(tmp_path))) is None
+    (tmp_path / "opt/rocm/.info/version").write_text("garbage\n")
+    assert rocm_install(Sources(environ={}, root=str(tmp_path))) is None
+
+
+def test_gpu036_a_rocm_build_three_releases_from_the_hosts_rocm_warns():
+    """Trigger: torch rocm5.4 wheels on a host with ROCm 5.7.2 (AMD's window: +/- 2 releases)."""
+    snap = make_snapshot(packages=ROCM54, host={"rocm": {"path": "/opt/rocm", "version": "5.7.2-19"}})
+    [f] = [f for f in findings_of(snap, "GPU036") if "user space" in f.title]
+    assert f.severity == "warning" and f.evidence["releases_apart"] == 3 and "a guess" in f.detail
+    assert "ROCm 5.4" in f.title and "5.7.2" in f.title
+
+
+@pytest.mark.parametrize("host", [{"rocm": {"path": "/opt/rocm", "version": "5.6.1"}},  # 2 apart: supported
+                                  {"rocm": None},                                       # no ROCm recorded
+                                  {"rocm": {"path": "/opt/rocm", "version": "4.5.2"}}])  # outside the table
+def test_gpu036_quiet_within_the_window_or_without_the_fact(host):
+    snap = make_snapshot(packages=ROCM54, host=host)
+    assert [f for f in findings_of(snap, "GPU036") if "user space" in f.title] == []
+
+
+def test_host_rocm_survives_a_snapshot_round_trip():
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    snap = make_snapshot(host={"rocm": {"path": "/opt/rocm", "version": "6.2.4-120"}})
+    back = Snapshot.from_dict(snap.to_dict())
+    assert back.get("host")["rocm"] == {"path": "/opt/rocm", "version": "6.2.4-120"}

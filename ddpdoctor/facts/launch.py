@@ -26,6 +26,7 @@ import os
 import re
 from typing import Mapping, Optional
 
+from ddpdoctor.facts.cuda_map import devices_of, resolve
 from ddpdoctor.facts.env import env_of
 
 # options that take no value, per launcher (every other option takes one: `--x v` or `--x=v`)
@@ -479,9 +480,9 @@ def per_node_processes(snap) -> Optional[tuple]:
         machines = _int(opts.get("num_nodes")) if opts.get("num_nodes") not in (None, "") else None
         if opts.get("num_gpus") in (None, "") and not any(opts.get(k) for k in ("include", "exclude", "hostfile")) \
                 and (machines is None or machines == 1):
-            from ddpdoctor.facts.gpu import view  # facts.gpu reads ranks, which read this module
-
-            visible = len(view(snap).devices)
+            gpus = snap.get("gpus") or {}
+            present = {d.get("index") for d in devices_of(gpus)}
+            visible = len([i for i in resolve(env_of(snap), gpus).nvml_indices if i in present])
             if visible:
                 return visible, (f"deepspeed with no --num_gpus/--include: one rank per visible GPU ({visible}; "
                                  "runner.py main() takes the accelerator's device count, or CUDA_VISIBLE_DEVICES as "

@@ -772,7 +772,33 @@ def _never_in_rocm_wheels(snap, version: str, build: dict):
                   "override": overrides, "HSA_OVERRIDE_GFX_VERSION": override or None})
 
 
-@check("GPU036", "gpu-newer-than-rocm-build", family="gpu", needs=("packages",), reads=("pci", "env"))
+def _rocm_build_vs_host_rocm(snap, version, build):
+    """GPU036: torch's ROCm release more than rocm_user_kernel_window releases from the host's installed ROCm."""
+    rocm = (snap.get("host") or {}).get("rocm") or {}
+    installed = rocm.get("version") if isinstance(rocm, dict) else None
+    apart = gpu_versions.rocm_release_distance(build.get("hip"), installed)
+    window = gpu_versions.rocm_user_kernel_window()
+    if apart is None or apart <= window:
+        return
+    built, host = version_tuple(build.get("hip"))[:2], version_tuple(installed)[:2]
+    src = gpu_versions.rows("rocm_user_kernel_window")[0]["source"]
+    yield warning(
+        f"torch {version} brings ROCm {built[0]}.{built[1]} user space; this host has ROCm {installed} installed "
+        f"({apart} releases apart)",
+        detail=(f"AMD supports its kernel-mode driver with ROCm user space within {window} releases either way "
+                f"({src['url']}). torch's ROCm wheels bundle their own HIP and ROCr runtime, so their ROCm "
+                f"{built[0]}.{built[1]} meets the kernel driver installed with ROCm {host[0]}.{host[1]} at {rocm.get('path')} "
+                "(a guess: the amdgpu driver may come from the distribution's kernel instead, which this snapshot does "
+                "not say). Outside that window the runtime can crash inside ROCr (segfaults in hsa_amd_* calls) or "
+                "see no GPU."),
+        fix=f"pip install torch --index-url https://download.pytorch.org/whl/rocm{host[0]}.{host[1]}   # a build of "
+            f"a ROCm release within {window} of the installed one (check that index exists for your torch)",
+        subjects=["pkg:torch"],
+        evidence={"torch": version, "torch_hip": build.get("hip"), "host_rocm": installed, "host_rocm_path": rocm.get("path"),
+                  "releases_apart": apart, "window": window})
+
+
+@check("GPU036", "gpu-newer-than-rocm-build", family="gpu", needs=("packages",), reads=("pci", "env", "host"))
 def amd_gpu_vs_rocm_build(snap):
     """An AMD GPU whose architecture the installed torch's ROCm build likely carries no kernels for.
 
@@ -785,7 +811,12 @@ def amd_gpu_vs_rocm_build(snap):
         A target no PyTorch ROCm wheel has ever carried (neither there nor in pytorch/pytorch's
         .ci/docker/manywheel/build.sh: gfx803, the APUs' gfx90c, the Radeon RX 6600-6700's
         gfx1031/gfx1032) is reported too, with the HSA_OVERRIDE_GFX_VERSION of the same generation's
-        target the wheels carry, unless that override is already set.
+        target the wheels carry, unless that override is already set. And the ROCm release of torch's
+        build (whose user space its wheels bundle) against the ROCm installed on the host ($ROCM_PATH or
+        /opt/rocm, .info/version): AMD supports its kernel driver with user space within 2 releases
+        either way (data/gpu_versions.json rocm_user_kernel_window, AMD's user and kernel-space support
+        matrix); further apart is a warning. The host's ROCm stands in for the kernel driver installed
+        with it - a guess, said as such: a distribution's own amdgpu may differ.
 
     Why it matters
         A GPU without kernels in the build is listed by torch (torch.cuda.is_available() is True), then
@@ -807,6 +838,7 @@ def amd_gpu_vs_rocm_build(snap):
     hip = version_tuple(build.get("hip"))[:2]
     missing = [(node, gfx, since) for node, gfx, since in listed_amd_gpus(snap) if len(hip) == 2 and hip < since]
     yield from _never_in_rocm_wheels(snap, version, build)
+    yield from _rocm_build_vs_host_rocm(snap, version, build)
     if not missing:
         return
     targets = sorted({g for _, g, _ in missing})
