@@ -154,3 +154,25 @@ def test_host_rocm_survives_a_snapshot_round_trip():
     snap = make_snapshot(host={"rocm": {"path": "/opt/rocm", "version": "6.2.4-120"}})
     back = Snapshot.from_dict(snap.to_dict())
     assert back.get("host")["rocm"] == {"path": "/opt/rocm", "version": "6.2.4-120"}
+
+
+# ------------------------------------------------------------------ GPU032: PyTorch's CUDA 11.6-11.8 wheels start at sm_37
+
+def test_the_cuda11_wheel_rows_name_the_builder_script():
+    archs = gpu_versions.release_archs()
+    assert archs[(11, 8)]["x86_64"] == {37, 50, 60, 70, 75, 80, 86, 90} and min(archs[(11, 6)]["x86_64"]) == 37
+
+
+def test_gpu032_a_sm35_gpu_under_a_cu118_wheel_is_a_marked_guess():
+    """Trigger: a Tesla K40m (sm_35) with torch 2.0.1+cu118: CUDA 11.8 still compiles sm_35, PyTorch's wheels
+    carry sm_37 as their oldest (a cubin runs on its own major at the same or a newer minor only)."""
+    snap = make_snapshot(packages=_torch("2.0.1+cu118", "11.8"), gpus=_gpus("Tesla K40m", (3, 5)))
+    [f] = findings_of(snap, "GPU032")
+    assert f.severity == "warning" and "likely has no kernels" in f.title and "A guess" in f.detail
+    assert f.evidence["wheel_archs"][0] == 37
+
+
+@pytest.mark.parametrize("name, cc", [("Tesla K80", (3, 7)), ("Tesla M40", (5, 2)), ("Tesla T4", (7, 5))])
+def test_gpu032_quiet_for_gpus_the_cu118_wheels_carry(name, cc):
+    snap = make_snapshot(packages=_torch("2.0.1+cu118", "11.8"), gpus=_gpus(name, cc))
+    assert findings_of(snap, "GPU032") == []

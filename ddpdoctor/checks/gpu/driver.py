@@ -389,7 +389,8 @@ def gpu_arch_vs_torch_build(snap):
         architectures are backward compatible within major version"): a GPU of a newer major than the
         toolkit knows has none. For PyTorch's own wheels whose architectures torch lists
         (PYTORCH_RELEASES_CODE_CC: CUDA 12.6, 12.9, 13.0) or pytorch/builder built (CUDA 10.2: sm_37 to
-        sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43), a GPU older than the
+        sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43; CUDA 11.6-11.8: sm_37
+        to sm_86/sm_90), a GPU older than the
         oldest is reported too, as a warning, since a build from elsewhere may carry more. A GPU older than
         the build's CUDA toolkit compiles for at all is an error whatever the build: NVIDIA's compiler
         stopped at sm_20/21 after CUDA 8.0, sm_30/32 after 10.2, sm_35/37 after 11.8, sm_50-72 after 12.9
