@@ -24,3 +24,22 @@ def test_lint025_wait_for_everyone_inside_a_main_process_block_warns_beside_an_u
 
 def test_lint025_the_pairing_idiom_and_a_helper_called_on_every_process_are_quiet():
     assert found("wait_inside_main_ok.py", "LINT025") == []
+
+
+def test_lint028_pathlib_check_then_make_in_a_launched_script_is_reported():
+    # `if not args.out.exists(): args.out.mkdir(parents=True)` in a script that reads os.environ["RANK"] without a
+    # default (torchrun-only, no process group: fr146 itsliupeng/nougat; k--chow/IODINE.pytorch)
+    assert [f.evidence["line"] for f in found("pathlib_mkdir_launched_bad.py", "LINT028")] == [17]
+
+
+def test_lint028_exist_ok_another_api_and_a_plain_run_are_quiet():
+    assert found("pathlib_mkdir_launched_ok.py", "LINT028") == []
+    assert found("pathlib_mkdir_plain_ok.py", "LINT028") == []
+
+
+def test_a_launcher_variable_read_without_a_default_is_launch_evidence_a_set_or_a_default_is_not():
+    from ddpdoctor.lint.rules._common import _ENV_READ
+    for text in ('r = int(os.environ["RANK"])', "environ['LOCAL_RANK']", 'if os.environ["WORLD_SIZE"] == "1": pass'):
+        assert _ENV_READ.search(text), text
+    for text in ('os.environ["RANK"] = "0"', 'os.environ.get("RANK", 0)', 'os.environ["NODE_RANK"]'):
+        assert not _ENV_READ.search(text), text

@@ -5,7 +5,8 @@ import ast
 import re
 from typing import Iterable, List, Optional, Tuple
 
-from ...facts.launchers import lightning_script_relaunch, ray_train_workers, trainer_launch_settings
+from ...facts.launchers import (launcher_env_required, lightning_script_relaunch, ray_train_workers,
+                                trainer_launch_settings)
 from ..analysis import Call, ModuleIndex, Scope
 from ..conditions import is_rankish
 from ..names import dotted
@@ -144,6 +145,18 @@ def is_trainer_script(index: ModuleIndex) -> bool:
     """The script builds a transformers/trl Trainer or TrainingArguments (or an accelerate Accelerator)."""
     return any(is_trainer_qual(q) for q in index.by_qual) or any(
         builds_trainer(index, c) for c in index.calls if c.name and c.name.endswith(("Trainer", "Arguments")))
+
+
+_ENV_READ = re.compile(r"\benviron\[\s*[\"'](?:" + "|".join(map(re.escape, launcher_env_required())) +
+                       r")[\"']\s*\](?!\s*=[^=])")
+
+
+def reads_launcher_env(index: ModuleIndex) -> bool:
+    """The script reads RANK / LOCAL_RANK / WORLD_SIZE from os.environ WITHOUT a default (`os.environ["RANK"]`):
+    a plain `python script.py` stops with KeyError there, so it only runs as one process per rank of a launch
+    (torchrun's agent exports them into every worker: data/launchers.json launcher_env_required), process group or
+    not (fr146 itsliupeng/nougat shards its PDFs by RANK and never joins a group)."""
+    return bool(_ENV_READ.search(index.source or ""))
 
 
 def launched_distributed(index: ModuleIndex) -> bool:
