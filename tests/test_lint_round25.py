@@ -43,3 +43,13 @@ def test_a_launcher_variable_read_without_a_default_is_launch_evidence_a_set_or_
         assert _ENV_READ.search(text), text
     for text in ('os.environ["RANK"] = "0"', 'os.environ.get("RANK", 0)', 'os.environ["NODE_RANK"]'):
         assert not _ENV_READ.search(text), text
+
+
+def test_lint027_a_download_with_no_lock_taken_is_reported():
+    assert [f.evidence["line"] for f in found("download_no_lock_bad.py", "LINT027")] == [12]
+
+
+def test_lint027_a_download_under_a_file_lock_or_flock_is_quiet():
+    # `with FileLock(os.path.expanduser("~/.horovod_lock")):` (Horovod's MNIST example; fr145
+    # aaronchann1227/DeepLearning_PyTorch, both readers: no fault); fcntl.flock(fh, LOCK_EX) by hand
+    assert found("download_file_lock_ok.py", "LINT027") == []
