@@ -53,3 +53,14 @@ def test_lint027_a_download_under_a_file_lock_or_flock_is_quiet():
     # `with FileLock(os.path.expanduser("~/.horovod_lock")):` (Horovod's MNIST example; fr145
     # aaronchann1227/DeepLearning_PyTorch, both readers: no fault); fcntl.flock(fh, LOCK_EX) by hand
     assert found("download_file_lock_ok.py", "LINT027") == []
+
+
+def test_lint012_dataparallel_behind_a_flag_on_by_default_warns():
+    assert [f.evidence["line"] for f in found("data_parallel_flag_on_bad.py", "LINT012", "warning")] == [16]
+
+
+def test_lint012_dataparallel_behind_an_option_off_by_default_is_a_note():
+    # `--data_parallel` default False (fr145 twfroelich/Dual_Encoder, both readers '?'), `--multi-gpu` store_true
+    assert found("data_parallel_flag_off_ok.py", "LINT012", "warning") == []
+    notes = found("data_parallel_flag_off_ok.py", "LINT012", "info")
+    assert notes and all("off by default" in f.title for f in notes)
