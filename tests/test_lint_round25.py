@@ -64,16 +64,3 @@ def test_lint012_dataparallel_behind_an_option_off_by_default_is_a_note():
     assert found("data_parallel_flag_off_ok.py", "LINT012", "warning") == []
     notes = found("data_parallel_flag_off_ok.py", "LINT012", "info")
     assert notes and all("off by default" in f.title for f in notes)
-
-
-def test_lint013_writes_after_trainer_train_in_a_script_without_its_launch_are_notes():
-    # `dpo_trainer.model.save_pretrained(...)`, `pd.DataFrame(log_history).to_csv(...)` after dpo_trainer.train()
-    # (fr145 MaxLuo233/react-rl, Darquedante/ChatLM-Smol-0.2B; fr147 kekecsy/medical_test: the readers' entries)
-    got = found("trainer_post_train_writes_bad.py", "LINT013")
-    assert [(f.evidence["line"], f.severity) for f in got] == [(17, "info")]
-    assert "does not show how it is launched" in got[0].evidence["why"]
-
-
-def test_lint013_gated_writes_the_trainers_own_save_and_one_visible_gpu_are_quiet():
-    assert found("trainer_post_train_writes_ok.py", "LINT013") == []
-    assert found("trainer_one_gpu_ok.py", "LINT013") == []

@@ -711,28 +711,6 @@ def _launched_by_project(t) -> bool:
     return ctx is not None and ctx.multi_process(t.real_path) is not None
 
 
-_NO_LAUNCH = ("this file does not show how it is launched; under `accelerate launch` / torchrun every process runs "
-              "the lines after trainer.train()")
-
-
-def _post_train_lines(index: ModuleIndex):
-    """[(scope, line)] of `trainer.train()` calls (a transformers/trl Trainer: `trainer`, `dpo_trainer`,
-    `sft_trainer`...) in a Trainer script that does not show its launch, unless it pins one GPU
-    (`CUDA_VISIBLE_DEVICES="0"`). The Trainer gates its own writes (save_model/_save_checkpoint test
-    args.should_save, transformers src/transformers/trainer.py) but not the script's lines after train():
-    `trainer.model.save_pretrained(out)`, `tokenizer.save_pretrained(out)`, `pd.DataFrame(log_history).to_csv(...)`,
-    which run once per process under the multi-process launch TRL's and the Trainer's docs use (fr145 SionCoding,
-    Darquedante, MaxLuo233 dpo_train.py; fr147 kekecsy/medical_test, jiaozihao18/LC-Rec grpo_train.py: the readers'
-    entries, missed at first read). Notes only: the launch is not shown."""
-    if not is_trainer_script(index):
-        return []
-    for e in index.env_sets:
-        if e.name == "CUDA_VISIBLE_DEVICES" and isinstance(e.value, ast.Constant) and "," not in str(e.value.value):
-            return []   # one GPU made visible: one process
-    return [(c.scope, c.line) for c in index.by_name.get("train", ())
-            if c.recv and "trainer" in c.recv.rsplit(".", 1)[-1].lower() and not c.node.args]
-
-
 def _trains(index: ModuleIndex) -> bool:
     """A training script: a hand-written loop (`.backward()`), or a Trainer/accelerate run."""
     if "backward" in index.by_name:
@@ -928,12 +906,7 @@ def write_on_every_rank(t):
     if not (is_distributed(index) or launched_distributed(index) or _launched_by_project(t) or (
             helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed)) or
             _sets_up_through_project(t, index) or lightning_relaunch(index) is not None):
-        # (round 21: a Lightning Trainer whose strategy re-runs this script on every rank)
-        after = _post_train_lines(index)
-        if not after:
-            return
-    else:
-        after = None
+        return   # (round 21: a Lightning Trainer whose strategy re-runs this script on every rank)
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
     last = None  # the write last reported: consecutive writes of one block are one finding
@@ -948,8 +921,6 @@ def write_on_every_rank(t):
                 what, helper_small = helper
         if what is None or _per_rank_path(call, index) or _per_rank_parameter(t, call):
             continue
-        if after is not None and not any(call.scope is sc and call.line > line for sc, line in after):
-            continue  # no launch shown: only the writes after the Trainer's train() (below) are read
         if t.facts.gated(index, call):
             lapsed = gate_after_destroy(index, call) if call.ctx.gated else None
             if lapsed is not None:
@@ -998,7 +969,7 @@ def write_on_every_rank(t):
         # A warning needs positive evidence: the write is reached from the entry of a run that joins a process
         # group and trains, through conditions that are the same on every rank, and nothing in the call itself
         # depends on the rank (`wandb.init(mode="disabled" if rank else None)`). Anything less is a note.
-        proof = reach(t).every_rank(index, call) if not (small or api or after is not None) else None
+        proof = reach(t).every_rank(index, call) if not (small or api) else None
         ranked = reach(t).ranked_argument(index, call)
         quieted = _handler_quieted_off_rank0(call, t.facts.flags(index)) if what == "logging.FileHandler" else None
         ranked = ranked or bool(quieted)
@@ -1010,7 +981,7 @@ def write_on_every_rank(t):
                f"only rank 0 writes its records: {quieted}" if quieted and proof is not None else
                "an argument of the call depends on the rank" if ranked and proof is not None else
                f"`{dotted(call.node.func)}` is bound under a test of the rank (a stand-in off rank 0?)" if chosen else
-               "" if small or api else _NO_LAUNCH if after is not None else reach(t).why_not(index, call))
+               "" if small or api else reach(t).why_not(index, call))
         yield t.finding(
             "warning" if warn else "info", call.node,
             f"{what} runs on every rank; only rank 0 should write it"
