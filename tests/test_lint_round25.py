@@ -64,3 +64,12 @@ def test_lint012_dataparallel_behind_an_option_off_by_default_is_a_note():
     assert found("data_parallel_flag_off_ok.py", "LINT012", "warning") == []
     notes = found("data_parallel_flag_off_ok.py", "LINT012", "info")
     assert notes and all("off by default" in f.title for f in notes)
+
+
+def test_lint018_device_map_on_the_global_process_index_warns():
+    # `from_pretrained(..., device_map={"": accelerator.process_index})` (fr146 aslyansky-m/SSM_reasoning)
+    assert [f.evidence["line"] for f in found("device_map_process_index_bad.py", "LINT018")] == [11]
+
+
+def test_lint018_device_map_on_the_local_process_index_is_quiet():
+    assert found("device_map_process_index_ok.py", "LINT018") == []
