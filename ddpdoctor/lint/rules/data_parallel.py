@@ -32,7 +32,8 @@ def data_parallel(t):
         parameters before it still trains them); quiet when the wrapper is undone at once
         (`model = model.module`); a note when the script makes one GPU visible before the wrap
         (`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`, round 19: DataParallel over one device calls the module
-        directly); one finding for the two arms of an `if` or two wraps close together
+        directly), and when the wrap sits under `if args.X:` for an argparse option off by default
+        (`action="store_true"`, `default=False`: round 25, the default run never wraps); one finding for the two arms of an `if` or two wraps close together
         in one function, when both get the same severity (a trained wrap is not folded into the note
         of a temporary one that only loads `module.` weights).
 

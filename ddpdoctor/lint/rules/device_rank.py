@@ -456,7 +456,8 @@ def set_device_global_rank(t):
 
     What it checks
         `torch.cuda.set_device(x)` where `x` is the global rank: `dist.get_rank()`, `int(os.environ["RANK"])`,
-        `SLURM_PROCID`/`OMPI_COMM_WORLD_RANK`/`PMI_RANK`, Horovod's `hvd.rank()`, a rank computed as
+        `SLURM_PROCID`/`OMPI_COMM_WORLD_RANK`/`PMI_RANK`, Horovod's `hvd.rank()`, accelerate's
+        `accelerator.process_index` (round 25, also as `from_pretrained(device_map={"": ...})`), a rank computed as
         `node_rank * gpus_per_node + LOCAL_RANK` (round 15 wave 3; since round 16 also as one arm of a conditional
         whose other arm is a literal, `... if args.distributed else 0`), or a name assigned one of
         those (also `local_rank = dist.get_rank()`). Quiet when the value is taken modulo something

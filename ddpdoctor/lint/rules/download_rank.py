@@ -137,7 +137,8 @@ def download_on_every_rank(t):
         that every rank runs into one folder (a root built from the rank, `'data-%d' % hvd.rank()`, is each
         rank's own: round 15 wave 3): not under a rank test, not in a function every caller gates, not in the parent
         before `mp.spawn`, not after a barrier in the same function or its caller (the rank-0-first pattern), not
-        in `with ...main_process_first():` / `torch_distributed_zero_first(...)`, not in a LightningDataModule's
+        in `with ...main_process_first():` / `torch_distributed_zero_first(...)`, not in `with FileLock(...):` or
+        after `fcntl.flock(fd, LOCK_EX)` (round 25: the processes take turns), not in a LightningDataModule's
         `prepare_data` (since round 18 only Lightning's: a `prepare_data` method of a plain `nn.Module` runs where it
         is called). A warning when the call is shown to run on every rank of a training run, else a note.
         A preview rule (round 14): a note by default, a warning with `--preview`.

@@ -160,7 +160,10 @@ def makedirs_race_every_rank(t):
         gates, not in the parent before `mp.spawn`, not to a per-rank path, not inside a `try:` that catches
         FileExistsError/OSError, not of a folder (`args.save_dir`, also through `os.path.expanduser`) that another
         creation of the file makes on one rank first (round 15), not of a folder an earlier statement of the same
-        function always made (round 22: a second check-then-makedirs races with nobody). Consecutive creations of one block are one finding. A warning when the call is shown to run on every rank of a training run, else
+        function always made (round 22: a second check-then-makedirs races with nobody). Also pathlib's check-then-make,
+        `if not out.exists(): out.mkdir(parents=True)` without exist_ok (round 25), and a script that reads
+        `os.environ["RANK"]` / `["LOCAL_RANK"]` / `["WORLD_SIZE"]` without a default counts as launched per rank
+        (round 25: it cannot run under plain python). Consecutive creations of one block are one finding. A warning when the call is shown to run on every rank of a training run, else
         a note. A preview rule (round 14): a note by default, a warning with `--preview`.
 
     Why it matters

@@ -101,7 +101,9 @@ def collective_on_one_rank(t):
         collective, or an mpi4py `COMM_WORLD` collective (`bcast`, `allreduce`, `barrier`...), outside any test of the
         rank (round 15 wave 2: guided-diffusion's rank-0 resume through `dist_util.load_state_dict`). Also accelerate's
         collectives on an `Accelerator` (`accelerator.gather`, `gather_for_metrics`, `reduce`, `pad_across_processes`,
-        `wait_for_everyone`) under `if accelerator.is_main_process:` (round 17). A preview rule (round 9): a note by
+        `wait_for_everyone`) under `if accelerator.is_main_process:` (round 17), also inside a helper called there
+        (round 25). The pairing idiom needs the other call under the opposite test: a call every rank makes pairs
+        nothing (round 25). A preview rule (round 9): a note by
         default, a warning with `--preview`.
 
     Why it matters
