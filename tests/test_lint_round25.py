@@ -55,17 +55,6 @@ def test_lint027_a_download_under_a_file_lock_or_flock_is_quiet():
     assert found("download_file_lock_ok.py", "LINT027") == []
 
 
-def test_lint012_dataparallel_behind_a_flag_on_by_default_warns():
-    assert [f.evidence["line"] for f in found("data_parallel_flag_on_bad.py", "LINT012", "warning")] == [16]
-
-
-def test_lint012_dataparallel_behind_an_option_off_by_default_is_a_note():
-    # `--data_parallel` default False (fr145 twfroelich/Dual_Encoder, both readers '?'), `--multi-gpu` store_true
-    assert found("data_parallel_flag_off_ok.py", "LINT012", "warning") == []
-    notes = found("data_parallel_flag_off_ok.py", "LINT012", "info")
-    assert notes and all("off by default" in f.title for f in notes)
-
-
 def test_lint018_device_map_on_the_global_process_index_warns():
     # `from_pretrained(..., device_map={"": accelerator.process_index})` (fr146 aslyansky-m/SSM_reasoning)
     assert [f.evidence["line"] for f in found("device_map_process_index_bad.py", "LINT018")] == [11]

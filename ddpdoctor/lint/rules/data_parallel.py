@@ -32,8 +32,7 @@ def data_parallel(t):
         parameters before it still trains them); quiet when the wrapper is undone at once
         (`model = model.module`); a note when the script makes one GPU visible before the wrap
         (`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`, round 19: DataParallel over one device calls the module
-        directly), and when the wrap sits under `if args.X:` for an argparse option off by default
-        (`action="store_true"`, `default=False`: round 25, the default run never wraps); one finding for the two arms of an `if` or two wraps close together
+        directly); one finding for the two arms of an `if` or two wraps close together
         in one function, when both get the same severity (a trained wrap is not folded into the note
         of a temporary one that only loads `module.` weights).
 
@@ -73,9 +72,8 @@ def data_parallel(t):
         bench = not fallback and not serving and any(
             "benchmark" in part.lower() for part in os.path.normpath(t.real_path or "").split(os.sep)[-4:])
         one_gpu = _one_visible_gpu(index, call)
-        off = "" if fallback or serving or bench or one_gpu else _off_by_default(t, index, call)
         trained, why = ("", "") if fallback or serving or bench else _trained(t, index, call)
-        severity = "info" if fallback or serving or bench or one_gpu or off or not trained else "warning"
+        severity = "info" if fallback or serving or bench or one_gpu or not trained else "warning"
         if twin is not None and twin.severity == severity:
             twin.evidence.setdefault("lines", [twin.evidence["line"]]).append(call.line)
             continue  # the same fault, once; a trained wrap next to a temporary one (imgclsmob's prepare_model
@@ -90,8 +88,6 @@ def data_parallel(t):
              "scales better" if serving else
              f"nn.DataParallel over one GPU ({one_gpu}): it only adds a replicate/scatter per step; "
              "DistributedDataParallel under torchrun is the multi-GPU path" if one_gpu else
-             f"nn.DataParallel behind {off}, off by default: when turned on it runs all GPUs from one process; "
-             "DistributedDataParallel under torchrun is faster" if off else
              "nn.DataParallel runs all GPUs from one process; DistributedDataParallel under torchrun is faster"),
             detail=("DataParallel replicates the model on every forward, scatters inputs and gathers outputs on GPU 0 "
                     "and is bound by the GIL; DDP runs one process per GPU and overlaps the gradient all-reduce "
@@ -105,58 +101,6 @@ def data_parallel(t):
         )))
     for _call, finding in shown:
         yield finding
-
-
-def _argparse_off(t, index) -> dict:
-    """{dest: option} for the argparse options of this file that are off unless given: `action="store_true"` with
-    no true default, or `default=False` / `default=0` / `default=None` (a flag the default run never sets). Read
-    from the index's add_argument calls (no walk of its own); argparse: store_true "default to False"
-    (docs.python.org/3/library/argparse.html, action)."""
-    memo = t.facts.cache.setdefault("dp.argparse_off", {})
-    got = memo.get(id(index))
-    if got is not None:
-        return got
-    got = {}
-    for c in index.by_name.get("add_argument", ()):
-        flag = next((a.value for a in c.node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
-                     and a.value.startswith("--")), None)
-        dest = c.kw("dest")
-        name = dest.value if isinstance(dest, ast.Constant) and isinstance(dest.value, str) else \
-            flag.lstrip("-").replace("-", "_") if flag else None
-        if not name:
-            continue
-        action, default = c.kw("action"), c.kw("default")
-        store_true = isinstance(action, ast.Constant) and action.value == "store_true"
-        if default is None:
-            off = store_true
-        else:
-            off = isinstance(default, ast.Constant) and default.value in (False, 0, None) and not (
-                isinstance(action, ast.Constant) and action.value == "store_false")
-        if off:
-            got[name] = flag or name
-        elif name in got:
-            del got[name]
-    memo[id(index)] = got
-    return got
-
-
-def _off_by_default(t, index, call) -> str:
-    """The wrap sits in the body of `if args.X:` (or `if X and ...:`) for an argparse option X that is off unless
-    given on the command line: the default run never wraps (fr145 twfroelich/Dual_Encoder `--data_parallel`
-    default False, fr92 `--mgpu`; both readers '?'). The option's spelling, or ""."""
-    if not call.ctx.branch:
-        return ""
-    off = _argparse_off(t, index)
-    if not off:
-        return ""
-    for test, side in call.ctx.branch:
-        if side != 0:
-            continue
-        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-        for p in parts:
-            if isinstance(p, ast.Attribute) and isinstance(p.value, ast.Name) and p.attr in off:
-                return off[p.attr]
-    return ""
 
 
 def _one_visible_gpu(index, call) -> str:
