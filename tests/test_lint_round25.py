@@ -62,3 +62,8 @@ def test_lint018_device_map_on_the_global_process_index_warns():
 
 def test_lint018_device_map_on_the_local_process_index_is_quiet():
     assert found("device_map_process_index_ok.py", "LINT018") == []
+
+
+def test_lint028_a_launcher_variable_named_only_in_a_docstring_proves_no_launch():
+    # torch's launch.py copied into a project (fr121 Distributed-AI/PipeTransformer examples/*/launch.py)
+    assert found("launcher_named_in_docstring_ok.py", "LINT028") == []

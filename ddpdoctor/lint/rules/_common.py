@@ -155,8 +155,29 @@ def reads_launcher_env(index: ModuleIndex) -> bool:
     """The script reads RANK / LOCAL_RANK / WORLD_SIZE from os.environ WITHOUT a default (`os.environ["RANK"]`):
     a plain `python script.py` stops with KeyError there, so it only runs as one process per rank of a launch
     (torchrun's agent exports them into every worker: data/launchers.json launcher_env_required), process group or
-    not (fr146 itsliupeng/nougat shards its PDFs by RANK and never joins a group)."""
-    return bool(_ENV_READ.search(index.source or ""))
+    not (fr146 itsliupeng/nougat shards its PDFs by RANK and never joins a group). The text is only the first
+    sieve: the read must be code, a value assigned or an argument passed (torch's own launch.py copied into a
+    project names `os.environ['LOCAL_RANK']` in its docstring: fr121 PipeTransformer)."""
+    if not _ENV_READ.search(index.source or ""):
+        return False
+    got = index.cache.get("reads_launcher_env") if hasattr(index, "cache") else None
+    if got is not None:
+        return got
+    names = set(launcher_env_required())
+
+    def read(node) -> bool:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and \
+                    (dotted(n.value) or "") in ("os.environ", "environ") and \
+                    isinstance(n.slice, ast.Constant) and n.slice.value in names:
+                return True
+        return False
+
+    got = any(a.value is not None and read(a.value) for a in index.assigns) or any(
+        read(arg) for c in index.calls for arg in list(c.node.args) + [k.value for k in c.node.keywords])
+    if hasattr(index, "cache"):
+        index.cache["reads_launcher_env"] = got
+    return got
 
 
 def launched_distributed(index: ModuleIndex) -> bool:
