@@ -370,6 +370,19 @@ def cuda_init_fails(snap):
                 evidence={"cuInit": code, "name": name, "class": entry.get("class"), "library": lib})
 
 
+def _cc_label(name, cc: int) -> str:
+    """A GPU as torch's own warnings name it: "Found GPU0 <name> which is of cuda capability 3.5" (_check_capability)
+    and "<name> with CUDA capability sm_86 is not compatible" (_check_cubins), pytorch/pytorch torch/cuda/__init__.py:
+    both forms, so a user's search for either finds the finding."""
+    return f"{name} (cuda capability {cc // 10}.{cc % 10}, sm_{cc})"
+
+
+def _arch_range(archs) -> str:
+    """A build's architectures as torch prints them: "The current PyTorch install supports CUDA capabilities sm_50
+    sm_60 sm_70 ..." (_check_cubins joins torch.cuda.get_arch_list() with spaces)."""
+    return " ".join(f"sm_{a}" for a in sorted(archs))
+
+
 def _capability(dev: dict) -> int | None:
     cap = dev.get("cuda_capability")
     if isinstance(cap, (list, tuple)) and len(cap) == 2 and all(isinstance(c, int) for c in cap):
@@ -466,14 +479,15 @@ def gpu_arch_vs_torch_build(snap):
             too_new.append((dev.get("index"), dev.get("name"), cc))
         elif wheel and not any(code // 10 == cc // 10 and code <= cc for code in wheel) and cc < min(wheel):
             too_old.append((dev.get("index"), dev.get("name"), cc))
-    names = lambda rows: ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in rows}))  # noqa: E731
+    names = lambda rows: ", ".join(sorted({_cc_label(n, c) for _, n, c in rows}))  # noqa: E731
+    supports = (f"supports {_arch_range(wheel)}" if wheel else f"builds kernels up to sm_{newest}")
     fix_cuda = next((f"{m}.{n}" for m, n, a in reversed(gpu_versions.newest_arch_of_toolkit()) if too_new and
                      a // 10 >= max(c for _, _, c in too_new) // 10), "12.8")
     if dropped:
         last = min(d[3] for d in dropped)
         yield error(
             f"torch {version} (CUDA {build.get('cuda')} build) has no kernels for "
-            + ", ".join(sorted({f"{n} (compute capability {c // 10}.{c % 10})" for _, n, c, _ in dropped}))
+            + ", ".join(sorted({_cc_label(n, c) for _, n, c, _ in dropped}))
             + f": "
             f"CUDA after {last[0]}.{last[1]} cannot build code for it",
             detail=(f"NVIDIA's compiler stopped building code for this GPU's architecture after CUDA {last[0]}.{last[1]} "
@@ -490,7 +504,8 @@ def gpu_arch_vs_torch_build(snap):
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c, _ in dropped]})
     if too_new:
         yield error(
-            f"torch {version} (CUDA {build.get('cuda')} build) has no kernels for {names(too_new)}",
+            f"torch {version} (CUDA {build.get('cuda')} build) has no kernels for {names(too_new)}: the build "
+            f"{supports}",
             detail=(f"CUDA {build.get('cuda')} builds kernels up to sm_{newest}, and a GPU runs only kernels of its own "
                     "major architecture: torch warns \"... with CUDA capability sm_XY is not compatible with the current "
                     "PyTorch installation\" and the first kernel fails with \"CUDA error: no kernel image is available "
@@ -499,10 +514,12 @@ def gpu_arch_vs_torch_build(snap):
                 f"# a build of CUDA {fix_cuda} or newer knows this GPU (the driver must support that CUDA too)",
             subjects=subjects([i for i, _, _ in too_new], "pkg:torch"),
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "newest_arch_of_toolkit": f"sm_{newest}",
+                      "wheel_archs": _arch_range(wheel) if wheel else None,
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_new]})
     if too_old:
         yield warning(
-            f"torch {version} (CUDA {build.get('cuda')} build) likely has no kernels for {names(too_old)}",
+            f"torch {version} (CUDA {build.get('cuda')} build) likely has no kernels for {names(too_old)}: PyTorch's "
+            f"wheels of it support {_arch_range(wheel)}",
             detail=(f"PyTorch's own CUDA {build.get('cuda')} wheels ({arch_key}) carry sm_"
                     + ", sm_".join(str(c) for c in sorted(wheel)) + ": older GPUs were dropped, and torch says \"... is "
                     "not compatible with the current PyTorch installation\". A guess: a build from elsewhere (conda, "
@@ -541,8 +558,8 @@ def _compiled_archs_beyond_the_gpus(snap, devices):
         if not bad:
             continue
         torch_own = mod.get("package") == "torch"
-        carried = ", ".join([f"sm_{a}" for a in sass] + [f"compute_{a} (PTX)" for a in ptx])
-        gpus = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in bad}))
+        carried = " ".join([f"sm_{a}" for a in sorted(sass)] + [f"compute_{a} (PTX)" for a in sorted(ptx)])
+        gpus = ", ".join(sorted({_cc_label(n, c) for _, n, c in bad}))
         arch_list = ";".join(sorted({f"{c // 10}.{c % 10}" for _, _, c in bad}))
         make = error if torch_own else warning
         yield make(f"{mod.get('file')} ({mod.get('package')}) has no CUDA code for {gpus}: it carries {carried}",

@@ -1,0 +1,51 @@
+"""check24 (issue 26, round 21): classes left by check23, each with a trigger and a quiet fixture.
+Pure: snapshots from the factory, judged by the checks; the tables are data with their sources."""
+from __future__ import annotations
+
+import pytest
+
+from factory import findings_of, make_snapshot
+
+
+def _gpus(name, cc, n=1):
+    return {"count": n, "devices": [{"index": i, "name": name, "uuid": f"GPU-{i}", "cuda_capability": list(cc)}
+                                    for i in range(n)], "pairs": []}
+
+
+def _torch(version, cuda):
+    return {"torch": version, "torch_build": {"cuda": cuda, "hip": None, "git_version": "0" * 40}}
+
+
+# ------------------------------------------------------------------ GPU032: the GPU and the build, as torch names them
+
+@pytest.mark.parametrize("name, cc, version, cuda, build", [
+    ("NVIDIA GeForce RTX 5090", (12, 0), "2.6.0", "12.4", "builds kernels up to sm_90"),   # newer than the toolkit
+    ("NVIDIA A100-SXM4-40GB", (8, 0), "1.10.1", "10.2", "supports sm_37 sm_50 sm_60 sm_70"),  # wheel list known
+    ("Tesla M60", (5, 2), "2.9.0+cu129", "12.9", "support sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"),  # older than the wheel
+    ("GeForce GT 630", (2, 1), "1.0.0", "9.0", "cannot build code"),                       # older than the toolkit
+])
+def test_gpu032_every_arm_names_the_capability_as_torch_prints_it(name, cc, version, cuda, build):
+    """Trigger: each arm's title carries "cuda capability X.Y" (_check_capability), "sm_XY" (_check_cubins) and
+    the build's architectures in torch's "sm_50 sm_60 ..." form, so a search for torch's warning finds it."""
+    snap = make_snapshot(packages=_torch(version, cuda), gpus=_gpus(name, cc))
+    titles = [f.title for f in findings_of(snap, "GPU032")]
+    assert titles, "GPU032 must fire on this pair"
+    label = f"{name} (cuda capability {cc[0]}.{cc[1]}, sm_{cc[0]}{cc[1]})"
+    assert any(label in t and build in t for t in titles), titles
+
+
+def test_gpu032_the_compiled_arm_names_the_capability_and_what_the_module_carries():
+    snap = make_snapshot(packages=dict(_torch("2.5.1", "12.4"), cuda_archs=[
+        {"package": "torch", "file": "libtorch_cuda.so", "sass": [80, 50, 90], "ptx": [90]}]),
+        gpus=_gpus("Tesla K80", (3, 7)))
+    [f] = [f for f in findings_of(snap, "GPU032") if f.evidence.get("package") == "torch"]
+    assert "Tesla K80 (cuda capability 3.7, sm_37)" in f.title and "sm_50 sm_80 sm_90 compute_90 (PTX)" in f.title
+
+
+@pytest.mark.parametrize("name, cc, version, cuda", [
+    ("NVIDIA GeForce RTX 5090", (12, 0), "2.7.0+cu128", "12.8"),
+    ("NVIDIA A100-SXM4-40GB", (8, 0), "1.10.1+cu113", "11.3"),
+])
+def test_gpu032_quiet_where_the_build_carries_the_gpu(name, cc, version, cuda):
+    snap = make_snapshot(packages=_torch(version, cuda), gpus=_gpus(name, cc))
+    assert [f for f in findings_of(snap, "GPU032") if f.severity != "info"] == []
