@@ -49,3 +49,51 @@ def test_gpu032_the_compiled_arm_names_the_capability_and_what_the_module_carrie
 def test_gpu032_quiet_where_the_build_carries_the_gpu(name, cc, version, cuda):
     snap = make_snapshot(packages=_torch(version, cuda), gpus=_gpus(name, cc))
     assert [f for f in findings_of(snap, "GPU032") if f.severity != "info"] == []
+
+
+# ------------------------------------------------------------------ GPU036: targets PyTorch's ROCm wheels gained later
+
+def _amd(torch, hip, targets, env=None):
+    kw = {"env": env} if env else {}
+    snap = make_snapshot(packages={"torch": torch}, pci={"amd_gpus": [
+        {"node": i + 1, "gfx_target_version": 0, "gfx": t, "device_id": None} for i, t in enumerate(targets)]}, **kw)
+    snap.sections["packages"]["torch_build"] = {"cuda": None, "hip": hip}
+    return snap
+
+
+def _later(snap):
+    return [f for f in findings_of(snap, "GPU036") if "carry" in f.title and "from torch" in f.title]
+
+
+def test_the_later_targets_are_data_with_sources():
+    from ddpdoctor.facts import gpu_versions
+
+    table = gpu_versions.rocm_wheel_target_torch()
+    assert table["gfx1201"]["torch"] == "2.7" and table["gfx1151"]["torch"] == "2.10"
+    assert all(r["source"]["repo"] == "pytorch/pytorch" and r["source"]["url"] for r in table.values())
+    # every later target is in the current build script's list too (rocm_wheel_targets_current)
+    assert set(table) <= gpu_versions.rocm_wheel_targets_ever()
+
+
+@pytest.mark.parametrize("torch, hip, gfx, verdict", [
+    ("2.6.0+rocm6.2.4", "6.2.41133", "gfx1201", "likely has"),          # RDNA 4 before torch 2.7
+    ("2.9.1+rocm6.4", "6.4.43482", "gfx1151", "likely has"),            # Strix Halo before torch 2.10
+    ("2.5.1+rocm6.2", "6.2.41133", "gfx1101", "likely has"),            # Navi 32 before torch 2.6
+    ("2.10.0.dev20250929+rocm7.0", "7.0.51831", "gfx1151", "may have"),  # a ROCm 7.0 nightly before the date: a guess
+])
+def test_gpu036_a_target_the_wheels_gained_later_warns(torch, hip, gfx, verdict):
+    [f] = _later(_amd(torch, hip, [gfx]))
+    assert f.severity == "warning" and gfx in f.title and verdict in f.title
+    assert ("a guess" in f.detail.lower()) == (verdict == "may have")
+
+
+@pytest.mark.parametrize("torch, hip, gfx, env", [
+    ("2.7.0+rocm6.3", "6.3.42131", "gfx1201", None),                     # the release that added it
+    ("2.10.0.dev20251120+rocm7.0", "7.0.51831", "gfx1151", None),        # a nightly after every ROCm got it
+    ("2.11.0+rocm7.14.0a20260508", "7.14.0", "gfx1151", None),           # AMD's TheRock wheel: its own list
+    ("2.4.0+rocm6.3.4.git7cecbf6d", "6.3.42134", "gfx1201", None),       # AMD's repo.radeon.com wheel
+    ("2.6.0+rocm6.2.4", "6.2.41133", "gfx1201", {"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}),  # presented as gfx1100
+    ("2.6.0+rocm6.2.4", "6.2.41133", "gfx1100", None),                   # a target of every such wheel
+])
+def test_gpu036_quiet_where_the_wheel_carries_the_target_or_is_not_pytorchs(torch, hip, gfx, env):
+    assert _later(_amd(torch, hip, [gfx], env)) == []

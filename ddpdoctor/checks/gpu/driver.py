@@ -790,6 +790,53 @@ def _never_in_rocm_wheels(snap, version: str, build: dict):
                   "override": overrides, "HSA_OVERRIDE_GFX_VERSION": override or None})
 
 
+def _added_to_rocm_wheels_later(snap, version: str, build: dict):
+    """GPU036 for AMD targets PyTorch's own ROCm wheels gained in pytorch/pytorch's .ci era (gpu_versions.
+    rocm_wheel_target_torch: gfx1101 from torch 2.6, gfx1102/gfx1200/gfx1201 from 2.7, gfx950/gfx1150/gfx1151 from
+    2.10) under a torch release or nightly from before it; 'unknown' (a nightly of a ROCm release that may have
+    carried it earlier) is said as a guess. HSA_OVERRIDE_GFX_VERSION set: no verdict (the runtime presents another
+    target)."""
+    pci = (snap.get("pci") or {}) if "pci" in snap else {}
+    if str((env_of(snap) if "env" in snap else {}).get("HSA_OVERRIDE_GFX_VERSION") or "").strip():
+        return
+    verdicts = {}
+    for g in pci.get("amd_gpus") or []:
+        if isinstance(g, dict) and g.get("gfx"):
+            said = gpu_versions.torch_wheel_carries_gfx(version, build.get("hip"), str(g["gfx"]))
+            if said in ("no", "unknown"):
+                verdicts.setdefault(str(g["gfx"]), said)
+    if not verdicts:
+        return
+    table = gpu_versions.rocm_wheel_target_torch()
+    targets = sorted(verdicts)
+    first = max((version_tuple(table[t]["torch"])[:2] for t in targets))
+    sure = [t for t in targets if verdicts[t] == "no"]
+    rows = "; ".join(f"{t}: from torch {table[t]['torch']} (nightlies from {table[t]['nightly']}, "
+                     f"{table[t]['source']['url']})" for t in targets)
+    yield warning(
+        f"torch {version} (ROCm {build.get('hip')} build) {'likely has' if sure else 'may have'} no kernels for "
+        f"{', '.join(targets)}: PyTorch's ROCm wheels carry {'it' if len(targets) == 1 else 'them'} from torch "
+        f"{first[0]}.{first[1]}",
+        detail=("PyTorch's ROCm wheels are built for the targets in PYTORCH_ROCM_ARCH (pytorch/pytorch "
+                f".ci/docker/manywheel/build.sh), and these were added later ({rows}; data/gpu_versions.json "
+                "rocm_wheel_target_torch). torch lists the GPU, then its first kernel fails (\"HIP error: invalid "
+                "device function\", \"hipErrorNoBinaryForGpu\", \"hipErrorInvalidImage\") or the process crashes; "
+                "torch.cuda.get_arch_list() shows the targets the build carries."
+                + ("" if sure else " A guess for " + ", ".join(t for t in targets if t not in sure) + ": before that "
+                   "date only the nightlies of ROCm " + ", ".join(sorted({str(table[t]['rocm_from']) for t in targets
+                                                                        if t not in sure})) + "+ had it, from a date "
+                   "not read; torch.cuda.get_arch_list() settles it.")),
+        fix=(f"python -c 'import torch; print(torch.cuda.get_arch_list())'   # no {targets[0]} listed: pip install "
+             f"--pre torch --index-url https://download.pytorch.org/whl/nightly/rocm{max(version_tuple(build.get('hip'))[:2], (7, 0))[0]}."
+             f"{max(version_tuple(build.get('hip'))[:2], (7, 0))[1]} (or torch>={first[0]}.{first[1]} from a ROCm index)"
+             if first >= (2, 10) else
+             f"pip install 'torch>={first[0]}.{first[1]}' --index-url https://download.pytorch.org/whl/rocm6.3   # a "
+             f"release whose ROCm wheels carry {', '.join(targets)}"),
+        subjects=["pkg:torch"],
+        evidence={"torch": version, "torch_hip": build.get("hip"), "targets": targets, "verdicts": verdicts,
+                  "first_torch": f"{first[0]}.{first[1]}"})
+
+
 def _rocm_build_vs_host_rocm(snap, version, build):
     """GPU036: torch's ROCm release more than rocm_user_kernel_window releases from the host's installed ROCm."""
     rocm = (snap.get("host") or {}).get("rocm") or {}
@@ -829,7 +876,11 @@ def amd_gpu_vs_rocm_build(snap):
         A target no PyTorch ROCm wheel has ever carried (neither there nor in pytorch/pytorch's
         .ci/docker/manywheel/build.sh: gfx803, the APUs' gfx90c, the Radeon RX 6600-6700's
         gfx1031/gfx1032) is reported too, with the HSA_OVERRIDE_GFX_VERSION of the same generation's
-        target the wheels carry, unless that override is already set. And the ROCm release of torch's
+        target the wheels carry, unless that override is already set. Targets added once the builds
+        moved to pytorch/pytorch's .ci (gfx1101 from torch 2.6; gfx1102, gfx1200, gfx1201 from 2.7;
+        gfx950, gfx1150, gfx1151 from 2.10: data/gpu_versions.json rocm_wheel_target_torch, each with its
+        pull request) are judged by torch release, and a nightly by its date; a nightly of a ROCm release
+        that may have carried the target earlier is said as a guess. And the ROCm release of torch's
         build (whose user space its wheels bundle) against the ROCm installed on the host ($ROCM_PATH or
         /opt/rocm, .info/version): AMD supports its kernel driver with user space within 2 releases
         either way (data/gpu_versions.json rocm_user_kernel_window, AMD's user and kernel-space support
@@ -856,6 +907,7 @@ def amd_gpu_vs_rocm_build(snap):
     hip = version_tuple(build.get("hip"))[:2]
     missing = [(node, gfx, since) for node, gfx, since in listed_amd_gpus(snap) if len(hip) == 2 and hip < since]
     yield from _never_in_rocm_wheels(snap, version, build)
+    yield from _added_to_rocm_wheels_later(snap, version, build)
     yield from _rocm_build_vs_host_rocm(snap, version, build)
     if not missing:
         return
