@@ -97,3 +97,39 @@ def test_gpu036_a_target_the_wheels_gained_later_warns(torch, hip, gfx, verdict)
 ])
 def test_gpu036_quiet_where_the_wheel_carries_the_target_or_is_not_pytorchs(torch, hip, gfx, env):
     assert _later(_amd(torch, hip, [gfx], env)) == []
+
+
+# ------------------------------------------------------------------ PKG016: the cuDNN a "+cu" wheel carries, as data
+
+def _ld_cudnn(torch, cuda, version):
+    return make_snapshot(packages={"torch": torch, "torch_build": {"cuda": cuda, "hip": None},
+                                   "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn.so.8",
+                                                     "version": version}]})
+
+
+def test_the_bundled_cudnn_table_is_data_with_sources():
+    from ddpdoctor.facts import gpu_versions
+
+    table = gpu_versions.torch_bundled_cudnn()
+    assert table[("1.13", "11.7")] == "8.5.0" and table[("2.0", "11.8")] == "8.7.0" and table[("1.12", "11.6")] == "8.3.2"
+    assert ("2.1", "12.1") not in table  # from 2.1 the nvidia-cudnn wheels carry it
+
+
+@pytest.mark.parametrize("torch, cuda, have, own", [
+    ("1.13.1+cu117", "11.7", "8.3.3", "8.5.0"),   # an older minor in LD_LIBRARY_PATH
+    ("1.12.1+cu116", "11.6", "7.6.5", "8.3.2"),   # another major
+    ("2.0.1+cu117", "11.7", "8.4.1", "8.5.0"),
+])
+def test_pkg016_a_cudnn_torch_refuses_ahead_of_its_own_warns(torch, cuda, have, own):
+    [f] = findings_of(_ld_cudnn(torch, cuda, have), "PKG016")
+    assert f.severity == "warning" and "torch refuses it" in f.title and own in f.title
+    assert f"compiled against ({', '.join(own.split('.'))})" in f.detail
+
+
+@pytest.mark.parametrize("torch, cuda, have", [
+    ("1.13.1+cu117", "11.7", "8.5.0"),   # its own
+    ("1.13.1+cu117", "11.7", "8.9.7"),   # a newer minor of the same major: torch accepts it
+    ("1.12.1+cu116", "11.6", "8.3.2"),
+])
+def test_pkg016_quiet_where_torch_accepts_the_cudnn(torch, cuda, have):
+    assert [f for f in findings_of(_ld_cudnn(torch, cuda, have), "PKG016") if f.severity != "info"] == []

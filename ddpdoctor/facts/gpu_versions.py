@@ -133,6 +133,13 @@ def torch_wheel_carries_gfx(torch_version: str, hip: str, gfx: str) -> Optional[
     return "no"
 
 
+@functools.lru_cache(maxsize=1)
+def torch_bundled_cudnn() -> Dict[Tuple[str, str], str]:
+    """{(torch major.minor, CUDA major.minor): the cuDNN a download.pytorch.org '+cu' wheel of it carries in
+    torch/lib} (torch_bundled_cudnn: pytorch/builder's install_cuda.sh per CUDA version)."""
+    return {(t, r["cuda"]): r["cudnn"] for r in rows("torch_bundled_cudnn") for t in r["torch"]}
+
+
 def gfx_parts(gfx: str) -> Optional[Tuple[int, int, int]]:
     """(major, minor, stepping) of a target name as LLVM's AMDGPU names spell it: gfx90c -> (9, 0, 12),
     gfx1032 -> (10, 3, 2); the last two characters are the minor and the stepping, hexadecimal. None otherwise."""

@@ -77,9 +77,9 @@ LD_LIB_WHEELS = {"cudnn": "nvidia-cudnn-cu{}", "cublas": "nvidia-cublas-cu{}", "
 
 # The cuDNN the download.pytorch.org "+cuXXX" wheels of torch before 2.1 carry inside torch/lib (no nvidia-cudnn
 # wheel), as torch's own check names it when another one is loaded ("PyTorch was compiled against (8, 7, 0)",
-# torch/backends/cudnn/__init__.py): 2.0.1+cu118 - bmaltais/kohya_ss#1096 and FurkanGozukara/Stable-Diffusion#9;
-# 1.12 +cu113 - pytorch/pytorch#80637 ("compiled against (8, 3, 2)"). Other rows are not known here.
-TORCH_BUNDLED_CUDNN = {("2.0", "11.8"): "8.7.0", ("1.12", "11.3"): "8.3.2"}
+# torch/backends/cudnn/__init__.py): data/gpu_versions.json torch_bundled_cudnn (pytorch/builder's install_cuda.sh
+# per CUDA version: 1.12/1.13 +cu116 8.3.2, 1.13/2.0 +cu117 8.5.0, 2.0 +cu118 8.7.0; 1.12 +cu113 8.3.2 from
+# pytorch/pytorch#80637). Other pairs are not known here.
 # From 2.1 the download.pytorch.org "+cu" wheels declare the nvidia-* wheels as dependencies instead of carrying the
 # libraries (pytorch/pytorch#104757, "Update cuDNN to 8.9.2.26 ... manywheel-py3_8-cuda12_1-with-pypi-cudnn").
 TORCH_CUDNN_WHEELS_SINCE = (2, 1)
@@ -131,7 +131,9 @@ def ld_library_path_cuda_libs_vs_torch(snap):
         is a warning; a copy whose version cannot be read is info. Under a torch that carries its cuDNN inside
         torch/lib (a download.pytorch.org "+cu" wheel before 2.1, no nvidia-cudnn wheel), a cuDNN there that
         torch's own check refuses (another major, or a minor below the one it was built with, where that is
-        known: 2.0 +cu118 8.7.0, 1.12 +cu113 8.3.2) is a warning; one whose fit is not known is info.
+        known: data/gpu_versions.json torch_bundled_cudnn, the cuDNN pytorch/builder's install_cuda.sh put in
+        each CUDA version's build image - 1.12/1.13 +cu116 8.3.2, 1.13/2.0 +cu117 8.5.0, 2.0 +cu118 8.7.0,
+        1.12 +cu113 8.3.2) is a warning; one whose fit is not known is info.
 
     Why it matters
         torch's pip wheels find their nvidia-* libraries through DT_RUNPATH, and ld.so searches LD_LIBRARY_PATH
@@ -216,7 +218,7 @@ def _ld_cudnn_vs_bundled(pk, versions):
     rel = gpu_versions.release(torch_v)
     if rel[:2] >= TORCH_CUDNN_WHEELS_SINCE:
         return  # its '+cu' wheels take cuDNN from nvidia-cudnn: without that wheel, torch came from elsewhere (conda, NGC)
-    own = TORCH_BUNDLED_CUDNN.get((".".join(str(x) for x in rel[:2]), cuda))
+    own = gpu_versions.torch_bundled_cudnn().get((".".join(str(x) for x in rel[:2]), ".".join(cuda.split(".")[:2])))
     for lib in pk.get("ld_cuda_libs") or []:
         if not isinstance(lib, dict):
             continue
