@@ -133,3 +133,36 @@ def test_pkg016_a_cudnn_torch_refuses_ahead_of_its_own_warns(torch, cuda, have, 
 ])
 def test_pkg016_quiet_where_torch_accepts_the_cudnn(torch, cuda, have):
     assert [f for f in findings_of(_ld_cudnn(torch, cuda, have), "PKG016") if f.severity != "info"] == []
+
+
+# ------------------------------------------------------------------ PKG015: a conda CUDA runtime newer than the driver
+
+def _conda(torch, cuda, name, version, driver_cuda, driver="410.48"):
+    return make_snapshot(packages={"torch": torch, "torch_build": {"cuda": cuda, "hip": None},
+                                   "conda_cuda": [{"name": name, "version": version, "prefix": "/opt/conda"}]},
+                         gpus=dict(_gpus("Tesla V100-SXM2-16GB", (7, 0)), driver_version=driver,
+                                   cuda_driver=driver_cuda))
+
+
+def _beyond(snap):
+    return [f for f in findings_of(snap, "PKG015") if "newer than driver" in f.title]
+
+
+@pytest.mark.parametrize("torch, cuda, name, version, driver_cuda", [
+    ("1.4.0", "10.1", "cudatoolkit", "10.2.89", "10.1"),     # before CUDA 11: a newer minor needs a newer driver
+    ("1.13.1+cu117", "11.7", "cuda-runtime", "12.1.0", "11.4"),  # a newer major
+])
+def test_pkg015_a_conda_cuda_runtime_newer_than_the_driver_warns(torch, cuda, name, version, driver_cuda):
+    [f] = _beyond(_conda(torch, cuda, name, version, driver_cuda))
+    assert f.severity == "warning" and name in f.title and f"CUDA {driver_cuda}" in f.title
+    assert "insufficient for CUDA runtime version" in f.detail
+
+
+@pytest.mark.parametrize("torch, cuda, name, version, driver_cuda", [
+    ("1.13.1+cu117", "11.7", "cudatoolkit", "11.8.0", "11.4"),  # CUDA 11+: minor-version compatibility
+    ("1.4.0", "10.1", "cudatoolkit", "10.1.243", "10.1"),       # the driver's own CUDA
+    ("1.4.0", "10.2", "cudatoolkit", "10.2.89", "10.1"),        # torch's own CUDA: GPU023 says it
+    ("1.4.0", "10.1", "libcublas", "12.1.0", "10.1"),           # not a runtime package
+])
+def test_pkg015_quiet_where_the_driver_runs_the_conda_runtime(torch, cuda, name, version, driver_cuda):
+    assert _beyond(_conda(torch, cuda, name, version, driver_cuda)) == []
