@@ -5,9 +5,9 @@ import dataclasses
 import os
 import re
 import time
-from typing import BinaryIO, List, Optional
+from typing import BinaryIO, List, Optional, Sequence
 
-from ..model import ERROR, Finding, Report, severity_rank
+from ..model import ERROR, Finding, Report, Skipped, severity_rank
 from ..model.registry import Spec, selected
 from ..pipeline.runner import crashed_finding, load_triage_rules, run_checks
 from ..facts import messages as _messages
@@ -60,6 +60,7 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
         row = {"path": inp.path, "kind": inp.kind}
         kind = inp.kind
         opened = None
+        lines_before = job.lines_read
         try:
             if kind in ("stdin", "stream"):   # standard input, or a FIFO/device named on the command line
                 if kind == "stream":
@@ -91,6 +92,9 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
                 row["size"] = inp.size
                 with reader.open_stream(inp) as stream:
                     _read_log(stream, src, job, row)
+                    damage = getattr(stream, "damage", None)
+                if damage is not None:
+                    _damaged_gz(row, job, job.lines_read - lines_before, damage)
             elif kind in ("report", "elastic", "fr-json", "fr-pickle"):
                 with open(inp.path, "rb") as fh:
                     limit = reader.MAX_PICKLE if kind == "fr-pickle" else reader.MAX_JSON
@@ -99,19 +103,32 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
             else:
                 row["problem"] = inp.reason or kind
         except (OSError, EOFError) as exc:
-            row["problem"] = f"cannot read: {getattr(exc, 'strerror', None) or exc}"
+            if kind == "log-gz" and job.lines_read > lines_before:
+                _damaged_gz(row, job, job.lines_read - lines_before, exc)
+            else:
+                row["problem"] = f"cannot read: {getattr(exc, 'strerror', None) or exc}"
         except (flight.DumpError, records.RecordError) as exc:
             row["problem"] = str(exc)
         except Exception as exc:  # noqa: BLE001 - only a decompressor's own error class: a damaged .gz is input
             if type(exc).__module__ != "zlib":  # zlib.error, raised mid-stream by gzip on a corrupt deflate block
                 raise
-            row["problem"] = f"cannot read: damaged gzip data ({exc})"
+            if kind == "log-gz" and job.lines_read > lines_before:
+                _damaged_gz(row, job, job.lines_read - lines_before, exc)
+            else:
+                row["problem"] = f"cannot read: damaged gzip data ({exc})"
         finally:
             if opened is not None:
                 opened.close()
         summary.append(row)
     job.finish()
     return summary
+
+
+def _damaged_gz(row: dict, job: Job, lines: int, exc: BaseException) -> None:
+    """A .gz cut short (a copy stopped mid-file: EOFError) or followed by garbage (BadGzipFile) still gave the lines
+    before the damage: they are read and judged, and the damage is said (round 21, robust21: the whole log was refused)."""
+    row["damaged"] = f"damaged gzip data after {lines} lines ({exc}): the lines before it were read"
+    job.notes.append(f"{row['path']}: {row['damaged']}")
 
 
 def _read_head(stream) -> bytes:
@@ -409,14 +426,18 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
                                                 and live_ranks & set(f.subjects))]
     report = TriageReport(command="triage", findings=findings, checks_run=len(rule_specs(only, ignore)),
                           families=["logs"], order=job.sort_keys)
-    verdict = health_verdict(job, findings)
+    unread = [r for r in summary if "problem" in r]
+    for r in unread:   # "Not judged" in the summary line: "No issues found!" must not cover a log nobody read
+        report.skipped.append(Skipped(id=f"input:{os.path.basename(str(r['path']))}", family="logs",
+                                      reason=f"{os.path.basename(str(r['path']))} could not be read: {r['problem']}"))
+    verdict = health_verdict(job, findings, unread)
     report.extra["triage"] = {"inputs": summary, "job": job_summary(job), "health": verdict,
                               "elapsed_ms": round((time.perf_counter() - start) * 1000, 1)}
     report.extra["text_sections"] = text_summary(job, summary) + health_lines(verdict)
     return report
 
 
-def health_verdict(job: Job, findings: List[Finding]) -> dict:
+def health_verdict(job: Job, findings: List[Finding], unread: Sequence[dict] = ()) -> dict:
     """What the report says of the job's fate, and the line it rests on: "failed" (an error finding), "not_shown" (a
     warning, LOG029's "cannot show health" or LOG028's unexplained failure among them: no verdict of health), or
     "ended_well" with the end line that shows it (a launcher's exit 0, the Trainer's train_runtime metrics, Lightning's
@@ -429,6 +450,9 @@ def health_verdict(job: Job, findings: List[Finding]) -> dict:
     if any(f.severity == "warning" for f in findings):
         return {"verdict": "not_shown", "why": "a warning above: the log shows no failure the rules explain, "
                 "or no evidence that the job ended well"}
+    if unread:   # one rank's log could not be read: its fate is unknown, whatever the others show (round 21, robust21)
+        return {"verdict": "not_shown", "why": "an input could not be read: " + "; ".join(
+            f"{r['path']} ({r['problem']})" for r in unread[:4])}
     occ = job.get("job_ended_well")
     if occ and occ.count and health_shown(job):
         end = max((e.line for e in occ.first), key=lambda ln: (ln.src, ln.lineno))

@@ -25,6 +25,7 @@ line longer than `MAX_LINE` is cut into pieces (a truncated or binary line canno
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 import stat
@@ -234,7 +235,12 @@ def json_kind(doc) -> Optional[str]:
 
 
 def _is_binary(head: bytes) -> bool:
-    if b"\x00" in head:
+    """Data, not a text log. NULs alone do not say it: a file cut by a crash is padded with them (XFS's "NULL files",
+    ext4's delayed allocation: the size was written, the data not), and lines.clean drops them; a binary file keeps
+    its other control bytes or its high bytes once the NULs are gone (round 21, robust21: a log with a NUL tail was
+    refused whole)."""
+    head = head.replace(b"\x00", b"")
+    if not head:
         return True
     sample = head[:8192]
     bad = sum(1 for b in sample if b < 9 or (13 < b < 27) or 27 < b < 32 or b == 127)
@@ -254,10 +260,39 @@ def open_stream(inp: Input, stdin: Optional[BinaryIO] = None) -> BinaryIO:
     if inp.kind == "stdin":
         return stdin if stdin is not None else _stdin()
     if inp.kind == "log-gz":
-        import gzip
-
-        return gzip.open(inp.path, "rb")
+        return _tolerant_gzip()(inp.path, "rb")
     return open(inp.path, "rb", buffering=0)
+
+
+@functools.lru_cache(maxsize=None)
+def _tolerant_gzip():
+    """gzip.GzipFile whose readinto keeps what it decompressed before damage: a .gz cut short (a copy stopped
+    mid-file: EOFError), with garbage after its last member (BadGzipFile) or a corrupt block (zlib.error) ends the
+    stream there, and `damage` says why (round 21, robust21: the lines before the damage were lost with the file).
+    Made on first use: gzip is imported only for a .gz input."""
+    import gzip
+    import zlib
+
+    class TolerantGzipFile(gzip.GzipFile):
+        damage: Optional[BaseException] = None
+
+        def readinto(self, b) -> int:
+            if self.damage is not None:
+                return 0
+            view = memoryview(b).cast("B")
+            n = 0
+            try:
+                while n < len(view):
+                    chunk = self.read1(len(view) - n)
+                    if not chunk:
+                        break
+                    view[n:n + len(chunk)] = chunk
+                    n += len(chunk)
+            except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+                self.damage = exc
+            return n
+
+    return TolerantGzipFile
 
 
 def _gzipped(stream) -> bool:

@@ -85,6 +85,10 @@ def first_seen(job: Job, line: Optional[Line]) -> dict:
     return out
 
 
+_TITLE_MAX = 300      # characters of a finding's title
+_DETAIL_MAX = 4000    # and of its detail
+
+
 def hit(job: Job, severity: str, title: str, *, at: Optional[Line] = None, stage: int = 2, ranks: Iterable = (),
         hosts: Iterable = (), detail: str = "", fix: str = "", evidence: Optional[dict] = None,
         count: Optional[int] = None, ts: Optional[float] = None) -> Finding:
@@ -115,6 +119,11 @@ def hit(job: Job, severity: str, title: str, *, at: Optional[Line] = None, stage
         detail = (detail.rstrip() + f" The same process went on training after it (line {went_on.lineno}) and nothing "
                   "later in the log says the job failed: a warning, not the failure.").lstrip()
     ev.update(evidence or {})
+    # a title is one line a person reads: a 64 KiB exception name or message quoted from a log is cut (robust21)
+    if len(title) > _TITLE_MAX:
+        title = title[:_TITLE_MAX - 1] + "…"
+    if len(detail) > _DETAIL_MAX:
+        detail = detail[:_DETAIL_MAX - 1] + "…"
     f = Finding(severity, title, detail=detail, fix=fix, subjects=subjects, evidence=ev)
     when = ts if ts is not None else (at.ts if at is not None and at.ts is not None else INF)
     pos = (at.src, at.lineno) if at is not None else (INF, INF)
