@@ -1,4 +1,4 @@
-"""Every module-level regex of ddpdoctor, timed on long adversarial lines at two sizes: a super-linear pattern shows
+"""Every module-level regex of ddpdoctor and every catalogue pattern, timed on long adversarial lines at two sizes: a super-linear pattern shows
 a time ratio near the square of the size ratio.
 
 Why: triage reads lines of up to 64 KiB (triage/reader.py MAX_LINE) and every renderer passes the whole report through
@@ -51,11 +51,20 @@ def patterns() -> dict:
         for name, val in vars(mod).items():
             if getattr(val, "__module__", info.name) == info.name or isinstance(val, (re.Pattern, list, tuple, dict)):
                 collect(val, f"{info.name}.{name}")
+    # the catalogue's patterns (data/messages*.json), compiled as triage compiles them (facts.messages.linear_pattern)
+    from ddpdoctor.facts import messages
+    index = messages._index()
+    for i, entry in enumerate(index.entries):
+        rx = index._rx(i)
+        if rx is not None:
+            found[f"catalogue:{entry.get('id', i)}"] = rx
     return found
 
 
 def call_of(where: str) -> str:
     """`match` when the defining module only ever calls `NAME.match(` / `NAME.fullmatch(`, else `search`."""
+    if where.startswith("catalogue:"):
+        return "search"
     modname, _, name = where.partition("[")[0].rpartition(".")
     mod = sys.modules.get(modname)
     try:

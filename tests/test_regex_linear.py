@@ -64,3 +64,30 @@ def test_bench_regex_sees_the_module_patterns_and_how_they_are_called():
     assert "ddpdoctor.triage.lines._GLUED_NCCL" in pats
     assert bench.call_of("ddpdoctor.triage.lines._PDSH") == "match"        # the code only ever matches it
     assert bench.call_of("ddpdoctor.triage.lines._GLUED_NCCL") == "search"  # split restarts everywhere
+
+
+def test_catalogue_placeholder_before_blanks_ends_on_a_non_blank():
+    from ddpdoctor.facts.messages import linear_pattern
+    import re
+    p = r"nnodes=(?P<nnodes>.*?)\s+is\s+not\s+in"
+    q = linear_pattern(p)
+    assert q != p
+    for text in ["--nnodes=2:x   is not in", "nnodes= is not in", "nnodes=a b  is not in", "x nnodes=3\tis not in y"]:
+        a, b = re.search(p, text), re.search(q, text)
+        assert a and b and a.span() == b.span() and a.groupdict() == b.groupdict()
+    assert re.search(q, "nnodes=" + " " * 5000 + "x") is None
+
+
+def test_catalogue_pattern_opening_with_a_placeholder_starts_at_the_line_start():
+    from ddpdoctor.facts.messages import linear_pattern
+    import re
+    p = r"(?P<optim>.*?)\s+does\s+not\s+support\s+overlapped\s+DDP"
+    q = linear_pattern(p)
+    assert q.startswith("(?<![^\\n])")
+    for text in ["SGD does not support overlapped DDP", "[rank0]: MyOpt  does not support overlapped DDP.",
+                 "  does not support overlapped DDP"]:
+        a, b = re.search(p, text), re.search(q, text)
+        assert a and b and a.span() == b.span() and a.groupdict() == b.groupdict()
+    assert linear_pattern(r"a(?P<g>.*?)b") == r"a(?P<g>.*?)b"           # no blanks after it: unchanged
+    assert linear_pattern(r"x\.*?\s+y") == r"x\.*?\s+y"                 # an escaped dot is no placeholder
+
