@@ -80,6 +80,11 @@ def _require_dashes(command: tuple, example: str) -> None:
     if command and not click.get_current_context().meta.get("ddpdoctor.dashes"):
         raise UsageError(f"unexpected argument {command[0]!r}: a training command goes after --, as in "
                          f"`{example} -- {command[0]} ...`")
+    if command and not command[0].strip():
+        # execvp("") fails with ENOENT and a shell says "command not found" for an empty word: there is no program to
+        # judge, so this is a usage error, not a finding about a program that is missing from PATH
+        raise UsageError(f"the training command after -- starts with an empty word {command[0]!r}: give the program, "
+                         f"as in `{example} -- torchrun --nproc-per-node 4 train.py`")
 
 
 @click.group(cls=DoctorGroup, context_settings={"help_option_names": ["-h", "--help"]})

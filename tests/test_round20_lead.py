@@ -88,6 +88,7 @@ def test_a_shell_script_run_directly_gives_its_launch_lines(tmp_path):
 
     script = tmp_path / "run_job"
     script.write_text("#!/usr/bin/env bash\ntorchrun --nproc_per_node 2 main.py\n")
+    script.chmod(0o755)  # run directly, it must be executable: without the x bit ENV020 says "Permission denied"
     other = tmp_path / "tool"
     other.write_text("#!/usr/bin/python3\nprint(1)\n")
     assert _shell_script_of([str(script)]) == str(script)

@@ -168,7 +168,7 @@ def _skipped_at_stall(snap):
     others = [r for r in rs if r not in coll]
     if not coll:
         return
-    if others and not all(r["state"] in ("backward", "ddp-forward", "collective", "exited") for r in others):
+    if others and not all(r["state"] in ("backward", "ddp-forward", "collective", "exited", "teardown") for r in others):
         return  # someone is outside any collective: RUN002 or RUN003 says who
     if not others:
         # all in user collectives: the group under a rank condition (else the smaller one) is the odd one
@@ -685,6 +685,76 @@ def _native_hint(rs: List[dict]) -> str:
             "or py-spy dump --native --pid PID on the node.")
 
 
+@check("RUN026", "stall-in-teardown", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
+def stall_in_teardown(snap):
+    """A rank's code has returned, and the rank hangs in its shutdown instead of exiting.
+
+    What it checks
+        At a stall, ranks whose stack shows that their code returned: the script's module frame is
+        still at the line that called the job's function (`main()`, recorded at init_process_group)
+        with no frame of that function inside it, so the function returned and the rank frees its
+        objects; or no module frame is left, so the script ran to its end and the interpreter shuts
+        down (joining non-daemon threads, exit handlers). It names what the stack shows, from
+        ddpdoctor/data/teardown.json (CPython's and torch's source): a non-daemon thread joined by
+        threading._shutdown, torch's Gloo process group destroyed with the GIL held (native frames).
+
+    Why it matters
+        The training is over but the job does not end: it holds its nodes until the scheduler's time
+        limit, and a hang reported at `main()` looks like the training's own. The place to fix is the
+        end of main(), not the training loop.
+
+    Example
+        main() returns on rank 1 while a thread it started without daemon=True still runs, or while
+        its DDP model (Reducer) is the process group's last reference under Gloo.
+
+    Fix
+        End main() cleanly on every rank: stop and join (or make daemon) the threads it started, free
+        every DDP-wrapped model (and the Trainer holding one) and then `dist.barrier();
+        dist.destroy_process_group()`. `py-spy dump --native --pid PID` shows the C frames a
+        destructor waits in.
+    """
+    rs = _stalled(snap)
+    down = [r for r in rs if r.get("state") == "teardown"]
+    if not down:
+        return
+    if any(x.get("state") in ("collective", "backward", "ddp-forward") for x in rs if x not in down):
+        return  # another rank waits for it in a collective it left without: that collective is the fault (RUN001)
+    r = down[0]
+    td = r.get("teardown") or {}
+    frames = [{"file": f.get("file"), "func": f.get("func")} for f in [td.get("inner") or {}] if f]
+    known = teardown.hang_of(frames, "\n".join(str(x.get("native") or "") for x in down))
+    if td.get("how") == "returned":
+        how = (f"{td.get('func')}() returned at {_short(td.get('file'))}:{td.get('line')} and the rank frees its "
+               "objects")
+    else:
+        how = "its script ran to its end and the interpreter shuts down"
+    inner = td.get("inner")
+    at = (f"; innermost frame {_short(inner.get('file'))}:{inner.get('line')} in {inner.get('func')}" if inner else
+          "; no Python frame inside that line: a destructor in C (no Python frame of its own)")
+    others = [x for x in rs if x not in down]
+    done = [x for x in _run(snap).get("ranks") or [] if not x.get("alive", True) and not x.get("end")]
+    rest = ((f"; {_ranks(others)}: " + ", ".join(sorted({x.get('doing') or x.get('state') for x in others})))
+            if others else "") + (f"; {_ranks(done)} finished and exited" if done else "")
+    if known.get("entry"):
+        gloo = next((e for e in teardown.entries() if e.get("id") == known["entry"]), {})
+        what, fix = known["what"], gloo.get("fix") or ""
+    elif known:
+        what, fix = known["what"], known["fix"]
+    else:
+        what = ("what it waits in is not in its Python stack. A guess, to be confirmed with its native stack: "
+                + (f"under Gloo, {teardown.hangs()[-1]['what']}" if td.get("how") == "returned" else
+                   "an exit handler or a library's finalizer waiting for a thread or a peer"))
+        fix = ("py-spy dump --native --pid " + str(r.get("pid")) + "   # the C frames it waits in; then end main() "
+               "cleanly: stop and join the threads it started, `del trainer, model; gc.collect()`, then "
+               "`dist.barrier(); dist.destroy_process_group()` on every rank")
+    yield error(f"{_ranks(down)} hang{'s' if len(down) == 1 else ''} after its code returned: {how}, and it has not "
+                "exited",
+                detail=f"{what}{at}{rest}. The training's work is over; the job ends only when this rank exits.",
+                fix=fix, subjects=_subjects(down),
+                evidence=dict(_evidence(snap, rs), teardown={str(x.get("rank")): x.get("teardown") for x in down},
+                              known=known.get("id")))
+
+
 @check("RUN007", "stall-unexplained", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def stall_unexplained(snap):
     """No rank has made progress for --stall-after seconds, and no specific cause was recognised.
@@ -709,7 +779,7 @@ def stall_unexplained(snap):
     if not rs:
         return
     for fn in (collective_not_called_by_all, rank_outside_collective, dataloader_worker, rank_still_starting,
-               uneven_batches, collective_mismatch, rank_busy, collective_sequence_parted):
+               uneven_batches, collective_mismatch, rank_busy, collective_sequence_parted, stall_in_teardown):
         if list(fn(snap) or ()):
             return
     groups = _groups(rs)

@@ -189,7 +189,8 @@ def _launch_precision_beyond_the_gpus(devices):
                           "the job's config" if config else "the training script", refused,
                           f"{'path' if config else 'script'}:{row.get('path')}"))
         # the model's own config.json (a local --model_name_or_path directory; precision_calls.json model_config)
-        asked += [(p, w, "the model's config", False, subj) for p, w, subj in model_config_precision(snap)]
+        asked += [(p, w, f"the model {engine} serves" if engine else "the model's config", False, subj)
+                  for p, w, subj, engine in model_config_precision(snap)]
         for precision, where, who, refused, subject in asked:
             need = needs.get(precision)
             if not need or not devices or precision in seen:
@@ -208,7 +209,7 @@ def _launch_precision_beyond_the_gpus(devices):
                    "--torch_dtype auto loads it); if they do, torch.cuda.is_bf16_supported() is True only by emulation "
                    "below 8.0 (pytorch/pytorch torch/cuda/__init__.py @17e3b6a9), so it runs emulated and slow or a "
                    "kernel without bf16 fails (a guess: the script's own code decides)." if who == "the model's config"
-                   else "Whether it fails or runs emulated and slow depends on the library and the torch release (a "
+                   else _serving_auto_dtype(who) if who.startswith("the model ") else "Whether it fails or runs emulated and slow depends on the library and the torch release (a "
                    "guess: the script's own code decides).")
             yield make(f"{who} asks for {precision} ({where}) on {', '.join(models)}: {precision} needs "
                        f"compute capability {want}",
@@ -219,12 +220,24 @@ def _launch_precision_beyond_the_gpus(devices):
                            (f"load the model in float16 on these GPUs: from_pretrained(..., dtype=torch.float16) or the "
                             f"script's --torch_dtype float16 (not auto); or run on GPUs of compute capability {want}+")
                            if who == "the model's config" else
+                           "--dtype half   # float16 on these GPUs, instead of --dtype auto (the config's bfloat16)"
+                           if who.startswith("the model ") else
                            f"use fp16 (or fp32) instead of {precision} at {where.split()[0]} on these GPUs; or run on "
                            f"GPUs of compute capability {want}+",
                        subjects=[subject] + [f"gpu:{d['index']}" for d in low],
                        evidence={"asked": precision, "where": where, "needs": want, "from": who,
                                  "gpus": {str(d["index"]): list(d["cuda_capability"]) for d in low}})
     return judge
+
+
+def _serving_auto_dtype(who: str) -> str:
+    """What an inference server does with --dtype auto and a bf16 config below 8.0 (data/serving.json auto_dtype)."""
+    from ddpdoctor.facts.launch import serving_table  # noqa: PLC0415
+
+    engine = who.split()[2] if len(who.split()) > 2 else ""
+    row = next((r for r in serving_table()["engines"] if r["name"] == engine), {})
+    text = str(row.get("auto_dtype") or "")
+    return (text[:1].upper() + text[1:] + ".") if text else ""
 
 
 def _fixed_alloc_conf(pairs):

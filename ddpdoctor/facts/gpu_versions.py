@@ -169,6 +169,12 @@ def rocm_groups() -> Tuple[str, ...]:
     return tuple(next(r["groups"] for r in rows("rocm_device_files") if r.get("groups") and not r.get("docker")))
 
 
+# NVML's "absent" kinds (gather/nvml.py NvmlUnavailable): no libnvidia-ml on the machine, or no Python binding to load
+# it. Every other kind (driver_not_loaded, no_permission, version_mismatch, init_failed) means an NVIDIA driver is
+# installed, and its failure is what the user must hear about.
+NVML_ABSENT = ("library_not_found", "no_binding")
+
+
 def rocm_unreachable(snap) -> Optional[dict]:
     """Why a ROCm (HIP) build of torch can reach no AMD GPU here, from the device files its HSA thunk opens read-write
     (rocm_device_files: /dev/kfd, /dev/dri/renderD*), or None: not a ROCm build, not recorded (the gpus section's
@@ -185,6 +191,12 @@ def rocm_unreachable(snap) -> Optional[dict]:
     hints = gpus.get("hints") if isinstance(gpus, dict) else None
     if not isinstance(hints, dict) or "dev_kfd" not in hints:
         return None
+    if gpus.get("reason") not in NVML_ABSENT or hints.get("dev_nvidia0") or hints.get("proc_driver_nvidia"):
+        return None  # NVML is there but failed (an NVIDIA driver is installed): the NVIDIA side is the story, not ROCm's
+    pci = (snap.get("pci") or {}) if "pci" in snap else {}
+    if any(isinstance(f, dict) and str(f.get("vendor") or "0x10de").lower() == "0x10de"
+           for f in (pci.get("gpus") or {}).values()):
+        return None  # NVIDIA GPUs on the bus: a ROCm build is the wrong build here, which GPU038's advice would hide
     missing, denied = [], []
     for name, present, rw in (("/dev/kfd", "dev_kfd", "dev_kfd_rw"), ("/dev/dri/renderD*", "dev_dri_render",
                                                                       "dev_dri_render_rw")):
@@ -194,7 +206,6 @@ def rocm_unreachable(snap) -> Optional[dict]:
             denied.append(name)
     if not missing and not denied:
         return None
-    pci = (snap.get("pci") or {}) if "pci" in snap else {}
     topology = [str(g.get("gfx")) for g in (pci.get("amd_gpus") or []) if isinstance(g, dict)]
     return {"missing": missing, "denied": denied, "driver": bool(hints.get("amdgpu_module")),
             "kfd_topology": topology, "hip": build.get("hip")}

@@ -204,18 +204,26 @@ def config_precision(config: dict) -> Optional[tuple]:
 
 
 def model_config_precision(snap) -> list:
-    """[(precision, where, subject)] the recorded commands' local model directories ask for through their own
-    config.json (commands[].model_configs, gathered: its dtype key and value)."""
+    """[(precision, where, subject, engine)] the recorded commands' local model directories ask for through their own
+    config.json (commands[].model_configs, gathered: its dtype key and value); `engine` names the inference server
+    (vllm, sglang) that serves it with --dtype auto, None for a training program. A server given another --dtype is
+    left out: that dtype, not the config's, is the one it runs."""
     out = []
     for cmd in commands(snap):
+        serving = cmd.get("serving") if isinstance(cmd.get("serving"), dict) else None
+        if serving and str(serving.get("dtype") or "auto").strip().lower() != "auto":
+            continue  # the server's --dtype overrides the config's
         for fact in cmd.get("model_configs") or ():
             if not isinstance(fact, dict) or not fact.get("dtype"):
                 continue
             word = model_config_table()["words"].get(str(fact["dtype"]).strip().lower().replace("torch.", ""))
-            if word:
+            if word and serving:
+                out.append((word, f"{fact.get('config')} {fact.get('key')}={fact['dtype']} (the model {serving['engine']} "
+                                  "serves with --dtype auto)", f"path:{fact.get('config')}", serving["engine"]))
+            elif word:
                 out.append((word, f"{fact.get('config')} {fact.get('key')}={fact['dtype']} (the model of "
                                   f"{cmd.get('program') or 'the training program'} {fact.get('option')})",
-                            f"path:{fact.get('config')}"))
+                            f"path:{fact.get('config')}", None))
     return out
 
 
@@ -562,3 +570,79 @@ def accelerate_launch_mode(cmd: Optional[dict], config: Optional[dict], default_
     elif not why:
         why = "no --multi_gpu and no config file" if not used else why
     return {"asked": asked, "mode": "mpirun" if hostfile else "simple", "config_used": used, "why": why}
+
+
+@functools.lru_cache(maxsize=1)
+def serving_table() -> dict:
+    """data/serving.json: the inference servers check reads a launch of (vLLM, SGLang), their options and rules."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "serving.json")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _option_value(args: list, names: list) -> Optional[str]:
+    """The value of the last of `names` in `args` (`--opt v` or `--opt=v`), as argparse keeps the last one."""
+    found = None
+    for i, word in enumerate(args):
+        for name in names:
+            if word == name and i + 1 < len(args):
+                found = args[i + 1]
+            elif word.startswith(name + "="):
+                found = word.split("=", 1)[1]
+    return found
+
+
+def serving_command(argv: list) -> Optional[dict]:
+    """{engine, model, model_option, tensor_parallel, pipeline_parallel} for an inference-server launch (`vllm serve
+    MODEL -tp 4`, `python -m vllm.entrypoints.openai.api_server --model M`, `python -m sglang.launch_server
+    --model-path M --tp-size 2`; data/serving.json), else None. A parallel size is an int, or None when not given
+    (the engine's default is 1) or not a number."""
+    words = [str(w) for w in argv]
+    if not words:
+        return None
+    base = os.path.basename(words[0])
+    for row in serving_table()["engines"]:
+        rest = None
+        for command in row["commands"]:
+            parts = command.split()
+            if base == parts[0] and words[1:len(parts)] == parts[1:]:
+                rest = words[len(parts):]
+        if rest is None and base.startswith("python") and "-m" in words:
+            i = words.index("-m")
+            if i + 1 < len(words) and words[i + 1] in row["modules"]:
+                rest = words[i + 2:]
+        if rest is None:
+            continue
+        model, option = _option_value(rest, row["model_options"]), None
+        if model is not None:
+            option = next(n for n in row["model_options"] if n in rest or any(w.startswith(n + "=") for w in rest))
+        elif row.get("model_positional_after") and rest and not rest[0].startswith("-"):
+            model, option = rest[0], row["model_positional_after"]
+
+        def size(names):
+            raw = _option_value(rest, names)
+            return int(raw) if raw is not None and raw.strip().isdigit() else None
+
+        return {"engine": row["name"], "model": model, "model_option": option,
+                "dtype": _option_value(rest, row.get("dtype_options") or []),
+                "multi_node": _multi_node(rest, row.get("multi_node") or {}),
+                "tensor_parallel": size(row["tensor_parallel_options"]),
+                "pipeline_parallel": size(row["pipeline_parallel_options"])}
+    return None
+
+
+def _multi_node(args: list, rule: dict) -> bool:
+    """Whether the server's own options spread it over several nodes (data/serving.json multi_node.options: an option
+    with the value it must have, '*' for a count above 1)."""
+    for option, want in (rule.get("options") or {}).items():
+        got = _option_value(args, [option])
+        if got is None:
+            continue
+        if want == "*" and got.strip().isdigit() and int(got) > 1 or want != "*" and got.strip().lower() == want:
+            return True
+    return False
+
+
+def serving_of(snap) -> list:
+    """[(command, serving fact)] for the recorded inference-server launches (commands[].serving)."""
+    return [(cmd, cmd["serving"]) for cmd in commands(snap) if isinstance(cmd.get("serving"), dict)]

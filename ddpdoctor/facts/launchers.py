@@ -100,3 +100,19 @@ def trainer_launch_settings() -> dict:
     when there is one ({only_when_distributed}), with their sources (data/launchers.json)."""
     with open(DATA, encoding="utf-8") as fh:
         return json.load(fh).get("trainer_launch_settings", {})
+
+
+@functools.lru_cache(maxsize=1)
+def _exec_failures() -> tuple:
+    with open(DATA, encoding="utf-8") as fh:
+        return tuple(json.load(fh)["exec_failures"]["rows"])
+
+
+def exec_failure(why: str, via_env: bool = False, crlf: bool = False) -> Optional[dict]:
+    """The exec_failures row for a program that cannot run (gather.launch program_state's `why`; a #! interpreter found
+    through /usr/bin/env, or one ending in a carriage return), or None for an unknown `why`."""
+    rows = [r for r in _exec_failures() if r["why"] == why]
+    for row in rows:
+        if bool(row.get("via_env")) == via_env and bool(row.get("crlf")) == crlf:
+            return row
+    return rows[0] if rows else None

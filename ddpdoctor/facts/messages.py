@@ -146,7 +146,36 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Program ended successfully", b"Program failed with code", b"Run summary:", b"Run history:",
     # a launch that never started a rank: MPICH Hydra's own argument error (src/pm/hydra/lib/utils/args.c match_arg),
     # bash's and dash's "command not found" / "<line>: not found" for the launcher or python (execute_cmd.c, src/exec.c)
-    b"unrecognized argument", b"command not found", b": not found")
+    b"unrecognized argument", b"command not found", b": not found",
+    # fish's "fish: Unknown command: torchrun" (share/functions/fish_command_not_found.fish) and Open MPI's mapper
+    # refusing -np above its slots (orte/mca/rmaps/base/help-orte-rmaps-base.txt [orte-rmaps-base:alloc-error]): a
+    # launch that never started a rank (round 21, triage23)
+    b"Unknown command", b"not enough slots", b"noticed that job rank",
+    # glog's and absl's CHECK failure: LogMessageFatal writes "Check failed: <cond> (<a> vs. <b>) <msg>" on an F-level
+    # line ("F1207 12:00:01.123456 4242 file.cc:42] Check failed: ..."), then "*** Check failure stack trace: ***" and
+    # aborts (google/glog src/logging.cc, abseil-cpp absl/log/internal/check_op.h, log_message.cc): XLA, the TPU
+    # runtime, gRPC, Paddle and NCCL plugins log with it; no error word on either line, so past a large log's head the
+    # process's fatal line was not read and its "Aborted (core dumped)" stood first (round 21, triage23)
+    b"Check failed: ", b"Check failure stack trace",
+    # CPython's interpreter that cannot open the script it was given (Modules/main.c pymain_run_file_obj: "%S: can't
+    # open file %R: [Errno %d] %s", exit 2): a launch that never ran the script, on every local rank (round 21)
+    b"can't open file",
+    # Open MPI's/PRRTE's "mpirun has exited due to process rank N with PID P on / node H exiting improperly" (a rank
+    # that ended without MPI_Finalize: help-orterun.txt [orterun:proc-exit-no-sync] as logs print it; round 21)
+    b"has exited due to process rank",
+    # a C++ backtrace through the rendezvous store's constructor or its server's set-up, its message cut (c10::Error's
+    # "frame #2: c10d::TCPStore::TCPStore(...)", "frame #1: c10d::detail::TCPStoreMasterDaemon::TCPStoreMasterDaemon(
+    # ...)"; torch/csrc/distributed/c10d/TCPStore.cpp, TCPStoreBackend.cpp @cf30153): frames carry no error word, and a
+    # backtrace pasted without its message was read only in a log's head (round 21, triage24)
+    b"c10d::TCPStore::TCPStore(", b"TCPStoreMasterDaemon::TCPStoreMasterDaemon(", b"tcpstore_backend(",
+    b"LibUVStoreDaemon::LibUVStoreDaemon(",
+    # glog's and absl's C++ line head ("E1207 12:00:01.123456  4242 client.cc:88] Connect to 10.0.0.2:8470 failed":
+    # google/glog src/logging.cc LogMessage::Init, "%c%02d%02d %02d:%02d:%02d.%06d %5d %s:%d] ", abseil-cpp
+    # absl/log/internal/log_format.cc the same) names the C++ source file, by Google's style a .cc: a literal
+    # prefilter cannot find the level and date, but every such line carries "<file>.cc:<line>] ". An E- or F-line whose
+    # failure words are no keyword ("failed", "Timed out", "FAILED") in the middle of a large log, past the head and
+    # before the last 16 KiB, was not read (round 21, triage24); NCCL's own lines ("init.cc:1079") already carry "NCCL"
+    b".cc:")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:

@@ -27,22 +27,50 @@ NCCL_VIRBR_EXCLUDED_SINCE = (2, 28, 3)
 
 
 def nccl_version_of(snap) -> Optional[Tuple[int, ...]]:
-    """The NCCL torch loads, as recorded: torch.cuda.nccl.version() (the `torch` facts, read only when a
-    snapshot holds them: gathering them costs an interpreter importing torch), else the version of the
-    one nvidia-nccl wheel installed; None when neither was recorded."""
+    """The NCCL torch really loads, as recorded (nccl_loaded); None when it cannot be told."""
+    return nccl_loaded(snap)[0]
+
+
+def nccl_loaded(snap) -> Tuple[Optional[Tuple[int, ...]], str]:
+    """(version, where it was read) of the NCCL torch really loads, in the loader's order: torch.cuda.nccl.version()
+    (the `torch` facts, read only when a snapshot holds them: gathering them costs an interpreter importing torch);
+    else the first LD_PRELOAD NCCL with a version in its file name (ld.so binds libtorch_cuda.so's libnccl.so.2 to a
+    preloaded object of that soname: packages.nccl_preloaded, PKG011); else the libnccl.so.N libtorch_cuda.so's
+    DT_NEEDED resolves to (packages.torch_nccl, ld.so's search order): its version when its file name carries one,
+    the one nvidia-nccl wheel's version when it is the wheel's nvidia/nccl/lib copy, and nothing when torch links
+    NCCL statically (the wheel is not what it runs); else, when that was not recorded, the one nvidia-nccl wheel
+    installed. (None, "") when none of these tells it."""
     recorded = (getattr(snap, "sections", None) or {}).get("torch")
     raw = recorded.get("nccl_version") if isinstance(recorded, dict) else None
+    where = "torch.cuda.nccl.version()" if raw else ""
+    pk = snap.get("packages") or {}
     if not raw:
-        versions = (snap.get("packages") or {}).get("versions") or {}
-        wheels = [versions[w] for w in ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13") if versions.get(w)]
-        raw = wheels[0] if len(wheels) == 1 else None
+        pre = [e for e in pk.get("nccl_preloaded") or [] if isinstance(e, dict)]
+        if pre:
+            raw, where = pre[0].get("version"), f"LD_PRELOAD {pre[0].get('path')}"
+            if not raw:
+                return None, ""  # a preloaded NCCL of unknown version is what runs: the wheel's says nothing
+    if not raw:
+        versions = pk.get("versions") or {}
+        wheels = [(w, versions[w]) for w in ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
+                  if versions.get(w)]
+        linked = pk.get("torch_nccl") if isinstance(pk.get("torch_nccl"), dict) else {}
+        if "needed" in linked and linked["needed"] is None:
+            return None, ""  # NCCL inside libtorch_cuda.so: the version torch was built with, not recorded
+        path = str(linked.get("path") or "")
+        if linked.get("version"):
+            raw, where = linked["version"], f"{path} ({linked.get('from')})"
+        elif path and "/nvidia/nccl/lib/" not in path:
+            return None, ""  # a libnccl outside the wheel, whose name carries no version
+        elif len(wheels) == 1:
+            raw, where = wheels[0][1], f"the {wheels[0][0]} wheel"
     nums = []
     for part in str(raw or "").split("."):
         digits = "".join(ch for ch in part if ch.isdigit())
         if not digits:
             break
         nums.append(int(digits))
-    return tuple(nums) or None
+    return (tuple(nums), where) if nums else (None, "")
 
 
 def v4(iface: dict) -> List[Tuple[str, Optional[str]]]:

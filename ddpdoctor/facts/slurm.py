@@ -1,19 +1,63 @@
 """SLURM task counts, parsed from the environment SLURM sets."""
 from __future__ import annotations
 
+import functools
+import json
+import os
+import re
 from typing import Mapping, Optional
 
 
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "slurm_env.json")
+MAX_NODES = 65536
+
+
+@functools.lru_cache(maxsize=1)
+def _tasks_per_node_table() -> dict:
+    with open(DATA, encoding="utf-8") as fh:
+        return json.load(fh)["tasks_per_node"]
+
+
+def expand_per_node(raw, limit: int = MAX_NODES) -> Optional[list]:
+    """A SLURM per-node count list expanded, node by node (data/slurm_env.json tasks_per_node: SLURM's
+    uint16_array_to_str / uint32_compressed_to_str write '2(x3),1' for [2, 2, 2, 1]); None when it is not that
+    grammar or would name more than `limit` nodes."""
+    out: list = []
+    for part in str(raw or "").strip().split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:\(x(\d+)\))?\s*", part)
+        if not m:
+            return None
+        reps = int(m.group(2) or 1)
+        if reps < 1 or len(out) + reps > limit:
+            return None
+        out.extend([int(m.group(1))] * reps)
+    return out or None
+
+
+def tasks_per_node(env: Mapping[str, str]) -> Optional[tuple]:
+    """(variable, counts per node) from the step's per-node task list (SLURM_STEP_TASKS_PER_NODE, else
+    SLURM_TASKS_PER_NODE), or None when neither is set or readable."""
+    for name in _tasks_per_node_table()["variables"]:
+        counts = expand_per_node(env.get(name))
+        if counts:
+            return name, counts
+    return None
+
+
 def slurm_tasks_on_this_node(env: Mapping[str, str]) -> Optional[int]:
-    """SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE look like '4' or '4(x2),3'."""
-    raw = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE")
-    if not raw:
-        return None
-    first = raw.split(",")[0].split("(")[0]
-    try:
-        return int(first)
-    except ValueError:
-        return None
+    """The tasks SLURM runs on this node: SLURM_NTASKS_PER_NODE when set (the requested count, one number), else this
+    node's entry of the per-node list (tasks_per_node, indexed by SLURM_NODEID), else the list's count when every node
+    has the same one; None when unknown (the list differs across nodes and this node's index is not known)."""
+    counts = expand_per_node(env.get(_tasks_per_node_table()["requested"]))  # one number; read leniently as a list
+    if not counts:
+        got = tasks_per_node(env)
+        if not got:
+            return None
+        counts = got[1]
+    node = str(env.get(_tasks_per_node_table()["node_index"]) or "").strip()
+    if node.isdigit() and int(node) < len(counts):
+        return counts[int(node)]
+    return counts[0] if len(set(counts)) == 1 else None
 
 
 def slurm_procid_beyond(env: Mapping[str, str]) -> tuple:

@@ -19,3 +19,22 @@ def entries() -> tuple:
 def entry(backend: str = "gloo") -> dict:
     """The teardown entry of a backend ({} when none is known)."""
     return next((e for e in entries() if e.get("backend") == backend), {})
+
+
+@functools.lru_cache(maxsize=1)
+def hangs() -> tuple:
+    """Where a rank whose code has returned can hang before it exits (teardown.json "hangs"), with sources."""
+    with open(DATA, encoding="utf-8") as fh:
+        return tuple(json.load(fh).get("hangs") or ())
+
+
+def hang_of(frames: list, native: str = "") -> dict:
+    """The known teardown hang that the main thread's frames (innermost first, dicts with file and func) or its native
+    stack text show: the first entry whose Python frame or native marker is there ({} when none)."""
+    for h in hangs():
+        for suffix, func in h.get("python") or ():
+            if any(str(fr.get("file", "")).endswith(suffix) and fr.get("func") == func for fr in frames):
+                return h
+        if native and any(m in native for m in h.get("native") or ()):
+            return h
+    return {}

@@ -161,7 +161,10 @@ def model_config_facts(src: Sources, models: dict, cwd: Optional[str]) -> list:
         path = path if os.path.isabs(path) or not cwd else os.path.join(cwd, path)
         config = os.path.join(path, "config.json")
         if not os.path.isabs(config) or not os.path.isfile(src.path(config)):
-            continue
+            cached = _hub_cached_config(src, str(raw))  # a Hub id downloaded before: its config in the local cache
+            if cached is None:
+                continue
+            path, config = str(raw), cached
         text = src.read(config, limit)
         try:
             doc = json.loads(text) if text is not None and len(text) < limit else None
@@ -171,8 +174,54 @@ def model_config_facts(src: Sources, models: dict, cwd: Optional[str]) -> list:
         found = config_precision(doc) if isinstance(doc, dict) else None
         if found:
             fact["key"], fact["dtype"] = found[1], found[2]
+        heads = _attention_heads(doc)
+        if heads is not None:
+            fact["heads"] = heads
         out.append(fact)
     return out
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+
+
+def _hub_cached_config(src: Sources, repo_id: str) -> Optional[str]:
+    """The config.json of Hub model `repo_id` in the local Hugging Face cache, as huggingface_hub lays it out
+    (data/precision_calls.json model_config.hub_cache): <cache>/models--org--name/snapshots/<refs/main>/config.json;
+    None when the id is not a Hub id, was never downloaded here, or its main ref is unreadable. A few stats and one
+    small read; nothing is downloaded."""
+    from ddpdoctor.facts.launch import model_config_table  # noqa: PLC0415
+
+    if not _HUB_ID.match(repo_id) or ".." in repo_id:
+        return None
+    hc = model_config_table()["hub_cache"]
+    env = src.environ
+    cache = next((env.get(k) for k in hc["cache_env"] if env.get(k)), None)
+    if not cache:
+        xdg, fallback, leaf = hc["home_default"]
+        home = env.get(hc["home_env"]) or os.path.join(env.get(xdg) or fallback, leaf)
+        cache = os.path.join(home, "hub")
+    if cache.startswith("~"):
+        cache = os.path.join(env.get("HOME") or os.path.expanduser("~"), cache[2:]) if cache.startswith("~/") else cache
+    folder = os.path.join(cache, hc["folder_prefix"] + hc["separator"].join(repo_id.split("/")))
+    ref = src.read(os.path.join(folder, "refs", hc["ref"]), 128)
+    commit = (ref or "").strip()
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        return None
+    config = os.path.join(folder, "snapshots", commit, "config.json")
+    return config if os.path.isabs(config) and os.path.isfile(src.path(config)) else None
+
+
+def _attention_heads(doc) -> Optional[int]:
+    """The model's attention-head count as vLLM reads it (hf_text_config.num_attention_heads: a multimodal config's
+    text part first; data/serving.json text_config_keys, heads_key), or None."""
+    from ddpdoctor.facts.launch import serving_table  # noqa: PLC0415
+
+    if not isinstance(doc, dict):
+        return None
+    table = serving_table()
+    part = next((doc[k] for k in table["text_config_keys"] if isinstance(doc.get(k), dict)), doc)
+    heads = part.get(table["heads_key"])
+    return heads if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 else None
 
 
 SHELLS = ("sh", "bash", "dash", "zsh")
@@ -182,15 +231,86 @@ _PREFIXES = ("exec", "nohup", "time", "env", "sudo", "command")
 
 
 def program_found(word: str, environ) -> Optional[bool]:
-    """Whether the shell would find `word` as a program: an absolute or relative path that is executable, else a name
-    on PATH (shutil.which); None for a word the shell expands ($PYTHON, `...`)."""
+    """Whether the shell would find `word` as a program it can run: an absolute or relative path that is an executable
+    file, else a name on PATH (shutil.which), and, for a script, whose #! interpreter exists (program_state); None for
+    a word the shell expands ($PYTHON, `...`)."""
+    state = program_state(word, environ)
+    return None if state is None else state["why"] == "ok"
+
+
+# the first bytes of a file the kernel reads for its #! line (BINPRM_BUF_SIZE, include/uapi/linux/binfmts.h: 256 since
+# Linux 5.1, 128 before; fs/binfmt_script.c reads the interpreter's path from them)
+SHEBANG_BYTES = 256
+
+
+def program_state(word: str, environ) -> Optional[dict]:
+    """How execve(2) would fare with the program word of a launch (data/launchers.json exec_failures): {"why": "ok"}, or
+    "missing" (no such file / not on PATH: the shell's "not found"), "directory" (EACCES, "Is a directory"),
+    "not_executable" (a file without execute permission: EACCES, "Permission denied"; on PATH too, where the shell
+    remembers the first such file), "bad_interpreter" (a #! script whose interpreter does not exist: ENOENT from the
+    kernel's open_exec of it, bash's "bad interpreter"; `#!/usr/bin/env NAME` with NAME not on PATH), with "path" (the
+    file) and "interpreter". None for a word the shell expands ($PYTHON, `...`) or an empty one."""
     import shutil
 
-    if not word or any(c in word for c in "$`("):
+    if not word or not word.strip() or any(c in word for c in "$`("):
         return None
+    path_dirs = str(environ.get("PATH") or os.defpath)
     if "/" in word:
-        return os.path.isfile(word) and os.access(word, os.X_OK)
-    return shutil.which(word, path=environ.get("PATH")) is not None
+        path = word
+        if os.path.isdir(path):
+            return {"why": "directory", "path": path}
+        if not os.path.isfile(path):
+            return {"why": "missing", "path": path}
+        if not os.access(path, os.X_OK):
+            return {"why": "not_executable", "path": path}
+    else:
+        path = shutil.which(word, path=path_dirs)
+        if path is None:
+            for d in path_dirs.split(os.pathsep):
+                cand = os.path.join(d or ".", word)
+                if os.path.isfile(cand):
+                    return {"why": "not_executable", "path": cand}
+            return {"why": "missing"}
+    bad = _bad_interpreter(path, path_dirs)
+    return dict(bad, why="bad_interpreter", path=path) if bad else {"why": "ok", "path": path}
+
+
+def _bad_interpreter(path: str, path_dirs: str) -> Optional[dict]:
+    """The #! interpreter of the script at `path` when it cannot be run ({"interpreter": ..., "via_env": bool}), else
+    None (no #! line, unreadable, or an interpreter that exists and is executable)."""
+    import shutil
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SHEBANG_BYTES)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip(" \t")
+    if not line:
+        return None
+    parts = re.split(r"[ \t]+", line, maxsplit=1)  # the kernel splits on blanks only: a CRLF line keeps its "\r"
+    interp = parts[0]
+    if not (os.path.isfile(interp) and os.access(interp, os.X_OK)):
+        return {"interpreter": interp, "via_env": False}
+    if os.path.basename(interp) == "env" and len(parts) > 1:
+        words = [w for w in parts[1].split() if not w.startswith("-")]
+        if words and "=" not in words[0] and shutil.which(words[0], path=path_dirs) is None:
+            return {"interpreter": words[0], "via_env": True}
+    return None
+
+
+def program_not_runnable(word: str, environ) -> dict:
+    """The fields a launch command records about a program that cannot be run here (ENV020): program_why, program_file,
+    interpreter, interpreter_via_env; {} when it runs or the word is a shell expansion."""
+    state = program_state(word, environ)
+    if not state or state["why"] in ("ok", "missing"):
+        return {}
+    out = {"program_why": state["why"], "program_file": state.get("path")}
+    if state.get("interpreter") is not None:
+        out["interpreter"], out["interpreter_via_env"] = state["interpreter"], bool(state.get("via_env"))
+    return out
 
 
 def commands_in_shell_script(path: str, environ) -> list:
@@ -241,6 +361,7 @@ def commands_in_shell_script(path: str, environ) -> list:
         found = program_found(words[0], environ)
         if found is not None:
             cmd["found"] = found
+            cmd.update(program_not_runnable(words[0], environ))
         if cmd.get("program") is None:
             cmd.pop("program", None)
         out.append(cmd)
@@ -281,6 +402,8 @@ FIELDS = {
     # check19: the training program's GPU options (facts.launch.script_gpu_options)
     "commands[].script_gpus": OBJ, "commands[].script_gpus.*": STR,
     "commands[].from_script": STR, "commands[].program_word": STR, "commands[].found": BOOL,
+    "commands[].program_why": STR, "commands[].program_file": STR, "commands[].interpreter": STR,
+    "commands[].interpreter_via_env": BOOL,
     "commands[].program_exists": BOOL, "commands[].cwd": STR,  # check's own `-- <command>` (pipeline.check)
     "commands[].script_dirs": OBJ, "commands[].script_dirs.*": STR, "commands[].save_dirs": LIST,
     "commands[].save_dirs[]": OBJ, "commands[].save_dirs[].option": STR, "commands[].save_dirs[].path": STR,
@@ -291,7 +414,10 @@ FIELDS = {
     "commands[].script_models": OBJ, "commands[].script_models.*": STR, "commands[].model_configs": LIST,
     "commands[].model_configs[]": OBJ, "commands[].model_configs[].option": STR, "commands[].model_configs[].path": STR,
     "commands[].model_configs[].config": STR, "commands[].model_configs[].key": STR,
-    "commands[].model_configs[].dtype": STR,
+    "commands[].model_configs[].dtype": STR, "commands[].model_configs[].heads": INT,
+    "commands[].serving": OBJ, "commands[].serving.engine": STR, "commands[].serving.model": STR,
+    "commands[].serving.model_option": STR, "commands[].serving.tensor_parallel": INT,
+    "commands[].serving.pipeline_parallel": INT, "commands[].serving.dtype": STR, "commands[].serving.multi_node": BOOL,
 }
 
 

@@ -21,7 +21,7 @@ from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tu
 
 from . import conditions as cond
 from .names import CHILD_FIELDS as _CHILD_FIELDS, STAR_MODULES, WELL_KNOWN, canonical, child_fields, const_str, \
-    dotted, expr_nodes, import_bindings
+    dotted, expr_nodes, flag_name, import_bindings
 
 # Python's standard library modules (3.10+: sys.stdlib_module_names), for names a project star import brings in
 _STDLIB = frozenset(m for m in getattr(sys, "stdlib_module_names", ()) if not m.startswith("_"))
@@ -246,6 +246,8 @@ class ModuleIndex:
         self.env_sets: List[EnvSet] = []
         self.withs: List[WithBlock] = []
         self.loops: List[Loop] = []
+        # every comparison the walk meets, with its scope (LINT042 reads them here instead of walking the tree again)
+        self.compares: List[Tuple[ast.Compare, Scope]] = []
         self.start_methods: set = set()   # 'spawn', 'forkserver', 'fork' seen in get_context/set_start_method
         self.bound: set = set()           # names bound at module level (for the WELL_KNOWN fallback)
         self.star_imports = False
@@ -743,6 +745,12 @@ class ModuleIndex:
             if names and isinstance(names, str) and value is not None and not isinstance(stmt, ast.AugAssign):
                 if cond.is_rank_test(value, self.flags):
                     self.flags[names] = value  # kept when another branch assigns a constant (`else: master = True`)
+            elif isinstance(target, ast.Subscript) and value is not None:
+                # a settings field rewritten from a rank flag: `model_config['enable_tb'] = False if disable_tqdm
+                # else model_config['enable_tb']` (fr142 GFMDiff run_fsdp.py)
+                key = flag_name(target)
+                if key is not None and cond.is_rank_test(value, self.flags):
+                    self.flags[key] = value
             # Aliases: `spawn = mp.spawn`, `DDP = torch.nn.parallel.DistributedDataParallel`.
             if isinstance(target, ast.Name):
                 if isinstance(value, (ast.Name, ast.Attribute)) and self.qual(value, scope):
@@ -827,6 +835,8 @@ class ModuleIndex:
                 if call.name:
                     self.by_name.setdefault(call.name, []).append(call)
                 self._special_call(call, scope, ctx)
+            elif t is ast.Compare:
+                self.compares.append((node, scope))
             elif t is ast.Lambda:
                 lam = Scope("lambda", "<lambda>", node, scope, ctx)
                 lam.params = [a.arg for a in node.args.args]
@@ -839,13 +849,20 @@ class ModuleIndex:
                 continue
             elif t in _LEAVES:
                 continue
-            elif t is ast.IfExp and cond.mentions_rank(node.test, self.flags):
-                # `SummaryWriter(...) if rank == 0 else None`: the branches are gated like an if-block.
-                self._expr(node.test, scope, ctx)
-                self._expr(node.body, scope, ctx._replace(
-                    gated=True, rank0=ctx.rank0 or cond.body_rank0(node.test, self.flags)))
-                self._expr(node.orelse, scope, ctx._replace(
-                    gated=True, rank0=ctx.rank0 or cond.covers_others(node.test, self.flags)))
+            elif t is ast.IfExp:
+                # `SummaryWriter(...) if rank == 0 else None`: the branches are gated like an if-block. Each arm
+                # also records the test in its branch, as an if-block does, so that a flag this walk has not met
+                # yet is read later with the project's flags (facts.gate): `wandb.log(...) if not disable_tqdm
+                # else None` in a function defined above `disable_tqdm = rank != 0` (fr142 GFMDiff run_fsdp.py)
+                test = node.test
+                self._expr(test, scope, ctx)
+                body_ctx = ctx._replace(branch=ctx.branch + ((test, 0),))
+                else_ctx = ctx._replace(branch=ctx.branch + ((test, 1),))
+                if cond.mentions_rank(test, self.flags):
+                    body_ctx = body_ctx._replace(gated=True, rank0=ctx.rank0 or cond.body_rank0(test, self.flags))
+                    else_ctx = else_ctx._replace(gated=True, rank0=ctx.rank0 or cond.covers_others(test, self.flags))
+                self._expr(node.body, scope, body_ctx)
+                self._expr(node.orelse, scope, else_ctx)
                 continue
             fields = _CHILD_FIELDS.get(t)
             if fields is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Iterable, Optional, Set
 
-from .names import dotted, expr_nodes, last_name
+from .names import dotted, expr_nodes, flag_name, last_name
 
 _MAIN_WORDS = {
     "is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero", "is_master",
@@ -114,9 +114,9 @@ def _flag(test: ast.AST, flags: Flags) -> Optional[ast.AST]:
     if isinstance(test, ast.Call):  # `is_log_process(plugin_type, cfg)`: arguments do not change what it tests
         name = dotted(test.func)
         return flags.get(name + "()") if name else None
-    if not isinstance(test, (ast.Name, ast.Attribute)):
+    if not isinstance(test, (ast.Name, ast.Attribute, ast.Subscript)):
         return None
-    name = dotted(test)
+    name = flag_name(test)
     return flags.get(name) if name else None
 
 
@@ -207,8 +207,19 @@ def atom_kind(test: ast.AST, flags: Flags = None, depth: int = 0) -> Optional[st
     return None
 
 
+def _falsy(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Constant) and not expr.value
+
+
 def _kind_of(expr: ast.AST, flags: Flags, depth: int) -> Optional[str]:
     if isinstance(expr, ast.IfExp):  # `is_local_main if local_fs else is_main`: both arms rank 0
+        # a value that is false wherever the test puts the other ranks (fr142 GFMDiff run_fsdp.py:
+        # `model_config['enable_tb'] = False if disable_tqdm else model_config['enable_tb']` with `disable_tqdm =
+        # rank != 0`; also `x if is_main else None`): true on rank 0 only, as `x and rank == 0` is
+        if _falsy(expr.body) and covers_others(expr.test, flags, depth):
+            return "rank0"
+        if _falsy(expr.orelse) and body_rank0(expr.test, flags, depth):
+            return "rank0"
         a, b = _kind_of(expr.body, flags, depth + 1), _kind_of(expr.orelse, flags, depth + 1)
         return a if a == b else None
     if body_rank0(expr, flags, depth):
@@ -253,7 +264,8 @@ def covers_others(test: ast.AST, flags: Flags = None, depth: int = 0) -> bool:
 def is_rank_test(expr: ast.AST, flags: Flags = None) -> bool:
     """`expr` (the value of an assignment) is a test of the rank: worth remembering as a flag."""
     if isinstance(expr, ast.IfExp):
-        return is_rank_test(expr.body, flags) and is_rank_test(expr.orelse, flags)
+        return (is_rank_test(expr.body, flags) and is_rank_test(expr.orelse, flags)) or \
+            _kind_of(expr, flags, 0) is not None
     if not isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Name, ast.Attribute, ast.Call)):
         return False
     if isinstance(expr, (ast.Name, ast.Attribute)):  # `is_main = accelerator.is_main_process`, not `r = rank`

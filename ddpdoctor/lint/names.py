@@ -137,6 +137,11 @@ def import_bindings(node: ast.AST) -> list:
 
 def dotted(expr: ast.AST) -> Optional[str]:
     """Source-like text of a Name/Attribute chain: `self.model`, `args.local_rank`; else None."""
+    t = type(expr)
+    if t is ast.Name:  # the common case, without the list and the join (called ~30,000 times on a 5,000-line file)
+        return expr.id
+    if t is not ast.Attribute:
+        return None
     parts = []
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)
@@ -145,6 +150,18 @@ def dotted(expr: ast.AST) -> Optional[str]:
         parts.append(expr.id)
         return ".".join(reversed(parts))
     return None
+
+
+def flag_name(expr: ast.AST) -> Optional[str]:
+    """The name a rank flag is kept under: a Name/Attribute chain (`args.save`), or one field of a settings mapping
+    read with a literal key (`model_config['enable_tb']`, fr142 GFMDiff run_fsdp.py); else None."""
+    if isinstance(expr, ast.Subscript):
+        key = expr.slice
+        base = dotted(expr.value)
+        if base is None or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return None
+        return f"{base}[{key.value!r}]"
+    return dotted(expr)
 
 
 def last_name(expr: ast.AST) -> Optional[str]:

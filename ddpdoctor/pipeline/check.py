@@ -91,7 +91,8 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
     import os
 
     from ddpdoctor.facts.launch import parse_command, parse_program
-    from ddpdoctor.gather.launch import SHELLS, commands_in_shell_script, program_found, runs_as_module
+    from ddpdoctor.gather.launch import (SHELLS, commands_in_shell_script, program_found, program_not_runnable,
+                                         runs_as_module)
 
     argv = [str(a) for a in argv]
     script = _shell_script_of(argv)
@@ -101,6 +102,11 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
             section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
         section["commands"] = [dict(c, depth=0) for c in found] + list(section.get("commands") or [])
+        if os.path.basename(argv[0]) not in SHELLS:  # `./train.sh` run itself: the kernel must be able to run it
+            cannot = program_not_runnable(argv[0], os.environ)
+            if cannot:
+                section["commands"].insert(0, dict(cannot, launcher=None, options={}, depth=0, found=False,
+                                                   program_word=argv[0]))
         return
     cmd = parse_command(argv) or parse_program(argv)
     if not cmd and argv and os.path.basename(argv[0]) in SHELLS and len(argv) > 1 and not argv[1].startswith("-"):
@@ -116,6 +122,7 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
     seen = program_found(argv[0], os.environ) if argv else None
     if seen is not None:
         cmd["found"], cmd["program_word"] = seen, argv[0]
+        cmd.update(program_not_runnable(argv[0], os.environ))
     if cmd.get("program") is None:
         cmd.pop("program", None)
     elif str(cmd["program"]).endswith(".py") and not runs_as_module(argv, cmd["program"]):
@@ -127,6 +134,15 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         from ddpdoctor.gather.launch import save_dir_facts
 
         cmd["save_dirs"] = save_dir_facts(Sources(), cmd["script_dirs"], os.getcwd())
+    from ddpdoctor.facts.launch import serving_command
+
+    serving = serving_command(argv)
+    if serving:  # `vllm serve ./model -tp 4`: the engine's model and parallel sizes (ENV024)
+        cmd["serving"] = serving
+        if not cmd.get("launcher"):
+            cmd["launcher"] = serving["engine"]
+        if serving.get("model"):
+            cmd["script_models"] = dict(cmd.get("script_models") or {}, **{serving["model_option"]: serving["model"]})
     if cmd.get("script_models"):
         from ddpdoctor.gather import Sources
         from ddpdoctor.gather.launch import model_config_facts

@@ -100,7 +100,7 @@ class _State:
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
                  "sp_t0", "sp_cost", "sp_cost_n", "sp_due_s", "sp_cyc", "sp_meas", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "pre", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
-                 "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours", "gwait", "apend", "aop")
+                 "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours", "gwait", "apend", "aop", "ml")
 
     def __init__(self):
         self.off = False
@@ -124,6 +124,7 @@ class _State:
         self.apend = 0  # async_op collectives issued and not yet waited on (their Work.wait is timed while > 0)
         self.aop = None  # the last async_op collective's name
         self.seq = 0
+        self.ml = None  # [file, line, function]: the script's module-level line that called the job's code (_module_call)
         self.inside = False
         self.dl = None
         # the DataLoader iterator S.dl counts: the one whose _DL_GEN attribute (set by the wrapped __init__) equals
@@ -285,7 +286,7 @@ def _publish_cold() -> None:
     w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
             "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit, "thr": S.threads,
             "xc": S.exit_code, "fw": S.fw, "groups": S.groups[:16], "sites": S.sites[-16:],
-            "site0": max(0, len(S.sites) - 16)})
+            "site0": max(0, len(S.sites) - 16), "ml": S.ml})
     _publish()
 
 
@@ -1010,6 +1011,25 @@ def _read_harness(frame) -> None:
     S.code_cache.clear()  # classifications made before were without it
 
 
+def _module_call(frame):
+    """[file, line, function] of the script's module-level line that called the function running `frame` (`main()` in
+    `if __name__ == "__main__": main()`), None when the job's code runs at module level or the script is not a file.
+    Read once, at init_process_group. At a stall the reader (section.teardown_of) compares: the module frame still at
+    this line with no frame of that function inside it means the function has RETURNED and the rank frees its objects
+    (a Python function's frame is on the stack for as long as it runs; CPython 3.11 pops it before it clears it)."""
+    f, inner = frame, None
+    for _ in range(200):
+        if f is None:
+            return None
+        code = f.f_code
+        if code.co_name == "<module>" and f.f_globals.get("__name__") == "__main__":
+            if inner is None or not os.path.isfile(code.co_filename) or is_library(code.co_filename, S.lib):
+                return None
+            return [code.co_filename, f.f_lineno, inner.f_code.co_name]
+        inner, f = f, f.f_back
+    return None
+
+
 def _user_line(frame) -> str:
     """'file:line' of the innermost frame of the user's code at or above `frame`: the first frame
     outside the standard library, site-packages, ddpdoctor and the code injected into the job (a
@@ -1266,6 +1286,7 @@ def _wrap_init(fn, mod):
                 except Exception:  # noqa: BLE001
                     timeout = None
             S.pg_timeout = timeout.total_seconds() if hasattr(timeout, "total_seconds") else 1800.0
+            S.ml = _module_call(sys._getframe(1))
             _set_phase("init", _user_line(sys._getframe(1)))
         except Exception as exc:  # noqa: BLE001
             _log_once("init_process_group", exc)

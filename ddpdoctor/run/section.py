@@ -147,6 +147,7 @@ def _describe_wait(r: dict) -> str:
             "outside": "outside any collective", "data": "loading a batch in the rank",
             "data-workers": "waiting for a batch from DataLoader workers",
             "busy": "computing outside any collective",
+            "teardown": "shutting down after its code returned",
             "before-init": "start-up, before init_process_group"}.get(st, st)
 
 
@@ -223,6 +224,34 @@ def hook_in_backward(frames: list) -> Optional[dict]:
     return next((fr for fr in reversed(inside) if not any(t in fr["file"] for t in _TORCH_OWN)), None)
 
 
+def teardown_of(frames: list, b: dict) -> Optional[dict]:
+    """The rank's code has returned and it has not exited (`frames`: its main thread's, innermost first), or None:
+    - 'returned': the script's module frame is still at the line that called the job's function (the recorder's `ml`,
+      read at init_process_group) and no frame of that function is inside it: the function returned and the rank frees
+      its objects (a Python function's frame is on the stack for as long as it runs). What runs then is their
+      destructors: C code with no Python frame (the DDP model's Reducer releasing the process group, a buffered file's
+      flush), or finalizers with their own frames (a `__del__`, a DataLoader iterator's worker shutdown).
+    - 'finished': no module frame is left on the main thread: the script ran to its end and the interpreter shuts
+      down (threading._shutdown joining non-daemon threads, the exit handlers, garbage collection).
+    Only with a stack and a beacon before its exit handlers ran (phase run or data: the recorder's own exit handler
+    sets 'exit')."""
+    if not frames or b.get("phase") not in ("run", "data"):
+        return None
+    mods = [i for i, fr in enumerate(frames) if fr.get("func") == "<module>"]
+    if not mods:  # faulthandler writes at most 100 frames (MAX_FRAME_DEPTH): a longer stack lost its outermost ones
+        return None if len(frames) >= 100 else {"how": "finished", "inner": frames[0]}
+    ml = b.get("ml")
+    if not (isinstance(ml, list) and len(ml) == 3):
+        return None
+    file, line, func = ml
+    i = next((i for i in mods if frames[i].get("file") == file), None)
+    if i is None or frames[i].get("line") != line:
+        return None
+    if i > 0 and frames[i - 1].get("func") == func:
+        return None  # the function still runs
+    return {"how": "returned", "func": func, "file": file, "line": line, "inner": frames[0] if i > 0 else None}
+
+
 def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     b = p.get("beacon") or {}
     info = p.get("info") or {}
@@ -239,6 +268,9 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
         side = backward_thread(p, prefixes)
         if side is not None:  # its own code on a thread torch started (a device thread's hook, a comm hook's callback)
             state = "busy" if _busy(p) else "outside"
+    down = teardown_of(frames, b) if state in ("outside", "busy", "data") else None
+    if down is not None:
+        state = "teardown"  # its code returned: the rank shuts down and has not exited (RUN026)
     user = stacks.innermost_user(frames, prefixes, info.get("injected")) if frames else None
     if side is not None:
         user = side["user"]
@@ -264,6 +296,8 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     gate = stacks.gated_user(frames, prefixes, info.get("injected")) if frames else None
     if gate is not None:
         rec["gate_frame"] = gate  # a caller's `if rank == 0:` / `if ...is_main_process:` around what this rank does
+    if down is not None:
+        rec["teardown"] = down
     rec["doing"] = _describe_wait(rec)
     if hook is not None:
         rec["hook_frame"] = hook
@@ -274,6 +308,26 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
                          "thread; its main thread waits in backward)")
     rec["workers"] = [worker_record(w, prefixes) for w in workers]
     return rec
+
+
+def parted(procs: list, now: float) -> bool:
+    """The ranks' stacks (each process's `dump`, taken just now) show them apart: at least one waits for the others
+    (WAITING: DDP's gradient all-reduce, a collective, DDP's forward synchronisation) while at least one does not (its
+    own code, its hook inside backward, a batch, a computation). The supervisor's test of a stall before the job's
+    first step, where the beacons of ranks that have begun the loop look alike: a rank asleep in a module's full
+    backward hook in the first backward (autograd runs a CPU graph task's hooks on the calling thread: pytorch/pytorch
+    torch/csrc/autograd/engine.cpp Engine::execute, v2.13.0) and the other waiting in DDP's all-reduce are both in
+    backward at step 0. Ranks alike (all loading, all compiling, all in the same wait) are not apart: a job's start is
+    no stall. False without a stack of every rank."""
+    ranks, workers, _ = roles(procs)
+    if len(ranks) < 2 or any(not p.get("dump") for p in ranks):
+        return False
+    prefixes = set()
+    for p in procs:
+        prefixes.update((p.get("info") or {}).get("lib") or ())
+    prefixes = tuple(sorted(prefixes))
+    states = [rank_record(p, prefixes, now, workers.get(p["pid"], []))["state"] for p in ranks]
+    return any(s in WAITING for s in states) and any(s not in WAITING for s in states)
 
 
 def worker_record(p: dict, prefixes) -> dict:
@@ -687,7 +741,7 @@ def never_arrived(recs: list, order: dict) -> Optional[dict]:
         where = r.get("before_end") if e is not None else (
             "collective" if r.get("state") in ("collective", "backward", "ddp-forward") else
             "start" if r.get("state") in ("rendezvous", "before-init") else
-            "outside" if r.get("state") in ("outside", "busy", "data", "data-workers") else "")
+            "outside" if r.get("state") in ("outside", "busy", "data", "data-workers", "teardown") else "")
         behind = (r.get("collectives") or 0) < seq
         if where == "outside" or (behind and where != "collective"):
             late.append({"rank": r.get("rank"), "pid": r.get("pid"), "where": where, "behind": behind,

@@ -454,6 +454,7 @@ class Supervisor:
         self.capture_stderr = capture_stderr
         self.stderr_tee = None  # capture.StderrTee: the job's stderr, copied on and kept for the verdict
         self.stall_after = stall_after
+        self._start_probe_t = 0.0  # the last stack probe of ranks alike before the first step (_parted_at_start)
         self.on_stall = on_stall
         self.grace_s = grace_s
         self.preflight = preflight
@@ -892,7 +893,7 @@ class Supervisor:
         limit = self.threshold()
         if idle < limit:
             return
-        if not self._apart(ranks, now, limit):
+        if not self._apart(ranks, now, limit) and not self._parted_at_start(ranks, now, limit):
             return
         self.stall_open = True
         self._report_stall(ranks, now, idle, limit)
@@ -912,6 +913,27 @@ class Supervisor:
         if any(b.get("phase") == "data" and ((b.get("dl") or {}).get("workers") or 0) > 0 for b in bs):
             return True
         return False
+
+    def _parted_at_start(self, ranks: list, now: float, limit: float) -> bool:
+        """Before the first step, ranks whose beacons look alike (_apart: the same phase and collective count) may
+        still be apart: one asleep in its own code inside the first backward (a module's full backward hook, a tensor
+        hook, a DDP comm hook's callback) while the others wait in DDP's gradient all-reduce, which is C++ and counts
+        no collective (issue 27: an HF Trainer job with an optimizer stalled in its first backward went unreported; at
+        step 5 the same job was named). Their stacks tell: taken once per `limit` seconds of no progress (a signal to
+        each rank and a dump, no more often than the stall's own), judged by section.parted. A probe that finds them
+        alike leaves no stack behind (the report of a later death reads its own)."""
+        if len(ranks) < 2 or any(p.beacon.get("phase") not in ("run", "data") for p in ranks):
+            return False
+        if now - self._start_probe_t < limit:
+            return False
+        self._start_probe_t = now
+        before = {p.pid: p.dump for p in ranks}
+        self.take_stacks(ranks)
+        apart = section.parted([p.facts() for p in ranks], now)
+        if not apart:
+            for p in ranks:
+                p.dump = before[p.pid]
+        return apart
 
     def _report_stall(self, ranks: list, now: float, idle: float, limit: float) -> None:
         # outside any collective (or in backward, where DDP waits too): working (runnable) or blocked (sleeping)?

@@ -409,10 +409,46 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
                                                 and live_ranks & set(f.subjects))]
     report = TriageReport(command="triage", findings=findings, checks_run=len(rule_specs(only, ignore)),
                           families=["logs"], order=job.sort_keys)
-    report.extra["triage"] = {"inputs": summary, "job": job_summary(job),
+    verdict = health_verdict(job, findings)
+    report.extra["triage"] = {"inputs": summary, "job": job_summary(job), "health": verdict,
                               "elapsed_ms": round((time.perf_counter() - start) * 1000, 1)}
-    report.extra["text_sections"] = text_summary(job, summary)
+    report.extra["text_sections"] = text_summary(job, summary) + health_lines(verdict)
     return report
+
+
+def health_verdict(job: Job, findings: List[Finding]) -> dict:
+    """What the report says of the job's fate, and the line it rests on: "failed" (an error finding), "not_shown" (a
+    warning, LOG029's "cannot show health" or LOG028's unexplained failure among them: no verdict of health), or
+    "ended_well" with the end line that shows it (a launcher's exit 0, the Trainer's train_runtime metrics, Lightning's
+    "`Trainer.fit` stopped: `max_epochs=N` reached", "Training completed"...: the catalogue's class job_ended_well)
+    (round 21, issue 24: "No issues found!" is printed with its evidence, and --json carries it)."""
+    from .rules.health import health_shown
+
+    if any(f.severity == ERROR for f in findings):
+        return {"verdict": "failed"}
+    if any(f.severity == "warning" for f in findings):
+        return {"verdict": "not_shown", "why": "a warning above: the log shows no failure the rules explain, "
+                "or no evidence that the job ended well"}
+    occ = job.get("job_ended_well")
+    if occ and occ.count and health_shown(job):
+        end = max((e.line for e in occ.first), key=lambda ln: (ln.src, ln.lineno))
+        return {"verdict": "ended_well", "evidence": {
+            "path": job.paths[end.src] if end.src < len(job.paths) else None, "line": f"line:{end.lineno}",
+            "text": end.text.strip()[:200]}}
+    if health_shown(job):
+        return {"verdict": "ended_well", "why": "Flight Recorder dumps whose collectives completed"}
+    return {"verdict": "no_failure_seen", "why": "no failure line and no rule's warning; no end line either"}
+
+
+def health_lines(verdict: dict) -> List[str]:
+    """The verdict of health_verdict as the text report's line: a claim of health names its line."""
+    if verdict.get("verdict") == "ended_well" and verdict.get("evidence"):
+        ev = verdict["evidence"]
+        where = f"{os.path.basename(ev['path'])} {ev['line']}" if ev.get("path") else ev["line"]
+        return [f"Ended well: {where}: {ev['text']}"]
+    if verdict.get("verdict") == "no_failure_seen":
+        return ["No failure seen, and no end line either: not a finding of health."]
+    return []
 
 
 def quoted_in_change(job: Job):

@@ -21,6 +21,7 @@ from .prose import (
     _CHANGE_WORDS,
     _EXAMPLE_INTRO,
     _HEADING,
+    _PLAIN_TITLE,
     _HEADING_QUOTE,
     _HEADING_FIX,
     _MPICH_ABORT,
@@ -228,6 +229,7 @@ class Job:
         self._headed: Dict[int, bool] = {}          # source -> its first Markdown heading (its title) was seen
         self._caption: Dict[int, tuple] = {}        # source -> (stream, line) of a colon-less label that opened a failure
         self._title: Dict[int, list] = {}           # source -> [its title (first heading), output under it?, -, held]
+        self._texted: set = set()                  # sources whose first non-blank line was read (a plain title's place)
         self.titles_over_output: List[Line] = []     # titles (first headings) whose body holds program output
         self.frame_lines = 0                        # Python traceback frames ('  File "x.py", line 3, in f')
         self.run_lines = 0                          # lines with a run's prefix (a rank, NCCL's host:pid:tid, a host)
@@ -266,6 +268,7 @@ class Job:
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
+        self.last_frame: Dict[tuple, Line] = {}   # stream -> its last traceback frame line (Python, rich, C++)
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
         self.relaunch: Dict[int, Line] = {}        # file -> its last shell-prompt line that runs a training launch
@@ -359,14 +362,37 @@ class Job:
             # is about, and no process printed it (round 20, issue 24: b182_21). The body's own lines say what failed.
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
-        if self._title and not code and line.src in self._title and not self._title[line.src][1] \
+        ttl = self._title.get(line.src) if self._title else None
+        if ttl is not None and ttl[2] == "pending" and ttl[0] is not line:
+            # an untagged first line stands alone as a title only when a blank line follows it; else it is read as
+            # any line (what it held is fed now, in its place)
+            if t.strip():
+                self._untitle(line.src)
+                ttl = None
+            else:
+                ttl[2] = "alone"
+        if ttl is not None and not code and not ttl[1] \
                 and line.offset < self.head_bytes and self._output_line(line, evs):
-            self._title[line.src][1] = True   # the title's body holds the program's output
-        if not code and line.src not in self._title and t[:1] in " #" and _HEADING.match(t):
+            ttl[1] = True   # the title's body holds the program's output
+        first_text = line.src not in self._texted
+        if first_text and t.strip():
+            self._texted.add(line.src)
+        plain = None
+        if not code and line.src not in self._title and first_text and line.rank is None and t.strip():
+            # an issue's title pasted as the thread's first line, not as a Markdown heading: with its form's label
+            # ("[BUG] ...", "Title: ...") it is a title; untagged ("RuntimeError: NCCL error when training on 8 GPUs")
+            # only when a blank line follows it and it is no program output itself (no run prefix, frame, stamp,
+            # launcher exit, progress or log record; not a traceback's header) (round 21, issue 24)
+            if _PLAIN_TITLE.match(t):
+                plain = "tagged"
+            elif (t[:1] not in " \t" and len(t) <= 200 and "Traceback (most recent call" not in t
+                  and not self._output_line(line, evs)):
+                plain = "pending"
+        if not code and line.src not in self._title and ((t[:1] in " #" and _HEADING.match(t)) or plain):
             # the source's first heading: its title. Its events (a failure's, and the words a rule reads as context:
             # "NET/IB" in "# Run multi-worker with nccl error: NET/IB : ...") wait for the body (Job._titles): fed at
             # the end only where the body holds no program output
-            self._title[line.src] = [line, False, None, list(evs)]
+            self._title[line.src] = [line, False, "pending" if plain == "pending" else None, list(evs)]
             evs = []
         ex = self._example.get(line.src)
         if ex is not None:
@@ -587,6 +613,17 @@ class Job:
             # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
             first, n = self.headless_frames.get(key, (line, 0))
             self.headless_frames[key] = (first, n + 1)
+        if frame is not None or _RICH_FRAME.match(line.text) or _CPP_FRAME.match(line.text):
+            self.last_frame[key] = line
+        if line.text[:1] == "│" and key not in self._tb_header:
+            # a line of rich's traceback box ("│ ... │"): a frame of a box whose top the paste cut, or a line of the
+            # box under one; a stream that ends inside the box (no "╰" bottom, no exception line under it) ends
+            # inside the traceback (unexplained._ends_inside_traceback)
+            lf = self.last_headless_frame.get(key)
+            if (_RICH_FRAME.match(line.text) or line.text.startswith("│ ❱ ") or (frame is not None and frame["file"]
+                    in line.text) or (lf is not None and lf.src == line.src and lf.lineno == line.lineno - 1
+                                      and lf.text[:1] == "│")):
+                self.last_headless_frame[key] = line
         if frame is not None:
             if not _LIB_FRAME.search(frame["file"]):
                 self._frames[key] = frame
@@ -611,6 +648,11 @@ class Job:
             if r is not None:
                 self.watchdog_ranks.add(r)
         evs = list(evs)
+        if (evs and prev is not None and prev.lineno == line.lineno - 1 and line.text[:1] in (" ", "\t")
+                and line.text.lstrip().startswith("raise ") and user_frame(prev.text) is not None):
+            # a frame's source line ('    raise ValueError(f"Unsupported nproc_per_node value: {nproc_per_node}")'):
+            # the code that raised, its message a template; the exception line under the frames is the message
+            evs = [ev for ev in evs if "entry" not in ev.data]
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
@@ -730,6 +772,24 @@ class Job:
                     self._fail_by_words.discard(key)
                     if how == "words":
                         self._fail_by_words.add(key)
+
+    def _untitle(self, src: int) -> None:
+        """A source's first line held as a possible title is no title (a non-blank line follows it): its failure line
+        and events are taken now, as they would have been in its place (it is the source's first line)."""
+        line, _, _, held = self._title.pop(src)
+        if not isinstance(held, tuple):
+            return
+        key, how, evs = held
+        for ev in evs:
+            self.feed(ev)
+        if how and key not in self.first_fail:
+            self.first_fail[key] = line
+            if how == "words":
+                self._fail_by_words.add(key)
+                if any(survivable(ev) for ev in evs):
+                    self._fail_survivable.add(key)
+        if any(ev.kind == "exception" for ev in evs):
+            self._store_exception(key, line, evs)
 
     def _after_caption(self, line: Line) -> None:
         """A colon-less label ("Error message", "Stack trace") opened its stream's first failure line by its words; the
@@ -1122,6 +1182,7 @@ class Job:
         self._titles()
         self._resolve_local_ranks()
         self._nccl_sigbus()
+        self._sigbus_exits()
         seen = [r for r in self.ranks if r is not None and r >= 0]
         cands = dict(self.world_sources)
         if cands:
@@ -1202,6 +1263,24 @@ class Job:
                 occ.add(Event("nccl_sigbus", e.where, {"frame": frame, "exit": e.code}), e.rank, e.host)
         if occ.count:
             self.occ["nccl_sigbus"] = occ
+
+    def _sigbus_exits(self) -> None:
+        """A process the launcher reports dead of SIGBUS (torchrun's "exitcode: -7" and its table's "Signal 7 (SIGBUS)",
+        DeepSpeed's launcher "exits with return code = -7", mp.spawn's "terminated with signal SIGBUS"; a negative
+        exit code is -signum: Python's subprocess returncode, and torch/distributed/elastic/multiprocessing/api.py
+        reports it so) with no exception of its own and no bus-error line of its own: the class of the shell's "Bus
+        error" (strsignal(SIGBUS)), the bus-error class (occ "bus_error", LOG010): a mapped page with no memory
+        behind it, in a job most often /dev/shm full. Not where NCCL's frames explain it (nccl_sigbus, LOG009's)."""
+        bus, nsig = self.occ.get("bus_error"), self.occ.get("nccl_sigbus")
+        if (bus and bus.count) or (nsig and nsig.count):
+            return
+        occ = Occ()
+        for e in self.exits:
+            if e.signal == "SIGBUS" and e.where is not None and not self.exceptions.get(e.rank):
+                occ.add(Event("bus_error", e.where, {"exit": e.code, "signal": "SIGBUS", "source": e.source, "by": e}),
+                        e.rank, e.host)
+        if occ.count:
+            self.occ["bus_error"] = occ
 
     def _resolve_local_ranks(self) -> None:
         """torchrun's own lines name the local rank; the table, the global one. Join them by pid, or
@@ -1299,7 +1378,7 @@ _HEADED_CPP_FRAME = re.compile(r"^ {0,3}#{1,6}[ \t]+" + _CPP_FRAME.pattern)
 _CPP_FRAME_IN = re.compile(r"\bframe #\d{1,4}: (?:<unknown function>|[^#]*? \+ 0x[0-9a-f]+\b|[^#]*?\(0x[0-9a-f]+ in )")
 # rich's frame header (rich/traceback.py, Traceback._render_stack: "{filename}:{lineno} in {name}" for a file on disk,
 # "in {name}:{lineno}" otherwise) on a line of its box, possibly wrapped after the line number's first digits
-_RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in [\w<>.]+)?|in [\w<>.]+:\d+)\s*│\s*$")
+_RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in(?: [\w<>.]+)?)?|in [\w<>.]+:\d+)\s*│\s*$")
 # IPython's verbose traceback (ipython/ipython IPython/core/ultratb.py _format_traceback_lines, commit not pinned here:
 # the current line of a frame is numbered after debugger.make_arrow(pad), "-" * (pad - 3) + "-> " in the older code,
 # pad = 7 - len(lineno)): "---> 78     launch_training(c=c, ...)"; only in a traceback (round 19, issue 24: b168_17)

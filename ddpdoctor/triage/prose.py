@@ -283,6 +283,11 @@ _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]ho
 # that quotes a message (a failure word followed by ': ' and its text: "# RuntimeError: 'weight' must be 2-D") is
 # evidence of a failure (round 18, issue 24: b125_01, b125_15, b125_20)
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+\S")
+# an issue's title pasted as the first line of a thread, not as a Markdown heading: GitHub's issue forms prefix it with
+# the form's label in brackets ("[BUG] RuntimeError: NCCL error ...", "[Bug]: ...", "[Question] ..."), a copied page or a
+# mailing list with "Title: " (round 21, issue 24). Read only as a source's first non-blank line (Job.feed_line)
+_PLAIN_TITLE = re.compile(r"^ {0,3}(?:Title:[ \t]+\S|(?:\W{1,2}\s?)?\[(?i:bug(?: report)?|question|help(?: wanted)?|issue|"
+                          r"feature(?: request)?|usage|discussion|docs?|rfc|enhancement)\]\s*:?\s*\S)")
 # torch's internal assert quotes the failed condition, the file and the line, with no ": " after its failure word: the
 # TORCH_INTERNAL_ASSERT format "{cond} INTERNAL ASSERT FAILED at \"{file}\":{line}, please report a bug to PyTorch."
 # (pytorch/pytorch c10/util/Exception.h @cf30153 (v2.13.0): #cond " INTERNAL ASSERT FAILED at " C10_STRINGIZE(__FILE__)

@@ -789,8 +789,16 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
         workers = 0 if everything else workers_for(expected)
     handed = [-1]   # offset of the last line handed on: the tail below hands on only what follows it
     user_sink = on_line
+    # The lines of a regular file's last TAIL_BYTES are held back and handed on at the end, merged in file order with
+    # the tail's lines (_tail): a keyword line at the very end ("Aborted (core dumped)") no longer hides the tail's
+    # lines before it (a glog F-/E-line burst, an error line with no keyword), and every line still comes in order.
+    tail_from = _tail_start(stream) if not everything else None
+    held: List[Tuple[int, int, bytes]] = []
 
     def on_line(lineno: int, offset: int, raw: bytes) -> None:  # noqa: F811 - the same sink, remembering offsets
+        if tail_from is not None and offset >= tail_from:
+            held.append((lineno, offset, raw))
+            return
         handed[0] = offset
         user_sink(lineno, offset, raw)
 
@@ -803,7 +811,7 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
             total, lines = _consume_ahead(ahead, on_line, expected)
         finally:
             ahead.close()
-        _tail(stream, total, lines, handed[0], user_sink)
+        _tail(stream, total, lines, handed[0], user_sink, held)
         return total, lines
 
     nbuf = 2 * workers + 2 if workers else 2
@@ -894,34 +902,66 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
             v.release()
     lines = state[0] - 1
     if not everything:
-        _tail(stream, total, lines, handed[0], user_sink)
+        _tail(stream, total, lines, handed[0], user_sink, held)
     return total, lines
+
+
+def _tail_start(stream: BinaryIO) -> Optional[int]:
+    """The offset where a regular file's last TAIL_BYTES begin (its size known before the read), else None (standard
+    input, a pipe, a .gz: their tail is read as before, after the last line handed on)."""
+    try:
+        st = os.fstat(stream.fileno())
+        if not stat.S_ISREG(st.st_mode) or _gzipped(stream) or stream.tell() != 0:
+            return None
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return None
+    return max(0, st.st_size - TAIL_BYTES)
 
 
 TAIL_BYTES = 16 << 10
 TAIL_LINES = 40
 
 
-def _tail(stream: BinaryIO, total: int, lines: int, after: int, on_line: LineSink) -> None:
+def _tail(stream: BinaryIO, total: int, lines: int, after: int, on_line: LineSink,
+          held: Optional[List[Tuple[int, int, bytes]]] = None) -> None:
     """Hand on the file's last lines (up to TAIL_LINES within its last TAIL_BYTES) that follow the last line
     handed on: whether a log ends mid-training or with its job's end is read from them, whatever their
-    keywords. Only for a regular file, which can seek back there cheaply; standard input and .gz are not."""
+    keywords. Only for a regular file, which can seek back there cheaply; standard input and .gz are not.
+    `held`: the lines of the last TAIL_BYTES that the scan found (keywords, windows, the head) and held back
+    (scan's tail_from): handed on here with the tail's lines, in file order, each once."""
+    if held:
+        merged = {off: (no, off, raw) for no, off, raw in held}
+        rows = _tail_rows(stream, total, lines)
+        for no, off, raw in rows[-TAIL_LINES:]:
+            if off > after and off not in merged:
+                merged[off] = (no, off, raw[:MAX_LINE])
+        for off in sorted(merged):
+            on_line(*merged[off])
+        return
+    for no, off, raw in _tail_rows(stream, total, lines)[-TAIL_LINES:]:
+        if off > after:
+            on_line(no, off, raw[:MAX_LINE])
+
+
+def _tail_rows(stream: BinaryIO, total: int, lines: int) -> List[Tuple[int, int, bytes]]:
+    """(line number, offset, bytes) of each line in the file's last TAIL_BYTES (the first, cut, left out); [] where
+    the file cannot be read back (standard input, .gz)."""
     try:
         fd = stream.fileno()
         if not stat.S_ISREG(os.fstat(fd).st_mode) or _gzipped(stream):
-            return
+            return []
         start = max(0, total - TAIL_BYTES)
         data = os.pread(fd, total - start, start)
     except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
-        return
+        return []
     if start > 0:
         nl = data.find(b"\n")
         if nl < 0:
-            return
+            return []
         start += nl + 1
         data = data[nl + 1:]
     if not data:
-        return
+        return []
     ends_nl = data.endswith(b"\n")
     parts = data.split(b"\n")
     if ends_nl:
@@ -932,9 +972,7 @@ def _tail(stream: BinaryIO, total: int, lines: int, after: int, on_line: LineSin
     for i, raw in enumerate(parts):
         rows.append((first_no + i, off, raw))
         off += len(raw) + 1
-    for no, off, raw in rows[-TAIL_LINES:]:
-        if off > after:
-            on_line(no, off, raw[:MAX_LINE])
+    return rows
 
 
 def _region(buf: bytearray, find, count, cut: int, off_base: int, line_base: int, window: int, everything: bool,

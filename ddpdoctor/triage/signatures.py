@@ -158,9 +158,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # Open MPI's launcher when a rank dies of a signal (orterun/prterun help text "proc-aborted-signal"; format of real
     # logs, the ompi commit not read here): "mpirun noticed that process rank 7 with PID 0 on node H exited on signal 9
     # (Killed)." -- the MPI rank (Horovod's rank) and the signal; PID 0 means mpirun did not know it. One line only.
-    ("mpirun_exit", ("noticed that process rank",),
-     _re(r"(?:mpirun|mpiexec|orterun|prterun) noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node "
-         r"(?P<node>\S+) exited on signal (?P<signum>\d+)")),
+    # Open MPI before v1.3 wrote "job rank" and quoted the node (orte/tools/orterun/help-orterun.txt @018c4aa4,
+    # [orterun:proc-aborted]: '%s noticed that job rank %lu with PID %lu on node "%s" exited on signal %d.'; round 21)
+    ("mpirun_exit", ("noticed that process rank", "noticed that job rank"),
+     _re(r"(?:mpirun|mpiexec|orterun|prterun) noticed that (?:process|job) rank (?P<rank>\d+) with PID (?P<pid>\d+) on "
+         r"node \"?(?P<node>[^\s\"]+)\"? exited on signal (?P<signum>\d+)")),
     # MPICH's Hydra launcher (mpiexec.hydra) when a process of the job ends badly: its banner "BAD TERMINATION OF ONE OF
     # YOUR APPLICATION PROCESSES / PID 9665 RUNNING AT host / EXIT CODE: 9", then, for a death by signal, "YOUR
     # APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)" (strsignal's text and the number; format as users'
@@ -336,7 +338,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"^\s*(?:\S\s*)?(?P<sev>error|warning|info) (?P<id>RUN\d{3}) (?P<slug>[a-z0-9-]+): (?P<title>.+)$")),
     # ---- generic exceptions (the last line of a traceback): a *Error, or a *Exception whose line need not say "rror"
     # (Lightning's MisconfigurationException, torch.multiprocessing's ProcessRaisedException)
-    ("exception", ("rror", "xception:"), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: ?(?P<msg>.*))?$")),
+    # (Ray's RayTaskError.as_instanceof_cause names the class it raises "RayTaskError(<cause's class>)": the type read
+    # whole, "RayTaskError(ValueError)"; ray-project/ray python/ray/exceptions.py @0073297)
+    ("exception", ("rror", "xception:"), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)"
+                                             r"(?:\((?:[A-Za-z_]\w*\.)*[A-Z]\w*\))?)(?:: ?(?P<msg>.*))?$")),
     # ---- versions (parsed in the head of each file and from NCCL lines)
     ("torch_version", ("PyTorch version", "torch==", "torch version", "torch.__version__"),
      _re(r"(?:PyTorch version:? |torch==|torch version:? |torch\.__version__\s*[=:]\s*['\"]?)(?P<torch>\d+\.\d+[\w.+]*)")),
@@ -350,7 +355,9 @@ _KEYWORD_ONLY = frozenset(kind for kind, _subs, rx in SIGNATURES if rx is None a
 _USER_FRAME = _messages.Prefiltered(   # searched on every line: only those with '", line ' are searched
     # (or a frame whose 'File "' a paste cut, the line starting inside its path: 'Megatron-LM/megatron/training/
     # arguments.py", line 561, in validate_args')
-    re.compile(r'(?:(?:^|\s)File "|^(?=[\w./\\:~-]+\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'))
+    # (or a frame the paste cut after its "in", the log's last line: 'File ".../elastic/utils/store.py", line 34, in')
+    re.compile(r'(?:(?:^|\s)File "|^(?=[\w./\\:~-]+\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+), in'
+               r'(?: (?P<func>[\w<>.]+)|\s*$)'))
 
 
 # One pass over the line finds which signatures can match: their substrings, alternated.
@@ -533,4 +540,9 @@ _RICH_FRAME = re.compile(r'^│ (?P<file>[^\s│]+\.py):(?P<line>\d+) in (?P<fun
 
 def user_frame(text: str) -> Optional[Dict[str, str]]:
     m = _USER_FRAME.search(text) or (_RICH_FRAME.search(text) if text.startswith("│") else None)
-    return m.groupdict() if m else None
+    if not m:
+        return None
+    d = m.groupdict()
+    if d.get("func") is None:
+        d["func"] = "<cut>"   # the line ends after "in": its function's name was cut with the rest of the paste
+    return d

@@ -920,7 +920,11 @@ def launch_program_not_found(snap):
     What it checks
         The training command given to `ddpdoctor check -- <command>`, or the launch lines of the shell
         script given that way (`-- sh train.sh`): whether the shell finds each line's program (its first
-        word after VAR=value assignments) on PATH here, as an executable file for a path.
+        word after VAR=value assignments) on PATH here, as an executable file for a path; and, when the
+        file is there, whether the kernel will run it (data/launchers.json exec_failures: execve(2)'s
+        EACCES for a directory or a file without execute permission, ENOENT for a #! script whose
+        interpreter is missing: a moved virtual environment's torchrun, `#!/usr/bin/env python` without
+        python on PATH, a CRLF #! line). Each gets its own wording: it is not a PATH problem.
 
     Why it matters
         The job stops before any rank starts: "train.sh: 1: srun: not found" on a machine outside a SLURM
@@ -943,6 +947,9 @@ def launch_program_not_found(snap):
             continue
         word = str(cmd.get("program_word") or cmd.get("launcher"))
         where = f" ({cmd['from_script']})" if cmd.get("from_script") else ""
+        if cmd.get("program_why") in ("directory", "not_executable", "bad_interpreter"):
+            yield _cannot_run(cmd, word, where)
+            return
         slurm = cmd.get("launcher") == "srun" or word.endswith("srun")
         yield error(f"{word}{where} is not found on this machine's PATH: the launch stops before any rank starts",
                     detail=(f"The shell will say \"{word}: not found\"."
@@ -957,6 +964,34 @@ def launch_program_not_found(snap):
                     subjects=[f"path:{cmd['from_script'].rsplit(':', 1)[0]}"] if cmd.get("from_script") else [],
                     evidence={"command": {k: cmd.get(k) for k in ("launcher", "program_word", "from_script", "found")}})
         return
+
+
+def _sentence(text: str) -> str:
+    return (text[:1].upper() + text[1:] + ".") if text else ""
+
+
+def _cannot_run(cmd: dict, word: str, where: str):
+    """ENV020's finding for a program the shell finds but the kernel will not run (data/launchers.json exec_failures)."""
+    from ddpdoctor.facts.launchers import exec_failure
+
+    why, file = cmd["program_why"], str(cmd.get("program_file") or word)
+    interp = str(cmd.get("interpreter") or "")
+    crlf = interp.endswith("\r")
+    row = exec_failure(why, via_env=bool(cmd.get("interpreter_via_env")), crlf=crlf) or {}
+    interp_shown = interp.rstrip("\r")
+    fill = {"word": word, "file": file, "interpreter": interp_shown}
+    says = str(row.get("shell_says", "")).format(**fill)
+    what = {"directory": f"{word} is a directory, not a program",
+            "not_executable": f"{file} exists but is not executable",
+            "bad_interpreter": (f"{file} exists but its #! line ends in a carriage return (CRLF)" if crlf else
+                                f"{file} exists but its interpreter {interp_shown} is not found")}[why]
+    return error(f"{what}{where}: the launch stops before any rank starts",
+                 detail=(f"The program is there, so this is not a PATH problem: execve(2) fails with {row.get('errno')} "
+                         f"and the shell will say \"{says}\". {_sentence(str(row.get('meaning', '')).format(**fill))}"),
+                 fix=str(row.get("fix", "")).format(**fill),
+                 subjects=[f"path:{file}"],
+                 evidence={"command": {k: cmd.get(k) for k in ("launcher", "program_word", "from_script", "found",
+                                                               "program_why", "program_file", "interpreter")}})
 
 
 @check("ENV022", "launch-script-not-found", family="launcher", needs=("launch",))
@@ -999,3 +1034,81 @@ def launch_script_not_found(snap):
                       subjects=[f"path:{program}"],
                       evidence={"program": program, "cwd": cwd, "launcher": cmd.get("launcher")})
         return
+
+
+@check("ENV024", "serving-parallel-size-invalid", family="launcher", needs=("launch",), reads=("gpus", "env"))
+def serving_parallel_size_invalid(snap):
+    """An inference server's tensor-parallel size that its model or this machine cannot take.
+
+    What it checks
+        The inference-server launch given to `ddpdoctor check -- <command>` (`vllm serve MODEL -tp N`,
+        `python -m vllm.entrypoints.openai.api_server --model M --tensor-parallel-size N`, `python -m
+        sglang.launch_server --model-path M --tp-size N`; data/serving.json, from vLLM's engine/arg_utils.py
+        and SGLang's server_args.py): for vLLM, the model's attention heads (num_attention_heads of its
+        config.json, the text part of a multimodal one, read only for a local directory or a Hub id already
+        in the local Hugging Face cache) against the
+        tensor-parallel size, the rule vLLM's ModelConfig.verify_with_parallel_config applies; for both,
+        tensor x pipeline parallel workers against the GPUs this process sees, when no multi-node
+        launch is recorded (vLLM's --distributed-executor-backend ray or RAY_ADDRESS, SGLang's --nnodes).
+
+    Why it matters
+        vLLM stops before loading a weight with "Total number of attention heads (32) must be divisible
+        by tensor parallel size (3)". Each tensor-parallel worker takes one GPU: asking for more than the
+        node has leaves the engine waiting for GPUs (Ray placement groups) or failing at startup, after the
+        model download.
+
+    Example
+        vllm serve ./Qwen3-8B --tensor-parallel-size 3   # 32 heads; on a 3-GPU machine
+
+    Fix
+        A tensor-parallel size that divides the heads and fits the GPUs (1, 2, 4, 8 for 32 heads), with
+        --pipeline-parallel-size for the rest.
+    """
+    from ddpdoctor.facts.gpu import view
+    from ddpdoctor.facts.launch import serving_of
+
+    for cmd, srv in serving_of(snap):
+        tp, pp = srv.get("tensor_parallel") or 1, srv.get("pipeline_parallel") or 1
+        engine = srv.get("engine")
+        fact = next((f for f in cmd.get("model_configs") or () if isinstance(f, dict)
+                     and f.get("heads") and f.get("option") == srv.get("model_option")), {})
+        heads, config = fact.get("heads"), str(fact.get("config") or f"{srv.get('model')}/config.json")
+        rule = next((r for r in _serving_engines() if r["name"] == engine), {})
+        if heads and tp > 1 and heads % tp and rule.get("heads_divisible_by_tp"):
+            ok = [d for d in range(1, heads + 1) if heads % d == 0 and d <= max(tp, 8)]
+            yield error(f"{engine} --tensor-parallel-size {tp} does not divide the model's {heads} attention heads: "
+                        "the server stops before it loads the model",
+                        detail=(f"{config} has num_attention_heads={heads}. vLLM checks it "
+                                "against the tensor-parallel size (ModelConfig.verify_with_parallel_config) and raises "
+                                f"\"Total number of attention heads ({heads}) must be divisible by tensor parallel size "
+                                f"({tp}).\""),
+                        fix=f"--tensor-parallel-size {max(d for d in ok if d < tp)}   # a divisor of {heads}: "
+                            + ", ".join(map(str, ok)) + "; add --pipeline-parallel-size to use more GPUs",
+                        subjects=[f"path:{config}"],
+                        evidence={"engine": engine, "tensor_parallel": tp, "heads": heads, "model": srv.get("model")})
+            return
+        gpus = snap.get("gpus") if "gpus" in snap else None
+        if not isinstance(gpus, dict) or gpus.get("unavailable") or gpus.get("error"):
+            continue
+        ray = [k for k in (rule.get("multi_node") or {}).get("env") or () if env_of(snap).get(k)]
+        if srv.get("multi_node") or ray:
+            continue  # several nodes (a Ray cluster, --nnodes): the workers need not fit here
+        visible = len(view(snap).devices)
+        need = tp * pp
+        if visible and need > visible:
+            yield error(f"{engine} asks for {need} GPU worker(s) (tensor parallel {tp} x pipeline parallel {pp}) but "
+                        f"this process sees {visible} GPU(s)",
+                        detail=("Each worker of the engine takes one GPU. No multi-node launch was recorded, so the "
+                                "workers must fit on this machine (CUDA_VISIBLE_DEVICES applied): the engine fails at "
+                                "startup or waits for GPUs that never free up. If a Ray cluster spans several nodes, "
+                                "this is expected (check cannot see it from here)."),
+                        fix=f"--tensor-parallel-size {visible}   # or fewer; or export CUDA_VISIBLE_DEVICES to more GPUs",
+                        subjects=["CUDA_VISIBLE_DEVICES"],
+                        evidence={"engine": engine, "tensor_parallel": tp, "pipeline_parallel": pp, "visible": visible})
+            return
+
+
+def _serving_engines() -> list:
+    from ddpdoctor.facts.launch import serving_table
+
+    return serving_table()["engines"]

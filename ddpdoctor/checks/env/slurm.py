@@ -1,7 +1,7 @@
 """SLURM set-up checks (catalogue A8): does what srun launched match what the job asks for?"""
 from __future__ import annotations
 
-from ddpdoctor.facts.slurm import expand_hostlist, slurm_procid_beyond, slurm_tasks_on_this_node
+from ddpdoctor.facts.slurm import expand_hostlist, slurm_procid_beyond, slurm_tasks_on_this_node, tasks_per_node
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
@@ -192,7 +192,8 @@ def slurm_task_mismatch(snap):
                         evidence={"RANK": rank, "SLURM_PROCID": procid})
         per_node = slurm_tasks_on_this_node(env)
         gpus, gpus_var = _gpus_on_node(env)
-        if per_node and gpus and per_node != gpus and not launched:  # under torchrun each task starts several ranks
+        uneven = len(set((tasks_per_node(env) or ("", [0]))[1])) > 1  # ENV023 says it, node by node
+        if per_node and gpus and per_node != gpus and not launched and not uneven:  # under torchrun: several ranks
             yield warning(
                 f"{per_node} SLURM task{'s' if per_node != 1 else ''} per node but {gpus} GPUs per node",
                 detail=(f"srun starts one rank per task; with {gpus_var}={gpus} each node "
@@ -398,3 +399,70 @@ def _master_outside_job(env):
         fix='export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         subjects=["MASTER_ADDR", "SLURM_JOB_NODELIST"],
         evidence={"MASTER_ADDR": addr, "job_nodes": nodes[:16], "SLURM_SUBMIT_HOST": submit or None})
+
+
+@check("ENV023", "slurm-uneven-tasks-per-node", family="launcher", needs=("env", "launcher"), reads=("launch",),
+       catalogue=("A8",))
+def slurm_uneven_tasks_per_node(snap):
+    """SLURM runs a different number of tasks on the nodes of one job step.
+
+    What it checks
+        The step's per-node task list (SLURM_STEP_TASKS_PER_NODE, else SLURM_TASKS_PER_NODE), read with the
+        grammar SLURM writes it in (data/slurm_env.json: '2(x3),1' is 2, 2, 2 and 1 task, in node-list order;
+        SchedMD/slurm src/common/env.c), when srun starts the ranks itself (one task per rank) or the batch
+        script will: whether every node gets the same count, and each count against this node's GPUs
+        (SLURM_GPUS_ON_NODE / SLURM_GPUS_PER_NODE / SLURM_JOB_GPUS).
+
+    Why it matters
+        `--ntasks=7 --nodes=4` (or --ntasks without --ntasks-per-node on nodes of different sizes) spreads
+        the tasks unevenly: a node with fewer tasks than GPUs leaves GPUs idle, one with more has a rank
+        without a GPU of its own ("invalid device ordinal", or two ranks on one GPU: NCCL's "Duplicate GPU
+        detected"). Code that takes the world size as
+        nodes x tasks per node, or the local rank as RANK % tasks per node, is wrong on such a layout and
+        waits at the rendezvous for ranks that never start. Lightning and accelerate read the per-node count
+        from SLURM and assume it is the same on every node.
+
+    Example
+        #SBATCH --nodes=4 --ntasks=7 --gres=gpu:2   ->   SLURM_TASKS_PER_NODE=2(x3),1
+
+    Fix
+        #SBATCH --nodes=N --ntasks-per-node=<GPUs per node> (and no --ntasks), so every node runs one task
+        per GPU.
+    """
+    env = env_of(snap)
+    if not (env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")):
+        return
+    kind = snap["launcher"].get("kind")
+    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
+    if not (kind == "slurm" or (kind in ("none", "manual") and step in (None, "batch"))):
+        return
+    if command_of(snap, "torchrun"):
+        return  # agents per node: ENV007 (_torchrun_per_srun_task) judges `srun torchrun`
+    got = tasks_per_node(env)
+    if not got or len(set(got[1])) < 2:
+        return
+    name, counts = got
+    gpus, gpus_var = _gpus_on_node(env)
+    shown = str(env.get(name))
+    layout = ", ".join(str(c) for c in counts[:16]) + (", ..." if len(counts) > 16 else "")
+    detail = (f"{name}={shown} is {len(counts)} nodes running {layout} task(s) in node-list order "
+              f"({sum(counts)} in all). srun starts one rank per task, so the nodes run different numbers of ranks.")
+    if gpus:
+        idle = sum(1 for c in counts if c < gpus)
+        shared = sum(1 for c in counts if c > gpus)
+        detail += (f" With {gpus} GPUs on this node ({gpus_var}), and as a guess the same on the others: "
+                   + ", ".join(p for p in (f"{idle} node(s) leave GPUs idle" if idle else "",
+                                           f"{shared} node(s) run more ranks than GPUs (a rank without a GPU of its own: 'invalid "
+                                           "device ordinal', or two on one GPU: NCCL's 'Duplicate GPU detected')"
+                                           if shared else "") if p)
+                   + ".")
+    detail += (" Code that computes the world size as nodes x tasks per node, or the local rank as RANK % tasks per "
+               "node, is wrong on this layout and waits at the rendezvous for ranks that never start.")
+    per = gpus or max(counts)
+    yield warning(f"SLURM runs {min(counts)} to {max(counts)} tasks per node across the {len(counts)} nodes of this "
+                  "job: the ranks are spread unevenly",
+                  detail=detail,
+                  fix=f"#SBATCH --nodes={len(counts)} --ntasks-per-node={per}   # instead of --ntasks={sum(counts)}: "
+                      "the same count on every node, one task per GPU",
+                  subjects=[name] + ([gpus_var] if gpus else []),
+                  evidence={name: shown, "per_node": counts[:64], "gpus_on_node": gpus})

@@ -28,7 +28,10 @@ def known_defective_release(snap):
     """This torch (with the NCCL it loads), or this NCCL, has a known defect that hangs or slows distributed jobs.
 
     What it checks
-        The torch version, and the NCCL it loads where recorded, against ddpdoctor/data/known_defects.json:
+        The torch version, and the NCCL it really loads where recorded (facts.net nccl_loaded, in the loader's
+        order: torch.cuda.nccl.version(), an LD_PRELOAD NCCL, the libnccl libtorch_cuda.so's DT_NEEDED
+        resolves to, the nvidia-nccl wheel; none for an NCCL linked into torch), against
+        ddpdoctor/data/known_defects.json:
         releases with a defect the project fixed later, each read from the fix in the source (repo, path,
         commit), with the setting that works around it. A workaround already set is respected. Entries of
         NCCL alone need the NCCL version recorded, and hold only where the job meets their condition (node
@@ -65,10 +68,10 @@ def known_defective_release(snap):
     """
     from ddpdoctor.facts import known_defects  # noqa: PLC0415
     from ddpdoctor.facts.env import env_of  # noqa: PLC0415
-    from ddpdoctor.facts.net import nccl_version_of  # noqa: PLC0415
+    from ddpdoctor.facts.net import nccl_loaded  # noqa: PLC0415
 
     torch = (snap["packages"].get("versions") or {}).get("torch")
-    nccl = nccl_version_of(snap)
+    nccl, nccl_from = nccl_loaded(snap)
     env = env_of(snap)
     launcher = snap.get("launcher") or {}
     world, local = launcher.get("world_size"), launcher.get("local_world_size")
@@ -90,7 +93,8 @@ def known_defective_release(snap):
         shown = ".".join(map(str, nccl)) if nccl else None
         if not entry.get("torch"):  # a defect of NCCL alone: the NCCL release is the subject, the fix is NCCL's
             yield warning(f"NCCL {shown} has a known defect on this job: {entry['effect']}",
-                          detail=(f"When {entry['when']}; fixed in {entry['fixed_in']}. Read in {src['repo']} "
+                          detail=(f"The NCCL torch loads: {shown}, read from {nccl_from}. "
+                                  f"When {entry['when']}; fixed in {entry['fixed_in']}. Read in {src['repo']} "
                                   f"{src['path']}@{src['commit'][:12]} ({src['function']}): \"{src['quote']}\"; "
                                   f"{src['change']}. Reports: " + ", ".join(entry.get("reports") or []) + "."),
                           fix=entry.get("fix", "upgrade NCCL") + ("   # or: export " + " ".join(
@@ -100,7 +104,8 @@ def known_defective_release(snap):
                                     "source": f"{src['repo']}/{src['path']}@{src['commit'][:12]}"})
             continue
         yield warning(f"torch {torch}" + (f" with NCCL {shown}" if shown else "") + f" has a known defect: {entry['effect']}",
-                      detail=(f"When {entry['when']}, {entry['effect']}; fixed in {entry['fixed_in']} ({src['repo']} "
+                      detail=((f"The NCCL torch loads: {shown}, read from {nccl_from}. " if nccl_known else "")
+                              + f"When {entry['when']}, {entry['effect']}; fixed in {entry['fixed_in']} ({src['repo']} "
                               f"{src['path']}@{src['commit'][:12]}, {src['function']}: \"{src['quote']}\"; {src['change']}). "
                               + ("" if nccl_known else "The NCCL torch loads was not recorded: this holds if it is the one "
                                  f"the entry names ({entry['nccl']['first']}-{entry['nccl']['last'].rsplit('.', 1)[0]}.x). ")

@@ -309,6 +309,53 @@ def _unwrapped_forward_findings(t, index, seen: set):
         )
 
 
+_DDP_QUALS = (DDP, "torch.nn.parallel.distributed.DistributedDataParallel")
+
+
+def _discarded_wrapper_findings(t, index, seen: set):
+    """`model.lm = DDP(model.lm, ...)` followed at once by `model.lm = model.lm.module` (fr139 junhaopjlab/
+    Musicgen_finetune dist_finetune.py, both readers' sure): the name that held the only reference to the wrapper now
+    holds the plain module again, so nothing can call DDP's forward and no gradient is ever all-reduced. Only the two
+    statements side by side (nothing between them reads the name), in the same block of the same function, in a
+    file that runs a backward and all-reduces nothing by hand."""
+    if ".module" not in (index.source or "") or not index.by_name.get("backward") or index.by_name.get("all_reduce"):
+        return
+    lines = t.lines
+    for a in index.assigns:
+        call = a.call
+        if call is None or (call.qual or "") not in _DDP_QUALS or len(a.targets) != 1 or \
+                not isinstance(a.targets[0], str) or a.value is not call.node:
+            continue
+        name = a.targets[0]
+        end = getattr(a.node, "end_lineno", a.node.lineno)
+        undo = [x for x in a.scope.assigns if x.targets == [name] and x.node.lineno > end and
+                isinstance(x.value, ast.Attribute) and x.value.attr == "module" and dotted(x.value.value) == name and
+                x.node.col_offset == a.node.col_offset and x.ctx.branch == a.ctx.branch]
+        if not undo:
+            continue
+        x = min(undo, key=lambda u: u.node.lineno)
+        word = re.compile(r"(?<![\w.])" + re.escape(name) + r"(?![\w])")
+        if any(word.search(text) for text in lines[end:x.node.lineno - 1]):
+            continue  # the wrapper is used (or handed on) before the name is rebound
+        if id(a.scope) in seen or t.facts.dead(a.scope, index):
+            continue
+        seen.add(id(a.scope))
+        yield t.finding(
+            "warning", x.node,
+            f"`{name} = {name}.module` right after `{name} = DistributedDataParallel(...)` (line {a.node.lineno}) "
+            "throws the wrapper away: no forward runs through DDP, so the gradients are never all-reduced across "
+            "ranks",
+            detail=("DistributedDataParallel synchronises gradients only for a backward prepared by its own forward "
+                    "(reducer.prepare_for_backward). With the only reference to the wrapper replaced by the plain "
+                    "module, every forward and backward runs on the module: each rank steps on its own gradients "
+                    "and the replicas drift apart silently (only the initial broadcast of the construction ran)."),
+            fix=(f"keep the wrapper and train through it: `{name} = DistributedDataParallel({name}, ...)` then "
+                 f"`loss = {name}(batch)`; reach the module's own methods through `{name}.module` only for "
+                 "saving, evaluation and settings"),
+            evidence={"model": name, "wrap_line": a.node.lineno, "unwrap_line": x.node.lineno, "source": _SOURCE},
+        )
+
+
 @rule("LINT029", "ddp-forward-bypassed")
 def ddp_forward_bypassed(t):
     """A DDP-wrapped model trained through `model.module.<method>()`, which bypasses DDP's forward.
@@ -332,7 +379,9 @@ def ddp_forward_bypassed(t):
         model. Quiet (round 19) when the wrapped module is frozen in the same function (`for p in
         model.parameters(): p.requires_grad = False`, `model.requires_grad_(False)`), when the result is detached on the
         spot (`.detach()`, `.item()`), or when no optimizer of the file takes its parameters (every optimizer names its
-        source and none is this model): no gradient of its is ever all-reduced or applied.
+        source and none is this model): no gradient of its is ever all-reduced or applied. Since round 24 also a
+        wrapper thrown away at once: `model.lm = DDP(model.lm, ...)` and on the next line `model.lm = model.lm.module`
+        in a file that runs a backward and all-reduces nothing by hand.
         A preview rule (round 16): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -354,6 +403,7 @@ def ddp_forward_bypassed(t):
     if not _ddp_bindings(index):
         return
     seen: set = set()
+    yield from _discarded_wrapper_findings(t, index, seen)
     yield from _raw_forward_findings(t, index, seen)
     yield from _unwrapped_forward_findings(t, index, seen)
     candidates = []

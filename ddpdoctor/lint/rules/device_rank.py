@@ -81,21 +81,23 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
         return _global(node.elts[0], scope, index, depth)
     inner = _device_index(node)
     if inner is not None and depth <= 2:  # torch.device(f"cuda:{rank}"), torch.device("cuda", rank), f"cuda:{rank}"
-        return _global(inner, scope, index, depth + 1)
+        # the device's index is read from the same expression: no name followed, so no step of the depth spent
+        # (fr142 astroendhra/SiDisTrO: `device = torch.device(f"cuda:{rank}")`, `rank` a parameter every call
+        # passes `int(os.environ.get("RANK", "0"))`: the hops device -> rank -> the caller's rank were one too many)
+        return _global(inner, scope, index, depth)
     name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
     if not name or depth > 2:
         return None
     line = getattr(node, "lineno", 0)
     s: Optional[Scope] = scope
     while s is not None:
-        values = [a for a in s.assigns if name in a.targets and a.value is not None and (
-            s is not scope or a.node.lineno < line)]
+        values = [a for a in _assigns_by_name(index, s).get(name, ()) if s is not scope or a.node.lineno < line]
         if values:
             last = max(values, key=lambda a: a.node.lineno)
             if last.targets != [name]:  # `rank, world = ...` unpacking: the matching element of a literal tuple
                 element = _unpacked(last, name)
                 return _global(element, s, index, depth + 1) if element is not None else None
-            if _literal(last.value) and len(values) > 1:
+            if _fixed_arm(last.value) and len(values) > 1:
                 # `if distributed: config.rank = dist.get_rank()` / `else: config.rank = 0` (fr72 Sohaib9920): the
                 # literal is the single-process arm; the distributed arm's value is the rank the device gets there
                 # Every non-literal arm must be a global rank: `if "LOCAL_RANK" in os.environ: rank = LOCAL_RANK`
@@ -103,7 +105,7 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
                 # rank under torchrun, not a global rank
                 arms = [other for other in sorted(values, key=lambda a: -a.node.lineno)[1:]
                         if len(other.targets) == 1 and other.value is not None and
-                        not _literal(other.value)]
+                        not _fixed_arm(other.value)]
                 found = [_global(other.value, s, index, depth + 1) for other in arms]
                 if found and all(found):
                     return found[0]
@@ -127,6 +129,23 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
         if found and all(found):
             return found[0]
     return None
+
+
+def _assigns_by_name(index, scope: Scope) -> dict:
+    """name -> the assignments of `scope` that bind it (with a value), in order; built once per scope and index
+    (`_global` looked each name up by a scan of the scope's assignments: ~10% of bench_lint's quiet file)."""
+    cache = index._reach_cache.setdefault("device_rank.assigns", {})
+    got = cache.get(id(scope))
+    if got is None:
+        got = {}
+        for a in scope.assigns:
+            if a.value is None:
+                continue
+            for n in a.targets:
+                if isinstance(n, str):
+                    got.setdefault(n, []).append(a)
+        cache[id(scope)] = got
+    return got
 
 
 _LOCAL_ENV = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
@@ -193,6 +212,17 @@ def _helper_device_arg(fn: Scope, call: ast.Call, scope: Scope, index, depth: in
             return None
         node = values[0]
     return None
+
+
+def _fixed_arm(node: ast.AST) -> bool:
+    """An arm that names no rank: a literal, or a device that is no GPU (`torch.device("cpu")`, `torch.device("mps")`:
+    the `else:` arms of `if torch.cuda.is_available(): device = torch.device(f"cuda:{rank}")`, fr142
+    astroendhra/SiDisTrO), so the GPU arm is the one a distributed run takes."""
+    if _literal(node):
+        return True
+    return isinstance(node, ast.Call) and (dotted(node.func) or "").rsplit(".", 1)[-1] == "device" and \
+        len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant) and \
+        isinstance(node.args[0].value, str) and not node.args[0].value.startswith("cuda")
 
 
 def _literal(node: ast.AST) -> bool:

@@ -6,7 +6,7 @@ import ast
 import functools
 import json
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from . import rule
 
@@ -43,59 +43,44 @@ def _int(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
-def _scope_nodes(tree: ast.Module) -> List[List[ast.AST]]:
-    """Each scope's own nodes in one walk of the tree: the module's, then every function's and lambda's body (not
-    those of the functions and classes defined in it). A class body, a function's decorators and defaults belong to
-    no scope here but are walked for the functions inside them. One pass (round 20's review: two walks per scope made
-    this rule 66 ms of a 5,000-line file)."""
-    out: List[List[ast.AST]] = []
-    pending: List[ast.AST] = [tree]
-    while pending:
-        scope = pending.pop(0)
-        own: List[ast.AST] = []
-        out.append(own)
-        body = scope.body if isinstance(scope.body, list) else [scope.body]
-        todo = [(n, own) for n in body]
-        if scope is not tree:  # the scope's header (decorators, defaults, annotations): functions only
-            todo += [(c, None) for c in ast.iter_child_nodes(scope) if not any(c is b for b in body)]
-        while todo:
-            node, bucket = todo.pop()
-            if isinstance(node, _SCOPES):
-                pending.append(node)
-                continue
-            if isinstance(node, ast.ClassDef):
-                bucket = None
-            elif bucket is not None:
-                bucket.append(node)
-            todo.extend((c, bucket) for c in ast.iter_child_nodes(node))
+def _own_nodes(scope_node: ast.AST) -> List[ast.AST]:
+    """A scope's own nodes: the module's, or a function's or lambda's body, without the functions, lambdas and
+    classes defined in it."""
+    body = scope_node.body if isinstance(scope_node.body, list) else [scope_node.body]
+    out: List[ast.AST] = []
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, _NESTED):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
     return out
 
 
-def _env_names(index, nodes) -> Dict[str, str]:
-    """Names bound exactly once in the scope, to an environment read: `rank = os.environ["RANK"]` -> {rank: RANK}.
-    A name bound again (`rank = int(rank)`, a loop target, an augmented assignment) is left out."""
-    binds: Dict[str, list] = {}
-    for node in nodes:
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            binds.setdefault(node.id, [])
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            binds.setdefault(node.targets[0].id, []).append(node.value)
-        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and isinstance(node.target, ast.Name) and node.value:
-            binds.setdefault(node.target.id, []).append(node.value)
-    out = {}
-    for name, values in binds.items():
+def _env_name(index, scope, name: str) -> Optional[str]:
+    """`rank` bound exactly once in the scope, to an environment read (`rank = os.environ["RANK"]`): the variable's
+    name; else None. A name bound again (`rank = int(rank)`, a loop target, an augmented assignment) is left out.
+    The index keeps each name's last plain assignment (scope.values): only when that is an environment read is the
+    scope's body walked to count the bindings (round 21: walking every scope cost a third of a 5,000-line file)."""
+    value = scope.values.get(name)
+    if value is None:
+        return None
+    var = _env_read(index, value)
+    if var is None:
+        return None
+    key = (id(scope.node), name)
+    memo = index.memo.setdefault("LINT042.bound_once", {})
+    if key not in memo:
         stores = 0
-        for node in nodes:
+        for node in _own_nodes(scope.node):
             if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
                 stores += 1
-        if len(values) == 1 and stores == 1:
-            var = _env_read(index, values[0])
-            if var is not None:
-                out[name] = var
-    return out
+        memo[key] = stores == 1
+    return var if memo[key] else None
 
 
 @rule("LINT042", "environment-value-compared-with-int")
@@ -127,40 +112,35 @@ def environment_value_compared_with_int(t):
     if text is not None and "environ" not in text and "getenv" not in text:
         return  # no environment read in the file: nothing to compare (spares the per-scope walks on most files)
     _, _, ranks, source = _facts()
-    for nodes in _scope_nodes(index.tree):
-        names = None
-        for node in nodes:
-            if not (isinstance(node, ast.Compare) and len(node.ops) == 1
-                    and isinstance(node.ops[0], (ast.Eq, ast.NotEq))):
+    for node, scope in index.compares:
+        if scope.kind == "class" or not (len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))):
+            continue
+        left, right = node.left, node.comparators[0]
+        for side, other in ((left, right), (right, left)):
+            if not _int(other):
                 continue
-            left, right = node.left, node.comparators[0]
-            for side, other in ((left, right), (right, left)):
-                if not _int(other):
-                    continue
-                var = _env_read(index, side)
-                via = None
-                if var is None and isinstance(side, ast.Name):
-                    if names is None:
-                        names = _env_names(index, nodes)
-                    var, via = names.get(side.id), side.id
-                if var is None:
-                    continue
-                shown = ast.unparse(node)
-                always = "False" if isinstance(node.ops[0], ast.Eq) else "True"
-                what = "rank" if var in ranks else "value"
-                fixed = ast.unparse(ast.Compare(left=ast.Call(func=ast.Name("int"), args=[side], keywords=[]),
-                                                ops=node.ops, comparators=[other]) if side is left else
-                                    ast.Compare(left=left, ops=node.ops,
-                                                comparators=[ast.Call(func=ast.Name("int"), args=[side], keywords=[])]))
-                yield t.finding(
-                    "warning", node,
-                    f"`{shown}` compares the {what} in ${var} (a str) with an int: it is {always} on every rank"
-                    + (f" ({via} holds the str read from the environment)" if via else ""),
-                    detail=("os.environ values are always str (CPython Lib/os.py), and a str never equals an int, so "
-                            f"this test is {always} whatever the launcher exported: "
-                            + ("the rank-0-only work never runs." if always == "False" else
-                               "the work it guards runs on every rank.")),
-                    fix=fixed,
-                    evidence={"variable": var, "always": always, "via": via or "", "source": source},
-                    subjects=[f"env:{var}"])
-                break
+            var = _env_read(index, side)
+            via = None
+            if var is None and isinstance(side, ast.Name):
+                var, via = _env_name(index, scope, side.id), side.id
+            if var is None:
+                continue
+            shown = ast.unparse(node)
+            always = "False" if isinstance(node.ops[0], ast.Eq) else "True"
+            what = "rank" if var in ranks else "value"
+            fixed = ast.unparse(ast.Compare(left=ast.Call(func=ast.Name("int"), args=[side], keywords=[]),
+                                            ops=node.ops, comparators=[other]) if side is left else
+                                ast.Compare(left=left, ops=node.ops,
+                                            comparators=[ast.Call(func=ast.Name("int"), args=[side], keywords=[])]))
+            yield t.finding(
+                "warning", node,
+                f"`{shown}` compares the {what} in ${var} (a str) with an int: it is {always} on every rank"
+                + (f" ({via} holds the str read from the environment)" if via else ""),
+                detail=("os.environ values are always str (CPython Lib/os.py), and a str never equals an int, so "
+                        f"this test is {always} whatever the launcher exported: "
+                        + ("the rank-0-only work never runs." if always == "False" else
+                           "the work it guards runs on every rank.")),
+                fix=fixed,
+                evidence={"variable": var, "always": always, "via": via or "", "source": source},
+                subjects=[f"env:{var}"])
+            break

@@ -708,7 +708,8 @@ def _set_epoch_given_the_count(t, index):
     value handed to set_epoch is the bound of the loop's range(), the same every iteration, so the sampler reshuffles
     with the same seed each epoch, as if set_epoch were never called (torch/utils/data/distributed.py seeds with
     seed + epoch)."""
-    for scope in index.scopes:
+    scopes = {id(c.scope): c.scope for c in index.by_name.get("set_epoch", ()) if len(c.node.args) == 1}
+    for scope in scopes.values():  # only the functions that call set_epoch(x) (bench_lint: a walk per loop before)
         for loop in scope.loops:
             node = loop.node
             if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call) or \

@@ -81,7 +81,11 @@ def wrapper_attribute_access(t):
         arm reads `model.module` (`if distributed: model.module.f() else: model.f()`: the plain arm runs unwrapped).
         An attribute only an older torch's wrapper had (DDP's `_module_copies` of the single-process multi-device
         era: the data file's `removed`, with its sources) is a note: right on the old torch, AttributeError after an
-        upgrade (round 19 wave 3). A preview rule (round 18): a note by default, a warning with `--preview`.
+        upgrade (round 19 wave 3). Since round 24 also the model `accelerator.prepare` hands back (a
+        DistributedDataParallel under a multi-GPU launch: accelerate's prepare_model), when the function calls it or
+        the file unwraps it, unless the file or its launch line names DeepSpeed, FSDP or Megatron (whose wrappers pass
+        unknown attributes through) or the model is frozen (`requires_grad_(False)`: accelerate does not wrap it).
+        A preview rule (round 18): a note by default, a warning with `--preview`.
 
     Why it matters
         nn.Module.__getattr__ (torch/nn/modules/module.py) finds only the wrapper's own parameters, buffers and
@@ -99,10 +103,12 @@ def wrapper_attribute_access(t):
     """
     index = t.index
     text = index.source or ""
-    if "DataParallel" not in text:
+    prepared = _prepared_models(t, index) if "prepare" in text and "accelerate" in text else []
+    if "DataParallel" not in text and not prepared:
         return
     dp_known, ddp_known, source, _torch = _known()
     memo: dict = {}  # scope id -> _scope_facts: one walk per function, however many wraps it holds
+    wraps = []
     for a in index.assigns:
         call = a.call
         if call is None or len(a.targets) != 1 or not isinstance(a.targets[0], str):
@@ -111,12 +117,12 @@ def wrapper_attribute_access(t):
             continue  # a plain name, or `self.net = DataParallel(self.net)` read in the same method
         q = call.qual or ""
         if q in _DP:
-            known, kind = dp_known, "DataParallel"
+            wraps.append((a, a.targets[0], dp_known, "DataParallel", ""))
         elif q in _DDPS:
-            known, kind = ddp_known, "DistributedDataParallel"
-        else:
-            continue
-        name = a.targets[0]
+            wraps.append((a, a.targets[0], ddp_known, "DistributedDataParallel", ""))
+    wraps += [(a, name, ddp_known, "DistributedDataParallel", " that accelerator.prepare returns under a multi-GPU "
+               "launch") for a, name in prepared]
+    for a, name, known, kind, how in wraps:
         scope = a.scope
         wrap_line = a.node.lineno
         rebinds = sorted(x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line)
@@ -171,13 +177,56 @@ def wrapper_attribute_access(t):
         others = sorted({b.attr for b in bad[1:]} - {n.attr})
         yield t.finding(
             "warning", n,
-            f"`{name}.{n.attr}` reads through the {kind} wrapper (line {wrap_line}), which has no attribute "
+            f"`{name}.{n.attr}` reads through the {kind} wrapper{how} (line {wrap_line}), which has no attribute "
             f"`{n.attr}`: AttributeError once the wrap runs" + (f" (also {', '.join(others)})" if others else ""),
             detail=(f"{kind} holds the model as its submodule `module`; nn.Module.__getattr__ finds only the "
                     f"wrapper's own parameters, buffers and submodules, so `{name}.{n.attr}` raises "
                     f"AttributeError (\"'{kind}' object has no attribute '{n.attr}'\")."),
             fix=f"{name}.module.{n.attr}   # the wrapped model's attribute",
             evidence={"wrapper": kind, "name": name, "attribute": n.attr, "wrap_line": wrap_line,
-                      "lines": sorted({b.lineno for b in bad}), "source": source},
+                      "lines": sorted({b.lineno for b in bad}),
+                      "source": source + ("; " + _prepare_facts()["source"] if how else "")},
         )
     return True
+
+
+@lru_cache(maxsize=1)
+def _prepare_facts() -> dict:
+    with open(_DATA, encoding="utf-8") as fh:
+        return json.load(fh)["accelerate_prepare"]
+
+
+def _prepared_models(t, index) -> List[tuple]:
+    """(assignment, name) for each model `accelerator.prepare(...)` hands back (`model = accelerator.prepare(model)`,
+    `model, opt, dl = accelerator.prepare(model, opt, dl)`) that the same function then calls (`model(batch)`) or
+    that the file unwraps (`accelerator.unwrap_model(model)`): a model, not the optimizer or a loader beside it.
+    Only under a launch that wraps it in DDP: nothing in the file nor its own launch line names DeepSpeed, FSDP or
+    Megatron (their wrappers forward unknown attributes to the model: the data file's accelerate_prepare), and the
+    model is not frozen (accelerate wraps only a model with a parameter that requires grad)."""
+    facts = _prepare_facts()
+    text = (index.source or "").lower()
+    if any(w in text for w in facts["not_ddp_words"]):
+        return []
+    ctx = getattr(t.facts, "context", None)
+    if ctx is not None and any(l.fsdp or l.launcher == "deepspeed" for l in ctx.launches_of(index.path)):
+        return []  # the file's own launch line: `accelerate launch --use_fsdp`, the deepspeed launcher
+    out = []
+    for a in index.assigns:
+        call = a.call
+        if call is None or call.name != "prepare" or a.value is not call.node or "accelerator" not in \
+                (call.recv or "").rsplit(".", 1)[-1].lower():
+            continue
+        args = call.node.args
+        if any(isinstance(x, ast.Starred) for x in args) or len(a.targets) != len(args):
+            continue
+        for target, arg in zip(a.targets, args):
+            if not isinstance(target, str) or ("." in target and not (target.startswith("self.") and
+                                                                      target.count(".") == 1)):
+                continue
+            called = any(c.text == target and c.line > a.node.lineno for c in a.scope.calls) or any(
+                c.name == "unwrap_model" and c.node.args and dotted(c.node.args[0]) == target
+                for c in index.by_name.get("unwrap_model", ()))
+            frozen = re.search(re.escape(dotted(arg) or "\x00") + r"\.requires_grad_\(\s*False", index.source or "")
+            if called and not frozen:
+                out.append((a, target))
+    return out

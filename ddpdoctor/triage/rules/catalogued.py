@@ -20,8 +20,18 @@ from . import who as _who_of
 
 
 def _first(job: Job, *classes: str) -> Optional[Event]:
+    """The earliest own event of these classes; where it is a wrapper's line that names only its cause's class (an
+    entry marked "wraps": Ray's "RayTaskError(AcceleratorError)"), the cause's own line of the same class later in
+    the same file says more ("CUDA error: an illegal memory access was encountered"): that one."""
     evs = own_events(job, *classes)
-    return evs[0] if evs else None
+    if not evs:
+        return None
+    if (entry_of(evs[0]) or {}).get("wraps"):
+        inner = next((e for e in evs[1:] if e.line.src == evs[0].line.src and not (entry_of(e) or {}).get("wraps")),
+                     None)
+        if inner is not None:
+            return inner
+    return evs[0]
 
 
 def _where(job: Job, ev: Event) -> str:
@@ -153,6 +163,9 @@ def gpu_fault(job: Job):
         reason = re.search(r"Reason: ([^.]{1,80})", ev.line.text)
         what = ("the ROCm runtime aborted on " + hsa.group(0) if hsa else
                 "a GPU memory access fault (ROCm)" + (f": {reason.group(1).strip()}" if reason else ""))
+    elif not m and (entry_of(ev) or {}).get("wraps"):
+        # only a wrapper's line (Ray's "RayTaskError(AcceleratorError)"): the class, not which CUDA error
+        what = "a CUDA error (torch.AcceleratorError, re-raised by Ray; which one is in the worker's own log)"
     else:
         what = m.group(1).strip() if m else "a CUDA error"
     meaning, fix = _meaning_fix(ev)
@@ -489,7 +502,12 @@ def launch_misconfigured(job: Job):
         (a pod slice's program started on fewer hosts than the slice has: pytorch/xla docs/pjrt.md, 'Pods'), and a
         launcher's own failure to start: MPICH Hydra's "match_arg (...): unrecognized argument X" (mpiexec refused its
         own option: pmodels/mpich src/pm/hydra/lib/utils/args.c), bash's "torchrun: command not found" and dash's
-        "/bin/sh: 1: torchrun: not found" for the launcher or python (bash execute_cmd.c, dash src/exec.c).
+        "/bin/sh: 1: torchrun: not found" for the launcher or python (bash execute_cmd.c, dash src/exec.c), zsh's
+        "zsh: command not found: torchrun" (Src/exec.c) and fish's "fish: Unknown command: torchrun"
+        (share/functions/fish_command_not_found.fish), and Open MPI's "There are not enough slots available in the
+        system to satisfy the N slots" (mpirun -np above its slots: orte/mca/rmaps/base/help-orte-rmaps-base.txt), and
+        CPython's "python: can't open file 'x.py': [Errno 2] ..." (Modules/main.c: the script's path is wrong where
+        the launcher started it).
 
     Why it matters
         These fail at start-up on every rank with a message that names a variable or an argument, not the
@@ -560,6 +578,15 @@ def launch_misconfigured(job: Job):
         # bash's "command not found" (execute_cmd.c) / dash's "<line>: not found" (src/exec.c) for the launcher itself
         title = (f"the launch never started a rank: the shell found no `{ev.data['launcher_cmd']}` on its PATH "
                  "(the environment that has it was not activated where the job ran)")
+    elif ev.data.get("script") and ev.data.get("errno"):
+        # CPython's "can't open file" (Modules/main.c pymain_run_file_obj), exit 2 before the script ran
+        title = (f"the launch never ran the script: python could not open {ev.data['script']} "
+                 f"({(ev.data.get('err') or '').strip() or 'errno ' + str(ev.data['errno'])}) where it started")
+    elif ev.data.get("slots"):
+        # Open MPI's mapper (orte/mca/rmaps/base/help-orte-rmaps-base.txt [orte-rmaps-base:alloc-error]): -np above the
+        # slots it knows of (cores of the local host, a host file's slots=, the scheduler's tasks); nothing started
+        title = (f"the launch never started a rank: mpirun (Open MPI) was asked for {ev.data['slots']} processes and "
+                 "has fewer slots (-np above the cores, the host file's slots= or the scheduler's tasks)")
     elif ev.data.get("hydra_arg"):
         # MPICH Hydra's match_arg (src/pm/hydra/lib/utils/args.c): mpiexec refused its own option, no process started
         title = (f"the launch never started a rank: MPICH's mpiexec/mpirun (Hydra) rejected its own option "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..job import Job
 from ..verdict import fold, own_events
-from . import hit, rule
+from . import hit, rule, who_exited
 
 
 @rule("LOG010", "dataloader-bus-error", catalogue=("E2",))
@@ -39,6 +39,24 @@ def dataloader_bus_error(job: Job):
         return
     ev = occ.first[0]
     extra, sentence = fold(job, "LOG010", occ.ranks)
+    if ev.data.get("signal") == "SIGBUS" and "exit" in ev.data:
+        # no bus-error line, only a launcher's exit on SIGBUS (exit code -7): the same class, said from the exit
+        e = ev.data["by"]
+        who = who_exited(e, e.rank) if e.rank is not None else (
+            f"local rank {e.local_rank}" if e.local_rank is not None else "a process")
+        yield hit(job, "error", f"{who} died of a bus error (SIGBUS, exit {ev.data['exit']}): most likely shared memory "
+                  "(/dev/shm) ran out", at=ev.line, stage=0, ranks=sorted(occ.ranks), hosts=occ.hosts, count=occ.count,
+                  detail=("The launcher reports the process ended on signal 7, SIGBUS (a negative exit code is minus "
+                          "the signal's number), with no Python exception of its own. A bus error is a mapped page "
+                          "with no memory behind it: in a training job almost always shared memory (/dev/shm, a "
+                          "container's default 64 MB) filled by DataLoader workers' batches or NCCL's segments; "
+                          "else a memory-mapped file truncated while it was read. " + sentence).strip(),
+                  fix=("docker run --shm-size=8g ...   # or --ipc=host; on SLURM/k8s: a larger /dev/shm (emptyDir medium: Memory)\n"
+                       "df -h /dev/shm   # on that node, while the job runs\n"
+                       "DataLoader(..., num_workers=2, prefetch_factor=2)   # or need less shared memory\n"
+                       "ddpdoctor check   # in the container: /dev/shm size against workers x batch"),
+                  evidence={"path": "/dev/shm", "exit": ev.data["exit"], "signal": "SIGBUS", **extra})
+        return
     yield hit(job, "error", f"{'rank ' + str(ev.line.rank) + ': ' if ev.line.rank is not None else ''}a DataLoader "
               "worker was killed by a bus error (/dev/shm too small)", at=ev.line, stage=0, ranks=occ.ranks,
               hosts=occ.hosts, count=occ.count,

@@ -69,6 +69,17 @@ def master_port_in_use(job: Job):
                        "torchrun --master-port 29517 ...   # or --standalone on one node"),
                   evidence={"port": port, "survived_to": end.lineno})
         return
+    if str(ev.data.get("entry", "")) == "torch.c10d.tcpstore.frame.server_backend":
+        # only the store server's set-up frames, its message cut: the server could not open its port, the cause not said
+        yield hit(job, "error", f"the rendezvous store's server could not be created on {port or 'MASTER_PORT'} (a C++ "
+                  "backtrace through its set-up, the message cut): most often the port is already in use", at=ev.line,
+                  stage=1, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
+                  detail=(entry_of(ev) or {}).get("meaning", ""),
+                  fix=(f"fuser -v {where}/tcp        # who holds it; fuser -k {where}/tcp to free it\n"
+                       "torchrun --master-port 29517 ...   # or --standalone on one node\n"
+                       "# the error's own text: the lines above the first 'frame #' line"),
+                  evidence={"port": port, "catalogue_entry": ev.data.get("entry")})
+        return
     yield hit(job, "error", f"the rendezvous port {port or '(MASTER_PORT)'} was already in use", at=ev.line, stage=1,
               ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
               detail="Rank 0 could not listen on the rendezvous port: another job, or an orphaned rank of an earlier "
@@ -77,6 +88,11 @@ def master_port_in_use(job: Job):
                    "torchrun --master-port 29517 ...   # or --standalone on one node\n"
                    "ddpdoctor check   # on rank 0's node, before launching"),
               evidence={"port": port})
+
+
+# How many lines below a store server's set-up frame the constructor's frame of the same backtrace can stand (c10::Error's
+# backtraces run to ~60 frames, the constructor a few frames above the Python binding)
+_BACKTRACE_SPAN = 64
 
 
 @rule("LOG008", "store-connect-failed", catalogue=("A2", "C6"))
@@ -108,6 +124,13 @@ def store_connect_failed(job: Job):
     refused = job.get("store_refused")
     timeout = job.get("store_timeout")
     rdzv = job.get("rendezvous_failed")
+    mine = own_events(job, "store_refused", "store_timeout", "rendezvous_failed")
+    servers = [e for e in own_events(job, "port_in_use")
+               if e.data.get("entry") == "torch.c10d.tcpstore.frame.server_backend"]
+    if mine and servers and all(e.data.get("entry") == "torch.c10d.tcpstore.frame.client_constructor" and any(
+            s.line.src == e.line.src and 0 < e.line.lineno - s.line.lineno <= _BACKTRACE_SPAN for s in servers)
+            for e in mine):
+        return   # the constructor's frame under its server's set-up frames: one backtrace, LOG007's (the server's)
     occs = [o for o in (refused, timeout, rdzv) if o and o.count]
     if occs and not own_events(job, "store_refused", "store_timeout", "rendezvous_failed"):
         stalled = _connect_retries_then_stop(job, [e for o in occs for e in o.first])

@@ -4,7 +4,7 @@ logs show the job ended well, or nothing in them says otherwise."""
 from __future__ import annotations
 
 import re
-from typing import List
+from typing import List, Optional
 
 from ..job import Job
 from ..lines import Line
@@ -78,7 +78,10 @@ def _reported_death(line: Line):
     return None
 
 
-_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:with|on) rank(?: id)?[:=]? ?(?P<rank>\d{1,6})\b")
+# (and Open MPI's launcher naming the rank that exited without MPI_Finalize: "mpirun has exited due to process rank 2
+# with PID 0 on" / "node H exiting improperly", help-orterun.txt [orterun:proc-exit-no-sync] as logs print it; round 21)
+_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:(?:with|on) rank(?: id)?[:=]? ?|exited due to process rank )"
+                       r"(?P<rank>\d{1,6})\b")
 
 
 def _launched_again(job: Job, fails: list):
@@ -137,6 +140,19 @@ def _ends_inside_traceback(job: Job, key: tuple) -> bool:
     frame, last = job.last_headless_frame.get(key), job.last_line.get(key)
     return (frame is not None and last is not None and last.src == frame.src
             and 0 <= last.lineno - frame.lineno <= _TB_BODY_LINES)
+
+
+def cut_in_traceback(job: Job, line: Line) -> Optional[Line]:
+    """The last frame of the traceback the stream of `line` ends in, its exception line cut (the log's last lines are
+    that frame's own: its source line, the carets; or the rest of rich's box under it), else None."""
+    key = job._stream(line)
+    last, frame = job.last_line.get(key), job.last_frame.get(key)
+    if last is None or frame is None or last.src != frame.src or frame.lineno < line.lineno:
+        return None
+    box = job.last_headless_frame.get(key)
+    if 0 <= last.lineno - frame.lineno <= _TB_BODY_LINES or (box is not None and box is last and box.text[:1] == "│"):
+        return frame
+    return None
 
 
 def ended_well(job: Job) -> bool:
@@ -303,6 +319,11 @@ def unexplained_failure(job: Job):
                   f"{' on ' + r['host'] if r.get('host') else ''} at line {r.get('line', '?')}"
                   f"{' (' + r['time'] + ')' if r.get('time') else ''}: {str(r.get('text', ''))[:160]}"
                   for r in rows[:8]) + ".")
+    cut = cut_in_traceback(job, lines[0][2]) if lines else None
+    if cut is not None:
+        detail += (f" The log ends inside that traceback, its exception line cut: the last frame shown (line "
+                   f"{first_seen(job, cut)['line']}): {cut.text.strip()[:200]}. The exception it raised is in the "
+                   "lines after it (the whole output of that process).")
     if bad_exits:
         detail += " Exits: " + ", ".join(
             f"{'rank ' + str(e.rank) if e.rank is not None else ('local rank ' + str(e.local_rank) if e.local_rank is not None else 'a process')} "
