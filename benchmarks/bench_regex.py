@@ -34,6 +34,8 @@ def patterns() -> dict:
     def collect(obj, where: str, depth: int = 0) -> None:
         if isinstance(obj, re.Pattern):
             found.setdefault(where, obj)
+        elif isinstance(getattr(obj, "rx", None), re.Pattern):      # facts.messages.Prefiltered and its kind
+            found.setdefault(where, obj.rx)
         elif depth < 2 and isinstance(obj, (list, tuple)):
             for i, x in enumerate(obj):
                 collect(x, f"{where}[{i}]", depth + 1)
@@ -55,10 +57,21 @@ def patterns() -> dict:
     from ddpdoctor.facts import messages
     index = messages._index()
     for i, entry in enumerate(index.entries):
-        rx = index._rx(i)
-        if rx is not None:
-            found[f"catalogue:{entry.get('id', i)}"] = rx
+        if index._rx(i) is not None:
+            found[f"catalogue:{entry.get('id', i)}"] = _Entry(index, i)
     return found
+
+
+class _Entry:
+    """A catalogue entry searched as `match_all` searches it (its window on a long line), with its needles in the
+    line so that the window sits where a real message's would."""
+
+    def __init__(self, index, i: int) -> None:
+        self.index, self.i = index, i
+        self.needle = " ".join(index.needles(i))
+
+    def search(self, text: str):
+        return self.index.search(self.i, text + " " + self.needle)
 
 
 def call_of(where: str) -> str:

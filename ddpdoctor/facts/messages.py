@@ -592,14 +592,7 @@ class _Index:
                 live.add(i)   # else no match can lack all of them: the search would fail
         out = []
         for i in sorted(live):
-            rx = self._rx(i)
-            if rx is None:
-                continue
-            if len(text) <= _WINDOW_LINE:
-                lo, m = 0, rx.search(text)
-            else:
-                lo, hi = self._window(i, text)
-                m = rx.search(text[lo:hi])
+            lo, m = self.search(i, text)
             if m is not None:
                 fields = {k: v for k, v in m.groupdict().items() if v is not None}
                 out.append(MessageMatch(self.entries[i], fields, lo + m.start(), lo + m.end()))
@@ -609,6 +602,17 @@ class _Index:
             if with_head:
                 out = self._cut_matches(text, sorted(with_head))
         return out
+
+    def search(self, i: int, text: str) -> Tuple[int, Optional["re.Match[str]"]]:
+        """Entry i's pattern searched in a line (in its window when the line is long): (the window's offset, the
+        match or None)."""
+        rx = self._rx(i)
+        if rx is None:
+            return 0, None
+        if len(text) <= _WINDOW_LINE:
+            return 0, rx.search(text)
+        lo, hi = self._window(i, text)
+        return lo, rx.search(text[lo:hi])
 
     def _window(self, i: int, text: str) -> Tuple[int, int]:
         """The part of a long line entry i's pattern is searched in: _WINDOW characters either side of the first of

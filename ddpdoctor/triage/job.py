@@ -1416,7 +1416,7 @@ _PROGRESS = _messages.Prefiltered(re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        r"\bstep[ =:]+\d+(?![\d(])|'loss': |\b[Ll]oss(?: is)?[ =:]+-?[\d.]+|\bit/s\]|s/it\]|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
                        # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
-                       r"_loss[ =:]+-?[\d.]+|\w*loss\": -?[\d.]+|"
+                       r"_loss[ =:]+-?[\d.]+|(?<!\w)\w*loss\": -?[\d.]+|"   # the look-behind: one start per word (linear)
                        # TensorBoard-style tags in a metrics line: "Loss/total: 3.41968", "loss/train=0.52"
                        r"\b[Ll]oss/\w+[ =:]+-?[\d.]+|"
                        # mmcv's and HRNet's "Epoch [1][50/500]" / "Epoch: [0][100/167]", "Train Epoch: 1 [73%]"
