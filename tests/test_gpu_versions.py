@@ -22,7 +22,9 @@ def test_every_row_names_its_source():
                            "fp16_throughput", "tensor_cores_since",  # round 20: GPU037, the programming guide's table
                            "ptx_jit_needs_driver",  # round 20: GPU023, PTX JIT is not in minor-version compatibility
                            "rocm_device_files",  # round 20 (check21): GPU038, the device files a ROCm build opens
-                           "consumer_p2p"}  # round 20 (check21): GPU002, consumer P2P graded by the job
+                           "consumer_p2p",  # round 20 (check21): GPU002, consumer P2P graded by the job
+                           "last_toolkit_of_arch",  # round 21 (check23): GPU032, a GPU older than the toolkit
+                           "rocm_user_kernel_window"}  # round 21 (check23): GPU036, torch's ROCm vs the host's
     for name, table in tables.items():
         assert table["rows"], name
         for row in table["rows"]:

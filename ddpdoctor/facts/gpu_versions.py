@@ -46,6 +46,38 @@ def newest_arch(cuda: tuple) -> Optional[int]:
 
 
 @functools.lru_cache(maxsize=1)
+def last_toolkit_of_arch() -> Dict[int, Tuple[int, int]]:
+    """{sm_XY as XY: (major, minor) of the last CUDA toolkit that compiles code for it}; architectures absent are
+    still compiled by the newest toolkits."""
+    return {a: version_tuple(r["last_cuda"])[:2] for r in rows("last_toolkit_of_arch") for a in r["archs"]}
+
+
+def dropped_by_toolkit(cuda: tuple, capability: int) -> Optional[Tuple[int, int]]:
+    """The last CUDA toolkit that built code for a GPU of this capability (XY) when `cuda` is newer than it: no
+    build of that CUDA carries a cubin or PTX such a GPU runs (a cubin runs on its own major only, PTX on newer GPUs
+    only); None when the toolkit still builds for it, or either is unknown."""
+    last = last_toolkit_of_arch().get(capability)
+    if last is None or len(tuple(cuda)) < 2:
+        return None
+    return last if tuple(cuda[:2]) > last else None
+
+
+def rocm_release_distance(a, b) -> Optional[int]:
+    """How many ROCm releases (major.minor, in the order of rocm_user_kernel_window's list) lie between two ROCm
+    versions ('5.4.22803', '5.7.2-19'); None when either is not in the list."""
+    row = rows("rocm_user_kernel_window")[0]
+    order = [version_tuple(r)[:2] for r in row["releases"]]
+    x, y = version_tuple(str(a or ""))[:2], version_tuple(str(b or ""))[:2]
+    if x not in order or y not in order:
+        return None
+    return abs(order.index(x) - order.index(y))
+
+
+def rocm_user_kernel_window() -> int:
+    return int(rows("rocm_user_kernel_window")[0]["window"])
+
+
+@functools.lru_cache(maxsize=1)
 def release_archs() -> Dict[Tuple[int, int], Dict[str, frozenset]]:
     """{(CUDA major, minor): {platform: the sm_XY (as XY) of PyTorch's own wheels}}."""
     out: Dict[Tuple[int, int], Dict[str, frozenset]] = {}

@@ -26,6 +26,7 @@ import os
 import re
 from typing import Mapping, Optional
 
+from ddpdoctor.facts.cuda_map import devices_of, resolve
 from ddpdoctor.facts.env import env_of
 
 # options that take no value, per launcher (every other option takes one: `--x v` or `--x=v`)
@@ -51,7 +52,7 @@ KEPT = {
                    "config_file", "multi_gpu", "use_deepspeed", "use_fsdp", "rdzv_backend", "same_network",
                    "mixed_precision", "cpu", "tpu", "use_megatron_lm", "mpirun_hostfile", "num_cpu_threads_per_process"},
     "deepspeed": {"num_gpus", "num_nodes", "hostfile", "include", "exclude", "master_addr", "master_port", "launcher",
-                  "node_rank", "no_ssh"},
+                  "node_rank", "no_ssh", "bind_cores_to_rank"},
 }
 _SHORT = {"srun": {"-N": "nodes", "-n": "ntasks", "-c": "cpus_per_task", "-G": "gpus"}, "deepspeed": {"-H": "hostfile",
           "-i": "include", "-e": "exclude"}}
@@ -461,7 +462,10 @@ def per_node_processes(snap) -> Optional[tuple]:
       num_machines @ e7998c9fbcdb7ee72d3de9b57e9d4fde73964b8c);
     - deepspeed --num_gpus N: N ranks on every host, cuda 0..N-1 whatever the host has (deepspeed/launcher/runner.py
       main(): `updated_active_resources[hostname] = list(range(args.num_gpus))` @ 2d991ba352b7); only where
-      CUDA_VISIBLE_DEVICES is unset (the runner drops it under --num_gpus: ENV016's case).
+      CUDA_VISIBLE_DEVICES is unset (the runner drops it under --num_gpus: ENV016's case);
+    - deepspeed with none of --num_gpus, --include, --exclude, --hostfile and one node: one rank per visible GPU
+      (runner.py main() @ 2d991ba352b7: with no hostfile, resource_pool['localhost'] = the accelerator's
+      device_count(), and a set CUDA_VISIBLE_DEVICES becomes --include=localhost:<it>).
     The launch a process runs under comes first: only the nearest command is read."""
     cmds = commands(snap)
     if not cmds:
@@ -473,6 +477,16 @@ def per_node_processes(snap) -> Optional[tuple]:
         if n and n > 0 and env_of(snap).get("CUDA_VISIBLE_DEVICES") is None and not opts.get("include") \
                 and not opts.get("exclude"):
             return n, f"deepspeed --num_gpus {n}"
+        machines = _int(opts.get("num_nodes")) if opts.get("num_nodes") not in (None, "") else None
+        if opts.get("num_gpus") in (None, "") and not any(opts.get(k) for k in ("include", "exclude", "hostfile")) \
+                and (machines is None or machines == 1):
+            gpus = snap.get("gpus") or {}
+            present = {d.get("index") for d in devices_of(gpus)}
+            visible = len([i for i in resolve(env_of(snap), gpus).nvml_indices if i in present])
+            if visible:
+                return visible, (f"deepspeed with no --num_gpus/--include: one rank per visible GPU ({visible}; "
+                                 "runner.py main() takes the accelerator's device count, or CUDA_VISIBLE_DEVICES as "
+                                 "--include, unless a /job/hostfile lists other slots)")
         return None
     if cmd.get("launcher") != "accelerate":
         return None

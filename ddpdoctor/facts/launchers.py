@@ -116,3 +116,11 @@ def exec_failure(why: str, via_env: bool = False, crlf: bool = False) -> Optiona
         if bool(row.get("via_env")) == via_env and bool(row.get("crlf")) == crlf:
             return row
     return rows[0] if rows else None
+
+
+@functools.lru_cache(maxsize=1)
+def launcher_env_required() -> tuple:
+    """The variables every launched process gets (torchrun's agent); a script reading one without a default runs
+    only under a launcher (data/launchers.json launcher_env_required)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return tuple(json.load(fh).get("launcher_env_required", {}).get("variables", ()))

@@ -164,11 +164,20 @@ def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
         n = _pos_int((acc.get("options") or {}).get("num_cpu_threads_per_process"))
         return (n, "accelerate launch --num_cpu_threads_per_process") if n else \
             (1, "accelerate launch sets OMP_NUM_THREADS=1 (its --num_cpu_threads_per_process default)")
+    ds = command_of(snap, "deepspeed")
+    if ds is not None and kind in ("none", "manual", None) and (ds.get("options") or {}).get("bind_cores_to_rank"):
+        # deepspeed --bind_cores_to_rank: launch.py sets OMP_NUM_THREADS to each rank's share of the cores
+        # (deepspeedai/DeepSpeed deepspeed/launcher/launch.py main(), get_numactl_cmd @ 32c66452); without it the
+        # launcher leaves OMP_NUM_THREADS as it is, unlike torchrun, and torch's default below applies
+        return max(1, usable // max(1, nlocal)), "deepspeed --bind_cores_to_rank sets OMP_NUM_THREADS = cores per rank"
     # Unset: torch uses one thread per core; accelerate, seeing no LOCAL_WORLD_SIZE under
     # hand-set ranks, also sets it to the core count (measured: "we set it at 2" on 2 cores, 2 ranks).
     quota_capped = _torch_default_past_quota(snap, usable)
     if quota_capped:
         return quota_capped
+    if ds is not None and kind in ("none", "manual", None):
+        return usable, ("OMP_NUM_THREADS unset: the deepspeed launcher does not set it (deepspeed/launcher/launch.py "
+                        "@ 32c66452, only under --bind_cores_to_rank), so torch defaults to one thread per core")
     return usable, "OMP_NUM_THREADS unset: torch defaults to one thread per core"
 
 

@@ -324,6 +324,8 @@ FIELDS = {
     "nvidia_container_runtime": STR, "logind": OBJ, "logind.remove_ipc": BOOL, "logind.from": STR,
     # check17c (PKG017): the C library's version (confstr CS_GNU_LIBC_VERSION: "glibc 2.17" -> "2.17")
     "glibc": STR,
+    # check23 (GPU036): the ROCm installed on this host ($ROCM_PATH or /opt/rocm, its .info/version)
+    "rocm": OBJ, "rocm.path": STR, "rocm.version": STR,
 }
 
 def glibc_version():
@@ -383,6 +385,18 @@ def accelerate_config(src: Sources):
         raw = m.group(2).strip("'\"")
         values[m.group(1)] = None if raw in ("null", "~") else int(raw) if re.fullmatch(r"-?\d+", raw) else raw
     return {"path": path, "values": values}
+
+
+def rocm_install(src: Sources):
+    """The ROCm installed on this host: $ROCM_PATH, else /opt/rocm (where AMD's packages install it and HIP looks
+    for it: ROCm/clr hipamd's ROCM_PATH default), and the release in its .info/version ("6.2.4-120"), as AMD's
+    installer writes it. None when there is none or it says no version."""
+    root = (src.environ.get("ROCM_PATH") or "/opt/rocm").rstrip("/") or "/opt/rocm"
+    text = src.read(root + "/.info/version", 256)
+    version = (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
+    if not version or not re.match(r"^\d+\.\d+", version):
+        return None
+    return {"path": root, "version": version}
 
 
 CAP_IPC_LOCK = 14  # include/uapi/linux/capability.h
@@ -705,6 +719,7 @@ def gather_host(src: Sources) -> dict:
         "cap_net_bind_service": cap_net_bind_service(src),
         "unprivileged_port_start": unprivileged_port_start(src),
         "accelerate_config": accelerate_config(src),
+        "rocm": rocm_install(src),
         "torch_extensions": torch_extension_locks(src),
         "deepspeed_hostfile": deepspeed_hostfile(src),
         "deepspeed_env": deepspeed_env_file(src),

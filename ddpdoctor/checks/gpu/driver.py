@@ -389,8 +389,14 @@ def gpu_arch_vs_torch_build(snap):
         architectures are backward compatible within major version"): a GPU of a newer major than the
         toolkit knows has none. For PyTorch's own wheels whose architectures torch lists
         (PYTORCH_RELEASES_CODE_CC: CUDA 12.6, 12.9, 13.0) or pytorch/builder built (CUDA 10.2: sm_37 to
-        sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43), a GPU older than the
-        oldest is reported too, as a warning, since a build from elsewhere may carry more. And the
+        sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43; CUDA 11.6-11.8: sm_37
+        to sm_86/sm_90), a GPU older than the
+        oldest is reported too, as a warning, since a build from elsewhere may carry more. A GPU older than
+        the build's CUDA toolkit compiles for at all is an error whatever the build: NVIDIA's compiler
+        stopped at sm_20/21 after CUDA 8.0, sm_30/32 after 10.2, sm_35/37 after 11.8, sm_50-72 after 12.9
+        (data/gpu_versions.json last_toolkit_of_arch: llvm clang/lib/Basic/Cuda.cpp MaxVersionForCudaArch,
+        NVIDIA's CUDA 13.0 release notes), and torch says "PyTorch no longer supports this GPU because it is
+        too old" (torch/cuda/__init__.py, _check_capability). And the
         kernel library beside torch: flash-attn 2+ installed where no GPU is Ampere (sm_80) or newer,
         whose every entry point refuses the device ("FlashAttention only supports Ampere GPUs or
         newer", flash_api.cpp @765fbd92); a warning, since the script chooses whether to use it -
@@ -445,7 +451,7 @@ def gpu_arch_vs_torch_build(snap):
     if newest is None:
         return
     v = view(snap)
-    too_new, too_old = [], []
+    too_new, too_old, dropped = [], [], []
     host = snap.get("host") or {}
     arch_key = "aarch64" if "aarch64" in str(host.get("platform") or "").lower() else "x86_64"
     wheel = (gpu_versions.release_archs().get(cuda) or {}).get(arch_key)
@@ -453,13 +459,35 @@ def gpu_arch_vs_torch_build(snap):
         cc = _capability(dev)
         if cc is None:
             continue
-        if cc // 10 > newest // 10:
+        last = gpu_versions.dropped_by_toolkit(cuda, cc)
+        if last is not None:
+            dropped.append((dev.get("index"), dev.get("name"), cc, last))
+        elif cc // 10 > newest // 10:
             too_new.append((dev.get("index"), dev.get("name"), cc))
         elif wheel and not any(code // 10 == cc // 10 and code <= cc for code in wheel) and cc < min(wheel):
             too_old.append((dev.get("index"), dev.get("name"), cc))
     names = lambda rows: ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in rows}))  # noqa: E731
     fix_cuda = next((f"{m}.{n}" for m, n, a in reversed(gpu_versions.newest_arch_of_toolkit()) if too_new and
                      a // 10 >= max(c for _, _, c in too_new) // 10), "12.8")
+    if dropped:
+        last = min(d[3] for d in dropped)
+        yield error(
+            f"torch {version} (CUDA {build.get('cuda')} build) has no kernels for "
+            + ", ".join(sorted({f"{n} (compute capability {c // 10}.{c % 10})" for _, n, c, _ in dropped}))
+            + f": "
+            f"CUDA after {last[0]}.{last[1]} cannot build code for it",
+            detail=(f"NVIDIA's compiler stopped building code for this GPU's architecture after CUDA {last[0]}.{last[1]} "
+                    f"(data/gpu_versions.json last_toolkit_of_arch), so no CUDA {build.get('cuda')} build - a wheel, conda, "
+                    "a container or a source build - carries a kernel it can run: torch warns \"Found GPU0 ... which is of "
+                    "cuda capability X.Y. PyTorch no longer supports this GPU because it is too old\" and the first "
+                    "kernel fails with \"CUDA error: no kernel image is available for execution on the device\" "
+                    "(torch.cuda.is_available() is still True)."),
+            fix=(f"use a newer GPU, or a torch built with CUDA {last[0]}.{last[1]} or older for sm_"
+                 f"{min(d[2] for d in dropped)} (TORCH_CUDA_ARCH_LIST={min(d[2] for d in dropped) // 10}."
+                 f"{min(d[2] for d in dropped) % 10} python setup.py develop, with that toolkit and a driver that has it)"),
+            subjects=subjects([d[0] for d in dropped], "pkg:torch"),
+            evidence={"torch": version, "torch_cuda": build.get("cuda"), "last_toolkit": f"{last[0]}.{last[1]}",
+                      "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c, _ in dropped]})
     if too_new:
         yield error(
             f"torch {version} (CUDA {build.get('cuda')} build) has no kernels for {names(too_new)}",
@@ -745,7 +773,33 @@ def _never_in_rocm_wheels(snap, version: str, build: dict):
                   "override": overrides, "HSA_OVERRIDE_GFX_VERSION": override or None})
 
 
-@check("GPU036", "gpu-newer-than-rocm-build", family="gpu", needs=("packages",), reads=("pci", "env"))
+def _rocm_build_vs_host_rocm(snap, version, build):
+    """GPU036: torch's ROCm release more than rocm_user_kernel_window releases from the host's installed ROCm."""
+    rocm = (snap.get("host") or {}).get("rocm") or {}
+    installed = rocm.get("version") if isinstance(rocm, dict) else None
+    apart = gpu_versions.rocm_release_distance(build.get("hip"), installed)
+    window = gpu_versions.rocm_user_kernel_window()
+    if apart is None or apart <= window:
+        return
+    built, host = version_tuple(build.get("hip"))[:2], version_tuple(installed)[:2]
+    src = gpu_versions.rows("rocm_user_kernel_window")[0]["source"]
+    yield warning(
+        f"torch {version} brings ROCm {built[0]}.{built[1]} user space; this host has ROCm {installed} installed "
+        f"({apart} releases apart)",
+        detail=(f"AMD supports its kernel-mode driver with ROCm user space within {window} releases either way "
+                f"({src['url']}). torch's ROCm wheels bundle their own HIP and ROCr runtime, so their ROCm "
+                f"{built[0]}.{built[1]} meets the kernel driver installed with ROCm {host[0]}.{host[1]} at {rocm.get('path')} "
+                "(a guess: the amdgpu driver may come from the distribution's kernel instead, which this snapshot does "
+                "not say). Outside that window the runtime can crash inside ROCr (segfaults in hsa_amd_* calls) or "
+                "see no GPU."),
+        fix=f"pip install torch --index-url https://download.pytorch.org/whl/rocm{host[0]}.{host[1]}   # a build of "
+            f"a ROCm release within {window} of the installed one (check that index exists for your torch)",
+        subjects=["pkg:torch"],
+        evidence={"torch": version, "torch_hip": build.get("hip"), "host_rocm": installed, "host_rocm_path": rocm.get("path"),
+                  "releases_apart": apart, "window": window})
+
+
+@check("GPU036", "gpu-newer-than-rocm-build", family="gpu", needs=("packages",), reads=("pci", "env", "host"))
 def amd_gpu_vs_rocm_build(snap):
     """An AMD GPU whose architecture the installed torch's ROCm build likely carries no kernels for.
 
@@ -758,7 +812,12 @@ def amd_gpu_vs_rocm_build(snap):
         A target no PyTorch ROCm wheel has ever carried (neither there nor in pytorch/pytorch's
         .ci/docker/manywheel/build.sh: gfx803, the APUs' gfx90c, the Radeon RX 6600-6700's
         gfx1031/gfx1032) is reported too, with the HSA_OVERRIDE_GFX_VERSION of the same generation's
-        target the wheels carry, unless that override is already set.
+        target the wheels carry, unless that override is already set. And the ROCm release of torch's
+        build (whose user space its wheels bundle) against the ROCm installed on the host ($ROCM_PATH or
+        /opt/rocm, .info/version): AMD supports its kernel driver with user space within 2 releases
+        either way (data/gpu_versions.json rocm_user_kernel_window, AMD's user and kernel-space support
+        matrix); further apart is a warning. The host's ROCm stands in for the kernel driver installed
+        with it - a guess, said as such: a distribution's own amdgpu may differ.
 
     Why it matters
         A GPU without kernels in the build is listed by torch (torch.cuda.is_available() is True), then
@@ -780,6 +839,7 @@ def amd_gpu_vs_rocm_build(snap):
     hip = version_tuple(build.get("hip"))[:2]
     missing = [(node, gfx, since) for node, gfx, since in listed_amd_gpus(snap) if len(hip) == 2 and hip < since]
     yield from _never_in_rocm_wheels(snap, version, build)
+    yield from _rocm_build_vs_host_rocm(snap, version, build)
     if not missing:
         return
     targets = sorted({g for _, g, _ in missing})

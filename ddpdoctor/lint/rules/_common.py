@@ -5,7 +5,8 @@ import ast
 import re
 from typing import Iterable, List, Optional, Tuple
 
-from ...facts.launchers import lightning_script_relaunch, ray_train_workers, trainer_launch_settings
+from ...facts.launchers import (launcher_env_required, lightning_script_relaunch, ray_train_workers,
+                                trainer_launch_settings)
 from ..analysis import Call, ModuleIndex, Scope
 from ..conditions import is_rankish
 from ..names import dotted
@@ -144,6 +145,39 @@ def is_trainer_script(index: ModuleIndex) -> bool:
     """The script builds a transformers/trl Trainer or TrainingArguments (or an accelerate Accelerator)."""
     return any(is_trainer_qual(q) for q in index.by_qual) or any(
         builds_trainer(index, c) for c in index.calls if c.name and c.name.endswith(("Trainer", "Arguments")))
+
+
+_ENV_READ = re.compile(r"\benviron\[\s*[\"'](?:" + "|".join(map(re.escape, launcher_env_required())) +
+                       r")[\"']\s*\](?!\s*=[^=])")
+
+
+def reads_launcher_env(index: ModuleIndex) -> bool:
+    """The script reads RANK / LOCAL_RANK / WORLD_SIZE from os.environ WITHOUT a default (`os.environ["RANK"]`):
+    a plain `python script.py` stops with KeyError there, so it only runs as one process per rank of a launch
+    (torchrun's agent exports them into every worker: data/launchers.json launcher_env_required), process group or
+    not (fr146 itsliupeng/nougat shards its PDFs by RANK and never joins a group). The text is only the first
+    sieve: the read must be code, a value assigned or an argument passed (torch's own launch.py copied into a
+    project names `os.environ['LOCAL_RANK']` in its docstring: fr121 PipeTransformer)."""
+    if not _ENV_READ.search(index.source or ""):
+        return False
+    got = index.cache.get("reads_launcher_env") if hasattr(index, "cache") else None
+    if got is not None:
+        return got
+    names = set(launcher_env_required())
+
+    def read(node) -> bool:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and \
+                    (dotted(n.value) or "") in ("os.environ", "environ") and \
+                    isinstance(n.slice, ast.Constant) and n.slice.value in names:
+                return True
+        return False
+
+    got = any(a.value is not None and read(a.value) for a in index.assigns) or any(
+        read(arg) for c in index.calls for arg in list(c.node.args) + [k.value for k in c.node.keywords])
+    if hasattr(index, "cache"):
+        index.cache["reads_launcher_env"] = got
+    return got
 
 
 def launched_distributed(index: ModuleIndex) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, Iterator, Optional, Tuple
 
 from ..analysis import Call
-from ._common import is_distributed, launched_distributed, lightning_relaunch
+from ._common import is_distributed, launched_distributed, lightning_relaunch, reads_launcher_env
 from ._reach import reach
 
 
@@ -18,9 +18,11 @@ def every_rank_calls(t, wanted: Callable[[Call], bool], gap: int,
     function, are one block: only the first is yielded. `proof`: reach's every_rank (None: not shown to run on
     every rank of a training run; the rule says why with `unproven`)."""
     index = t.index
-    if not (is_distributed(index) or launched_distributed(index) or lightning_relaunch(index) is not None or (
+    if not (is_distributed(index) or launched_distributed(index) or lightning_relaunch(index) is not None or
+            reads_launcher_env(index) or (
             len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
-        return   # (round 21: a Lightning Trainer whose strategy re-runs this script per rank counts)
+        return   # (round 21: a Lightning Trainer whose strategy re-runs this script per rank counts; round 25: a
+        #          script that reads os.environ["RANK"] without a default runs only under a launcher)
     gated = None
     last = None
     for call in index.calls:

@@ -75,6 +75,11 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
     env = _env_name(node)
     if env is not None:
         return f"the {env} environment variable" if env in _GLOBAL_ENV else None
+    if isinstance(node, ast.Attribute) and node.attr == "process_index" and _accelerate_state(node.value, index):
+        # accelerate's PartialState/Accelerator.process_index: "The index of the current process" over all nodes;
+        # local_process_index is "the index of the current process on the current server" (fr146
+        # aslyansky-m/SSM_reasoning `device_map={"": accelerator.process_index}`, the reader's likely)
+        return f"{dotted(node)}"
     if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == 1 and depth > 0:
         # `device_ids = [dist.get_rank()]`, later `args.device_ids = device_ids` and `DDP(model,
         # device_ids=args.device_ids)` (fr89 taishan1994/pytorch-distributed-NLP): the list a name holds
@@ -129,6 +134,24 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
         if found and all(found):
             return found[0]
     return None
+
+
+_ACCELERATE_STATES = ("accelerate.Accelerator", "accelerate.PartialState", "accelerate.state.PartialState",
+                      "accelerate.state.AcceleratorState", "accelerate.AcceleratorState")
+_ACCELERATE_SOURCE = ("huggingface/accelerate src/accelerate/state.py (PartialState.process_index: 'The index of the "
+                      "current process'; local_process_index: 'The index of the current process on the current "
+                      "server'); transformers from_pretrained device_map={'': i} loads the whole model on device i")
+
+
+def _accelerate_state(node: ast.AST, index) -> bool:
+    """`accelerator` / `self.accelerator` bound to Accelerator(...), or `Accelerator()` / `PartialState()` itself."""
+    if isinstance(node, ast.Call):
+        return (_qual(node, index) or "") in _ACCELERATE_STATES
+    name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    if not name:
+        return False
+    return any(a.call is not None and (a.call.qual or "") in _ACCELERATE_STATES and name in a.targets
+               for a in index.assigns)
 
 
 def _assigns_by_name(index, scope: Scope) -> dict:
@@ -381,6 +404,11 @@ def _placement(call: Call) -> Optional[ast.AST]:
     if call.name in ("to", "cuda") and isinstance(call.node.func, ast.Attribute) and call.node.args and \
             not call.node.keywords:
         return call.node.args[0]
+    if call.name == "from_pretrained":
+        # `from_pretrained(..., device_map={"": i})`: the whole model on device i (transformers modeling_utils)
+        dm = call.kw("device_map")
+        if isinstance(dm, ast.Dict) and len(dm.keys) == 1 and const_str(dm.keys[0]) == "":
+            return dm.values[0]
     return None
 
 
@@ -393,7 +421,7 @@ def _placed_on_global_rank(t, index):
     `model.to(device)`, `DDP(model, device_ids=[rank])` with `rank = int(os.environ["RANK"])`): the same
     wrong ordinal on a second node. One finding per function, at the first placement."""
     if not any((c.qual or "").startswith("torch.distributed.") or (c.qual or "").endswith("DistributedDataParallel")
-               for c in index.calls):
+               or (c.qual or "") in _ACCELERATE_STATES for c in index.calls):
         return  # a DDP wrap counts: the process group may be joined through the project's helpers (fr101 GFSS_Codebase)
     seen = set()
     for call in index.calls:
@@ -417,7 +445,8 @@ def _placed_on_global_rank(t, index):
                     "('invalid device ordinal')."),
             fix=("local_rank = int(os.environ[\"LOCAL_RANK\"])   # torchrun sets it on every node\n"
                  "torch.cuda.set_device(local_rank)\nmodel.to(local_rank); DDP(model, device_ids=[local_rank])"),
-            evidence={"global_rank": why, "placement": call.text, "source": _SOURCE},
+            evidence={"global_rank": why, "placement": call.text,
+                      "source": _ACCELERATE_SOURCE if "process_index" in why else _SOURCE},
         )
 
 
@@ -427,7 +456,8 @@ def set_device_global_rank(t):
 
     What it checks
         `torch.cuda.set_device(x)` where `x` is the global rank: `dist.get_rank()`, `int(os.environ["RANK"])`,
-        `SLURM_PROCID`/`OMPI_COMM_WORLD_RANK`/`PMI_RANK`, Horovod's `hvd.rank()`, a rank computed as
+        `SLURM_PROCID`/`OMPI_COMM_WORLD_RANK`/`PMI_RANK`, Horovod's `hvd.rank()`, accelerate's
+        `accelerator.process_index` (round 25, also as `from_pretrained(device_map={"": ...})`), a rank computed as
         `node_rank * gpus_per_node + LOCAL_RANK` (round 15 wave 3; since round 16 also as one arm of a conditional
         whose other arm is a literal, `... if args.distributed else 0`), or a name assigned one of
         those (also `local_rank = dist.get_rank()`). Quiet when the value is taken modulo something

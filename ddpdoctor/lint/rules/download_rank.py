@@ -62,15 +62,35 @@ def _goes_first_before(index: ModuleIndex, scope, line: int) -> bool:
     return bool(first) and any(_is_barrier(c) and c.line > min(first) for c in mine)
 
 
+# Inter-process file locks: the processes that open the same lock file take turns in the block, so the first
+# downloads and the others find the files (tox-dev/filelock src/filelock/__init__.py: FileLock = UnixFileLock
+# (fcntl.flock) or WindowsFileLock, SoftFileLock; Horovod's examples wrap the MNIST download in
+# `with FileLock(os.path.expanduser("~/.horovod_lock")):`, horovod/horovod examples/pytorch/pytorch_mnist.py;
+# fr145 aaronchann1227/DeepLearning_PyTorch, both readers: no fault). Python's fcntl.flock(fd, LOCK_EX) is the
+# same lock by hand (docs.python.org/3/library/fcntl.html).
+_FILE_LOCKS = ("FileLock", "SoftFileLock", "UnixFileLock", "WindowsFileLock", "BaseFileLock")
+
+
+def _context_name(item) -> str:
+    e = item.context_expr
+    return dotted(e.func if isinstance(e, ast.Call) else e) or ""
+
+
 def _first_context(scope_node: ast.AST, target: ast.AST) -> bool:
-    """The call sits in `with <...first...>():` of the same function."""
+    """The call sits in `with <...first...>():` of the same function, or in `with FileLock(...):` (a lock the
+    processes take in turn), or after an `fcntl.flock(..., LOCK_EX)` of the same function."""
+    flock = None
     for node in ast.walk(scope_node):
         if isinstance(node, (ast.With, ast.AsyncWith)) and any(
-                any(w in (dotted(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr)
-                          or "").lower() for w in _FIRST_WORDS) for i in node.items):
+                any(w in _context_name(i).lower() for w in _FIRST_WORDS) or
+                _context_name(i).rsplit(".", 1)[-1] in _FILE_LOCKS for i in node.items):
             if any(target is n for stmt in node.body for n in ast.walk(stmt)):
                 return True
-    return False
+        elif isinstance(node, ast.Call) and (dotted(node.func) or "").rsplit(".", 1)[-1] in ("flock", "lockf") and any(
+                "LOCK_EX" in (dotted(a) or "") for a in node.args[1:]):
+            if node.lineno < getattr(target, "lineno", 0) and (flock is None or node.lineno < flock):
+                flock = node.lineno
+    return flock is not None
 
 
 def _per_rank_root(call: Call) -> bool:
@@ -117,7 +137,8 @@ def download_on_every_rank(t):
         that every rank runs into one folder (a root built from the rank, `'data-%d' % hvd.rank()`, is each
         rank's own: round 15 wave 3): not under a rank test, not in a function every caller gates, not in the parent
         before `mp.spawn`, not after a barrier in the same function or its caller (the rank-0-first pattern), not
-        in `with ...main_process_first():` / `torch_distributed_zero_first(...)`, not in a LightningDataModule's
+        in `with ...main_process_first():` / `torch_distributed_zero_first(...)`, not in `with FileLock(...):` or
+        after `fcntl.flock(fd, LOCK_EX)` (round 25: the processes take turns), not in a LightningDataModule's
         `prepare_data` (since round 18 only Lightning's: a `prepare_data` method of a plain `nn.Module` runs where it
         is called). A warning when the call is shown to run on every rank of a training run, else a note.
         A preview rule (round 14): a note by default, a warning with `--preview`.

@@ -11,13 +11,48 @@ from ._every_rank import every_rank_calls, unproven
 
 _SOURCE = ("Python documentation, os.makedirs: 'If exist_ok is False (the default), a FileExistsError is raised if "
            "the target directory already exists'; os.mkdir: 'If the directory already exists, FileExistsError is "
-           "raised' (docs.python.org/3/library/os.html)")
+           "raised' (docs.python.org/3/library/os.html); pathlib.Path.mkdir: 'If exist_ok is false (the default), "
+           "FileExistsError is raised if the target directory already exists' (docs.python.org/3/library/pathlib.html; "
+           "python/cpython Lib/pathlib)")
+
+
+def _pathlib_check_then_make(call: Call) -> bool:
+    """`if not out_dir.exists(): out_dir.mkdir(parents=True)`: pathlib's Path.mkdir without exist_ok=True, in the
+    body of a test that the same object does not exist (the check of check-then-make names it a path; a `.mkdir` of
+    an FTP/fsspec client is not read). Path.mkdir: 'If exist_ok is false (the default), FileExistsError is raised if
+    the target directory already exists' (fr146 k--chow/IODINE.pytorch, itsliupeng/nougat, both missed)."""
+    func = call.node.func
+    if call.name != "mkdir" or not isinstance(func, ast.Attribute) or call.qual == "os.mkdir":
+        return False
+    ok = call.kw("exist_ok")
+    if ok is None and len(call.node.args) > 2:
+        ok = call.node.args[2]   # Path.mkdir(mode, parents, exist_ok)
+    if ok is not None and not (isinstance(ok, ast.Constant) and not ok.value):
+        return False
+    if not call.ctx.branch or call.ctx.branch[-1][1] != 0:
+        return False
+    test = call.ctx.branch[-1][0]
+    if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call)
+            and isinstance(test.operand.func, ast.Attribute) and test.operand.func.attr in ("exists", "is_dir")
+            and not test.operand.args):   # Path.exists() names no path: `client.exists(d)` is another API
+        return False
+    return ast.dump(test.operand.func.value) == ast.dump(func.value)
+
+
+def _path_args(call: Call):
+    """The path a creation names: os.makedirs(p) -> [p]; p.mkdir() -> [p]."""
+    if call.qual in ("os.makedirs", "os.mkdir"):
+        return call.node.args[:1]
+    return [call.node.func.value] if isinstance(call.node.func, ast.Attribute) else []
 
 
 def _races(call: Call) -> bool:
-    """`os.makedirs(p)` / `os.makedirs(p, 0o777, False)` / `os.mkdir(p)`: no `exist_ok=True`."""
+    """`os.makedirs(p)` / `os.makedirs(p, 0o777, False)` / `os.mkdir(p)`: no `exist_ok=True`; pathlib's
+    check-then-make."""
     if call.qual == "os.mkdir":
         return bool(call.node.args)
+    if _pathlib_check_then_make(call):
+        return True
     if call.qual != "os.makedirs" or not call.node.args:
         return False
     ok = call.kw("exist_ok")
@@ -125,7 +160,10 @@ def makedirs_race_every_rank(t):
         gates, not in the parent before `mp.spawn`, not to a per-rank path, not inside a `try:` that catches
         FileExistsError/OSError, not of a folder (`args.save_dir`, also through `os.path.expanduser`) that another
         creation of the file makes on one rank first (round 15), not of a folder an earlier statement of the same
-        function always made (round 22: a second check-then-makedirs races with nobody). Consecutive creations of one block are one finding. A warning when the call is shown to run on every rank of a training run, else
+        function always made (round 22: a second check-then-makedirs races with nobody). Also pathlib's check-then-make,
+        `if not out.exists(): out.mkdir(parents=True)` without exist_ok (round 25), and a script that reads
+        `os.environ["RANK"]` / `["LOCAL_RANK"]` / `["WORLD_SIZE"]` without a default counts as launched per rank
+        (round 25: it cannot run under plain python). Consecutive creations of one block are one finding. A warning when the call is shown to run on every rank of a training run, else
         a note. A preview rule (round 14): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -146,7 +184,7 @@ def makedirs_race_every_rank(t):
     index = t.index
     found = list(every_rank_calls(
         t, _races, 4,   # the folders of one block (run, log, checkpoint): one finding
-        quiet=lambda c: _caught(c) or names_the_rank(c.node.args[:1], c, index)))  # each rank its own folder
+        quiet=lambda c: _caught(c) or names_the_rank(_path_args(c), c, index)))  # each rank its own folder
     reported = {id(c.node) for c, _ in found}
     for call, proof in found:
         if _made_elsewhere(call, index, reported) or _made_before(call, index):

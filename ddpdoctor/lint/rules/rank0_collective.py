@@ -56,10 +56,18 @@ def _own_collective(c) -> Optional[str]:
 def _collective_inside(t, ix, fn, depth: int = 0) -> Optional[str]:
     """A project function that calls a collective on the default group / COMM_WORLD outside any test of the rank
     (directly, or through one more project function): the collective's text and where, or None."""
+    accel = None
     for c in fn.calls:
         if c.ctx.gated:
             continue
         own = _own_collective(c)
+        if own is None and c.name in _ACCELERATE_COLLECTIVES and c.kw("group") is None:
+            # `self.accelerator.wait_for_everyone()` at the end of a save_checkpoint() called under
+            # `if accelerator.is_main_process:` (fr147 HashWang-null/Concept, the reader's sure entry)
+            if accel is None:
+                accel = _accelerator_names(ix)
+            if _accelerate_collective(c, accel):
+                own = c.text or c.name
         if own is not None:
             return f"{own} on line {c.line} in {fn.name}()"
         if depth < 1:
@@ -68,6 +76,16 @@ def _collective_inside(t, ix, fn, depth: int = 0) -> Optional[str]:
                 if inner is not None:
                     return inner
     return None
+
+
+def _pairs(t, index, other) -> bool:
+    """`other`, the same collective elsewhere in the function, pairs the rank-0 one: it runs under a test of the rank
+    that is not rank 0's (`if local_rank not in [-1, 0]: barrier()` ... `if local_rank == 0: barrier()`, transformers'
+    examples; `if not accelerator.is_main_process: wait_for_everyone()`), so the other ranks make one call where rank 0
+    makes one. A call on EVERY rank (the training loop's own `accelerator.wait_for_everyone()` after the optimizer
+    step) pairs nothing: rank 0 makes it too and then one more under its test (fr147 lrzjason/T2ITrainer train_sd3.py:
+    wait_for_everyone inside `if accelerator.is_main_process:` beside the loop's ungated one, missed at first read)."""
+    return not t.facts.rank0(index, other, single=False) and t.facts.gated(index, other)
 
 
 @rule("LINT025", "collective-on-one-rank")
@@ -83,7 +101,9 @@ def collective_on_one_rank(t):
         collective, or an mpi4py `COMM_WORLD` collective (`bcast`, `allreduce`, `barrier`...), outside any test of the
         rank (round 15 wave 2: guided-diffusion's rank-0 resume through `dist_util.load_state_dict`). Also accelerate's
         collectives on an `Accelerator` (`accelerator.gather`, `gather_for_metrics`, `reduce`, `pad_across_processes`,
-        `wait_for_everyone`) under `if accelerator.is_main_process:` (round 17). A preview rule (round 9): a note by
+        `wait_for_everyone`) under `if accelerator.is_main_process:` (round 17), also inside a helper called there
+        (round 25). The pairing idiom needs the other call under the opposite test: a call every rank makes pairs
+        nothing (round 25). A preview rule (round 9): a note by
         default, a warning with `--preview`.
 
     Why it matters
@@ -109,8 +129,7 @@ def collective_on_one_rank(t):
                 continue
             if not t.facts.rank0(index, call, single=False):
                 continue
-            if any(c is not call and c.name == name and not t.facts.rank0(index, c, single=False)
-                   for c in call.scope.calls):
+            if any(c is not call and c.name == name and _pairs(t, index, c) for c in call.scope.calls):
                 # `if local_rank not in [-1, 0]: barrier()` ... `if local_rank == 0: barrier()` (transformers' examples):
                 # the other ranks call it in another branch of the same function: the counts match
                 continue
@@ -135,7 +154,7 @@ def collective_on_one_rank(t):
                 # a gather is not paired by another gather of other data
                 if name == "wait_for_everyone" and any(
                         c is not call and c.name == name and _accelerate_collective(c, names) and
-                        not t.facts.rank0(index, c, single=False) for c in call.scope.calls):
+                        _pairs(t, index, c) for c in call.scope.calls):
                     continue
                 yield t.finding(
                     "warning", call.node,
@@ -199,8 +218,7 @@ def _helper_collectives(t, index):
             continue
         if not t.facts.rank0(index, call, single=False):
             continue
-        if any(c is not call and c.name == call.name and not t.facts.rank0(index, c, single=False)
-               for c in call.scope.calls):
+        if any(c is not call and c.name == call.name and _pairs(t, index, c) for c in call.scope.calls):
             continue  # `if not main: wait_for_everyone()` ... `if main: wait_for_everyone()`: the other ranks call it too
         for cix, fn in reach(t).targets(index, call) or _sibling_module_target(t, index, call):
             inner = _collective_inside(t, cix, fn)
