@@ -121,6 +121,20 @@ def main() -> int:
                     top = (ratio, fill + tail, t_long)
         worst.append((top[0], where, how, top[1], top[2]))
     worst.sort(reverse=True)
+    # a loaded machine can stretch one timing many times over: each pattern over the line is measured again, best of
+    # 7 at both lengths, and counts only if it stays over (a super-linear one always does)
+    again = []
+    for ratio, where, how, fill, t in worst:
+        if ratio > LIMIT and t > FLOOR_S:
+            fn = getattr(pats[where], how)
+            core, tail = (fill[:-1], "!") if fill.endswith("!") and len(fill) > 1 else (fill, "")
+            short = (core * (n // len(core) + 1))[:n] + tail
+            long = (core * (8 * n // len(core) + 1))[:8 * n] + tail
+            t_long = best(fn, long, 7)
+            ratio = t_long / max(best(fn, short, 7), 1e-6)
+            t = t_long
+        again.append((ratio, where, how, fill, t))
+    worst = sorted(again, reverse=True)
     bad = [w for w in worst if w[0] > LIMIT and w[4] > FLOOR_S]
     print(f"{len(pats)} patterns, N={n}, long line {8 * n} characters; ratio = time(8N) / time(N), linear 8, quadratic 64")
     for ratio, where, how, fill, t in bad + [w for w in worst if w not in bad][:10]:
