@@ -39,7 +39,7 @@ def test_gpu032_a_gpu_older_than_the_builds_toolkit_is_an_error(name, cc, versio
     """Trigger: the build's CUDA no longer compiles for the GPU: no build of it can carry its kernels."""
     snap = make_snapshot(packages=_torch(version, cuda), gpus=_gpus(name, cc))
     [f] = [f for f in findings_of(snap, "GPU032") if "cannot build code" in f.title]
-    assert f.severity == "error" and f"compute capability {cc[0]}.{cc[1]}" in f.title
+    assert f.severity == "error" and f"cuda capability {cc[0]}.{cc[1]}" in f.title
     assert f.evidence["last_toolkit"] == last and "no longer supports this GPU" in f.detail
 
 

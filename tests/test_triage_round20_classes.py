@@ -14,23 +14,13 @@ import json
 import pathlib
 
 from ddpdoctor.facts import messages
-from ddpdoctor.triage.api import triage_paths
+from triage_loud import brief as _ids, loud_findings as _found
 
 _DATA = pathlib.Path(__file__).resolve().parent.parent / "ddpdoctor" / "data"
 _STEPS = "".join(f"epoch 1 step {i} loss 0.{i % 89:02d} lr 1e-4\n" for i in range(1, 31))
 # ~230 KiB of progress: far past the reader's head (64 KiB), so only prefilter keywords and windows are read there
 _PAD = "".join(f"epoch 2 step {i} loss 0.{i % 89:02d} lr 1e-4 grad_norm 1.{i % 7}\n" for i in range(5000))
 _TAIL = "".join(f"epoch 3 step {i} loss 0.{i % 89:02d}\n" for i in range(80))
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
-
-
-def _ids(f):
-    return [(x.id, x.severity, x.title) for x in f]
 
 
 # --- a title is not program output ------------------------------------------------------------------------------------

@@ -17,21 +17,12 @@
 """
 from ddpdoctor.facts import messages
 from ddpdoctor.triage.api import _word_cut, triage_paths
+from triage_loud import brief as _ids, loud_findings as _found
 
 _SETUP = ("distributed_backend=nccl\nAll distributed processes registered. Starting with 2 processes\n"
           "{'data': {'batch_size': 1,\n          'lr': 0.1}}\n")
 _TB = ("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n    x = model(batch)\n"
        "KeyError: 'labels'\n")
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
-
-
-def _ids(f):
-    return [(x.id, x.severity, x.title) for x in f]
 
 
 # --- a caption with no colon over a fenced block ----------------------------------------------------------------------

@@ -12,21 +12,11 @@ docs/measured/triage.md; the held-out figures stay the first-read figures).
   thread's frames are not the crash's; faulthandler's timeout dump ("Timeout (0:05:00)!") is no crash.
 """
 import pytest
+from triage_loud import brief as _ids, loud_findings as _found
 
-from ddpdoctor.triage.api import triage_paths
 
 _STEPS = "".join(f"step {i} loss 0.{i:02d}\n" for i in range(1, 6))
 _END = "Training completed.\n"
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
-
-
-def _ids(f):
-    return [(x.id, x.severity, x.title) for x in f]
 
 
 # --- a launcher's own command-line failure ---------------------------------------------------------------------------

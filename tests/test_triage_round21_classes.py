@@ -9,20 +9,11 @@
   S" (help-orterun.txt [orterun:proc-aborted]) names the rank and the signal like today's "process rank" form.
 """
 from ddpdoctor.triage.api import triage_paths
+from triage_loud import brief as _ids, loud_findings as _found
 
 _STEPS = "".join(f"step {i} loss 0.{i:02d}\n" for i in range(1, 6))
 _END = "Training completed.\n"
 _RULE = "-" * 74 + "\n"
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
-
-
-def _ids(f):
-    return [(x.id, x.severity, x.title) for x in f]
 
 
 # --- zsh / fish: the launcher not found ------------------------------------------------------------------------------

@@ -11,20 +11,10 @@
   their device / distributed settings are configuration (LOG024).
 - glog's E-lines with failure words but no other keyword in the middle of a large log are read (".cc:" keyword).
 """
-from ddpdoctor.triage.api import triage_paths
+from triage_loud import brief as _ids, loud_findings as _found
 
 _STEPS = "".join(f"step {i} loss 0.{i:02d}\n" for i in range(1, 6))
 _END = "Training completed.\n"
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
-
-
-def _ids(f):
-    return [(x.id, x.severity, x.title) for x in f]
 
 
 # --- a traceback cut before its exception line -----------------------------------------------------------------------

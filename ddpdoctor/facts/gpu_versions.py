@@ -102,6 +102,44 @@ def rocm_wheel_targets_ever() -> frozenset:
     return frozenset(out)
 
 
+@functools.lru_cache(maxsize=1)
+def rocm_wheel_target_torch() -> Dict[str, dict]:
+    """{gfx target: its rocm_wheel_target_torch row}: targets PyTorch's own ROCm wheels gained after the builds moved
+    to pytorch/pytorch's .ci, with the first torch release and nightly date that carry them."""
+    return {r["gfx"]: r for r in rows("rocm_wheel_target_torch")}
+
+
+def torch_wheel_carries_gfx(torch_version: str, hip: str, gfx: str) -> Optional[str]:
+    """Whether PyTorch's own ROCm wheel `torch_version` (e.g. '2.9.1+rocm6.4', '2.10.0.dev20250929+rocm7.0') carries
+    `gfx`, by rocm_wheel_target_torch: 'yes', 'no', 'unknown' (a nightly of the first release before the date every
+    ROCm nightly got it, of a ROCm release that may have had it earlier); None when the target is not in the table or
+    the version is not one of PyTorch's own wheels (AMD's carry a local version of their own)."""
+    import re
+
+    row = rocm_wheel_target_torch().get(str(gfx or ""))
+    m = re.fullmatch(r"(\d+)\.(\d+)\.\d+(?:\.dev(\d{8}))?\+rocm\d+\.\d+(?:\.\d+)?", str(torch_version or ""))
+    if row is None or not m:
+        return None
+    release, date = (int(m.group(1)), int(m.group(2))), m.group(3)
+    first = version_tuple(row["torch"])[:2]
+    if release > first or (release == first and date is None) or (date and date >= row["nightly"]):
+        return "yes"
+    if release < first or date is None:
+        return "no"
+    if row.get("rocm_from") and version_tuple(hip)[:2] >= version_tuple(row["rocm_from"])[:2]:
+        if row.get("rocm_nightly") and date >= row["rocm_nightly"]:
+            return "yes"
+        return "no" if row.get("rocm_nightly") else "unknown"
+    return "no"
+
+
+@functools.lru_cache(maxsize=1)
+def torch_bundled_cudnn() -> Dict[Tuple[str, str], str]:
+    """{(torch major.minor, CUDA major.minor): the cuDNN a download.pytorch.org '+cu' wheel of it carries in
+    torch/lib} (torch_bundled_cudnn: pytorch/builder's install_cuda.sh per CUDA version)."""
+    return {(t, r["cuda"]): r["cudnn"] for r in rows("torch_bundled_cudnn") for t in r["torch"]}
+
+
 def gfx_parts(gfx: str) -> Optional[Tuple[int, int, int]]:
     """(major, minor, stepping) of a target name as LLVM's AMDGPU names spell it: gfx90c -> (9, 0, 12),
     gfx1032 -> (10, 3, 2); the last two characters are the minor and the stepping, hexadecimal. None otherwise."""

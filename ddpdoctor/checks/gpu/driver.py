@@ -370,6 +370,19 @@ def cuda_init_fails(snap):
                 evidence={"cuInit": code, "name": name, "class": entry.get("class"), "library": lib})
 
 
+def _cc_label(name, cc: int) -> str:
+    """A GPU as torch's own warnings name it: "Found GPU0 <name> which is of cuda capability 3.5" (_check_capability)
+    and "<name> with CUDA capability sm_86 is not compatible" (_check_cubins), pytorch/pytorch torch/cuda/__init__.py:
+    both forms, so a user's search for either finds the finding."""
+    return f"{name} (cuda capability {cc // 10}.{cc % 10}, sm_{cc})"
+
+
+def _arch_range(archs) -> str:
+    """A build's architectures as torch prints them: "The current PyTorch install supports CUDA capabilities sm_50
+    sm_60 sm_70 ..." (_check_cubins joins torch.cuda.get_arch_list() with spaces)."""
+    return " ".join(f"sm_{a}" for a in sorted(archs))
+
+
 def _capability(dev: dict) -> int | None:
     cap = dev.get("cuda_capability")
     if isinstance(cap, (list, tuple)) and len(cap) == 2 and all(isinstance(c, int) for c in cap):
@@ -466,14 +479,15 @@ def gpu_arch_vs_torch_build(snap):
             too_new.append((dev.get("index"), dev.get("name"), cc))
         elif wheel and not any(code // 10 == cc // 10 and code <= cc for code in wheel) and cc < min(wheel):
             too_old.append((dev.get("index"), dev.get("name"), cc))
-    names = lambda rows: ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in rows}))  # noqa: E731
+    names = lambda rows: ", ".join(sorted({_cc_label(n, c) for _, n, c in rows}))  # noqa: E731
+    supports = (f"supports {_arch_range(wheel)}" if wheel else f"builds kernels up to sm_{newest}")
     fix_cuda = next((f"{m}.{n}" for m, n, a in reversed(gpu_versions.newest_arch_of_toolkit()) if too_new and
                      a // 10 >= max(c for _, _, c in too_new) // 10), "12.8")
     if dropped:
         last = min(d[3] for d in dropped)
         yield error(
             f"torch {version} (CUDA {build.get('cuda')} build) has no kernels for "
-            + ", ".join(sorted({f"{n} (compute capability {c // 10}.{c % 10})" for _, n, c, _ in dropped}))
+            + ", ".join(sorted({_cc_label(n, c) for _, n, c, _ in dropped}))
             + f": "
             f"CUDA after {last[0]}.{last[1]} cannot build code for it",
             detail=(f"NVIDIA's compiler stopped building code for this GPU's architecture after CUDA {last[0]}.{last[1]} "
@@ -490,7 +504,8 @@ def gpu_arch_vs_torch_build(snap):
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c, _ in dropped]})
     if too_new:
         yield error(
-            f"torch {version} (CUDA {build.get('cuda')} build) has no kernels for {names(too_new)}",
+            f"torch {version} (CUDA {build.get('cuda')} build) has no kernels for {names(too_new)}: the build "
+            f"{supports}",
             detail=(f"CUDA {build.get('cuda')} builds kernels up to sm_{newest}, and a GPU runs only kernels of its own "
                     "major architecture: torch warns \"... with CUDA capability sm_XY is not compatible with the current "
                     "PyTorch installation\" and the first kernel fails with \"CUDA error: no kernel image is available "
@@ -499,10 +514,12 @@ def gpu_arch_vs_torch_build(snap):
                 f"# a build of CUDA {fix_cuda} or newer knows this GPU (the driver must support that CUDA too)",
             subjects=subjects([i for i, _, _ in too_new], "pkg:torch"),
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "newest_arch_of_toolkit": f"sm_{newest}",
+                      "wheel_archs": _arch_range(wheel) if wheel else None,
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_new]})
     if too_old:
         yield warning(
-            f"torch {version} (CUDA {build.get('cuda')} build) likely has no kernels for {names(too_old)}",
+            f"torch {version} (CUDA {build.get('cuda')} build) likely has no kernels for {names(too_old)}: PyTorch's "
+            f"wheels of it support {_arch_range(wheel)}",
             detail=(f"PyTorch's own CUDA {build.get('cuda')} wheels ({arch_key}) carry sm_"
                     + ", sm_".join(str(c) for c in sorted(wheel)) + ": older GPUs were dropped, and torch says \"... is "
                     "not compatible with the current PyTorch installation\". A guess: a build from elsewhere (conda, "
@@ -541,8 +558,8 @@ def _compiled_archs_beyond_the_gpus(snap, devices):
         if not bad:
             continue
         torch_own = mod.get("package") == "torch"
-        carried = ", ".join([f"sm_{a}" for a in sass] + [f"compute_{a} (PTX)" for a in ptx])
-        gpus = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in bad}))
+        carried = " ".join([f"sm_{a}" for a in sorted(sass)] + [f"compute_{a} (PTX)" for a in sorted(ptx)])
+        gpus = ", ".join(sorted({_cc_label(n, c) for _, n, c in bad}))
         arch_list = ";".join(sorted({f"{c // 10}.{c % 10}" for _, _, c in bad}))
         make = error if torch_own else warning
         yield make(f"{mod.get('file')} ({mod.get('package')}) has no CUDA code for {gpus}: it carries {carried}",
@@ -773,6 +790,53 @@ def _never_in_rocm_wheels(snap, version: str, build: dict):
                   "override": overrides, "HSA_OVERRIDE_GFX_VERSION": override or None})
 
 
+def _added_to_rocm_wheels_later(snap, version: str, build: dict):
+    """GPU036 for AMD targets PyTorch's own ROCm wheels gained in pytorch/pytorch's .ci era (gpu_versions.
+    rocm_wheel_target_torch: gfx1101 from torch 2.6, gfx1102/gfx1200/gfx1201 from 2.7, gfx950/gfx1150/gfx1151 from
+    2.10) under a torch release or nightly from before it; 'unknown' (a nightly of a ROCm release that may have
+    carried it earlier) is said as a guess. HSA_OVERRIDE_GFX_VERSION set: no verdict (the runtime presents another
+    target)."""
+    pci = (snap.get("pci") or {}) if "pci" in snap else {}
+    if str((env_of(snap) if "env" in snap else {}).get("HSA_OVERRIDE_GFX_VERSION") or "").strip():
+        return
+    verdicts = {}
+    for g in pci.get("amd_gpus") or []:
+        if isinstance(g, dict) and g.get("gfx"):
+            said = gpu_versions.torch_wheel_carries_gfx(version, build.get("hip"), str(g["gfx"]))
+            if said in ("no", "unknown"):
+                verdicts.setdefault(str(g["gfx"]), said)
+    if not verdicts:
+        return
+    table = gpu_versions.rocm_wheel_target_torch()
+    targets = sorted(verdicts)
+    first = max((version_tuple(table[t]["torch"])[:2] for t in targets))
+    sure = [t for t in targets if verdicts[t] == "no"]
+    rows = "; ".join(f"{t}: from torch {table[t]['torch']} (nightlies from {table[t]['nightly']}, "
+                     f"{table[t]['source']['url']})" for t in targets)
+    yield warning(
+        f"torch {version} (ROCm {build.get('hip')} build) {'likely has' if sure else 'may have'} no kernels for "
+        f"{', '.join(targets)}: PyTorch's ROCm wheels carry {'it' if len(targets) == 1 else 'them'} from torch "
+        f"{first[0]}.{first[1]}",
+        detail=("PyTorch's ROCm wheels are built for the targets in PYTORCH_ROCM_ARCH (pytorch/pytorch "
+                f".ci/docker/manywheel/build.sh), and these were added later ({rows}; data/gpu_versions.json "
+                "rocm_wheel_target_torch). torch lists the GPU, then its first kernel fails (\"HIP error: invalid "
+                "device function\", \"hipErrorNoBinaryForGpu\", \"hipErrorInvalidImage\") or the process crashes; "
+                "torch.cuda.get_arch_list() shows the targets the build carries."
+                + ("" if sure else " A guess for " + ", ".join(t for t in targets if t not in sure) + ": before that "
+                   "date only the nightlies of ROCm " + ", ".join(sorted({str(table[t]['rocm_from']) for t in targets
+                                                                        if t not in sure})) + "+ had it, from a date "
+                   "not read; torch.cuda.get_arch_list() settles it.")),
+        fix=(f"python -c 'import torch; print(torch.cuda.get_arch_list())'   # no {targets[0]} listed: pip install "
+             f"--pre torch --index-url https://download.pytorch.org/whl/nightly/rocm{max(version_tuple(build.get('hip'))[:2], (7, 0))[0]}."
+             f"{max(version_tuple(build.get('hip'))[:2], (7, 0))[1]} (or torch>={first[0]}.{first[1]} from a ROCm index)"
+             if first >= (2, 10) else
+             f"pip install 'torch>={first[0]}.{first[1]}' --index-url https://download.pytorch.org/whl/rocm6.3   # a "
+             f"release whose ROCm wheels carry {', '.join(targets)}"),
+        subjects=["pkg:torch"],
+        evidence={"torch": version, "torch_hip": build.get("hip"), "targets": targets, "verdicts": verdicts,
+                  "first_torch": f"{first[0]}.{first[1]}"})
+
+
 def _rocm_build_vs_host_rocm(snap, version, build):
     """GPU036: torch's ROCm release more than rocm_user_kernel_window releases from the host's installed ROCm."""
     rocm = (snap.get("host") or {}).get("rocm") or {}
@@ -812,7 +876,11 @@ def amd_gpu_vs_rocm_build(snap):
         A target no PyTorch ROCm wheel has ever carried (neither there nor in pytorch/pytorch's
         .ci/docker/manywheel/build.sh: gfx803, the APUs' gfx90c, the Radeon RX 6600-6700's
         gfx1031/gfx1032) is reported too, with the HSA_OVERRIDE_GFX_VERSION of the same generation's
-        target the wheels carry, unless that override is already set. And the ROCm release of torch's
+        target the wheels carry, unless that override is already set. Targets added once the builds
+        moved to pytorch/pytorch's .ci (gfx1101 from torch 2.6; gfx1102, gfx1200, gfx1201 from 2.7;
+        gfx950, gfx1150, gfx1151 from 2.10: data/gpu_versions.json rocm_wheel_target_torch, each with its
+        pull request) are judged by torch release, and a nightly by its date; a nightly of a ROCm release
+        that may have carried the target earlier is said as a guess. And the ROCm release of torch's
         build (whose user space its wheels bundle) against the ROCm installed on the host ($ROCM_PATH or
         /opt/rocm, .info/version): AMD supports its kernel driver with user space within 2 releases
         either way (data/gpu_versions.json rocm_user_kernel_window, AMD's user and kernel-space support
@@ -839,6 +907,7 @@ def amd_gpu_vs_rocm_build(snap):
     hip = version_tuple(build.get("hip"))[:2]
     missing = [(node, gfx, since) for node, gfx, since in listed_amd_gpus(snap) if len(hip) == 2 and hip < since]
     yield from _never_in_rocm_wheels(snap, version, build)
+    yield from _added_to_rocm_wheels_later(snap, version, build)
     yield from _rocm_build_vs_host_rocm(snap, version, build)
     if not missing:
         return

@@ -15,7 +15,7 @@ CONDA_CUDA_RUNTIME = ("cudatoolkit", "cuda-toolkit", "cuda-runtime", "cuda-cudar
                       "libcublas", "pytorch-cuda")
 
 
-@check("PKG015", "conda-cuda-vs-torch", family="packages", needs=("packages",))
+@check("PKG015", "conda-cuda-vs-torch", family="packages", needs=("packages",), reads=("gpus",))
 def conda_cuda_vs_torch(snap):
     """The conda environment carries CUDA libraries of another release than the one torch is built for.
 
@@ -35,6 +35,15 @@ def conda_cuda_vs_torch(snap):
         of another major is a second CUDA beside torch's: extensions and libraries built in the environment
         follow it, not torch.
 
+        And a conda CUDA runtime package (cudatoolkit, cuda-runtime, cuda-cudart) newer than the NVIDIA
+        driver supports (gpus.cuda_driver, what nvidia-smi prints as "CUDA Version"): of a newer major, or,
+        before CUDA 11 (no minor-version compatibility: docs.nvidia.com/deploy/cuda-compatibility), a newer
+        minor. Its libcudart refuses the driver at the first CUDA call ("CUDA driver version is insufficient
+        for CUDA runtime version"), which is the first thing a program using it hits - before any kernel, so
+        before a GPU too old for the build (GPU032) can show. When the package is torch's own CUDA, GPU023
+        says it; otherwise this is a warning (a pip torch brings its own runtime; extensions and other
+        libraries of the environment load this one).
+
     Example
         conda's cudatoolkit 11.0.221 in an environment whose torch is built for CUDA 11.1.
 
@@ -45,6 +54,7 @@ def conda_cuda_vs_torch(snap):
     pk = snap.get("packages") or {}
     build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
     torch_cuda = gpu_versions.release(build.get("cuda"))[:2]
+    yield from _conda_cuda_beyond_the_driver(snap, pk, torch_cuda)
     if len(torch_cuda) < 2:
         return
     for rec in pk.get("conda_cuda") or []:
@@ -70,6 +80,45 @@ def conda_cuda_vs_torch(snap):
         return
 
 
+CONDA_CUDA_RUNTIME_LIBS = ("cudatoolkit", "cuda-runtime", "cuda-cudart")
+
+
+def _conda_cuda_beyond_the_driver(snap, pk, torch_cuda):
+    """PKG015: a conda CUDA runtime package newer than the driver's CUDA (a newer major; before CUDA 11, a newer
+    minor: no minor-version compatibility). Skipped when it is torch's own CUDA (GPU023 judges that)."""
+    gpus = (snap.get("gpus") or {}) if "gpus" in snap else {}
+    driver = gpu_versions.release(gpus.get("cuda_driver"))[:2] if isinstance(gpus, dict) else ()
+    if len(driver) < 2:
+        return
+    for rec in pk.get("conda_cuda") or []:
+        if not isinstance(rec, dict) or rec.get("name") not in CONDA_CUDA_RUNTIME_LIBS:
+            continue
+        have = gpu_versions.release(rec.get("version"))[:2]
+        if len(have) < 2 or have == tuple(torch_cuda):
+            continue
+        if not (have[0] > driver[0] or (have[0] < 11 and have > driver)):
+            continue
+        need = gpu_versions.min_driver_of_cuda_major().get(have[0])
+        yield warning(
+            f"The conda environment's {rec['name']} {rec['version']} (CUDA {have[0]}.{have[1]}) is newer than driver "
+            f"{gpus.get('driver_version')} supports (CUDA {gpus.get('cuda_driver')})",
+            detail=("Its libcudart refuses an older driver at the first CUDA call: \"CUDA driver version is "
+                    "insufficient for CUDA runtime version\" (cudaErrorInsufficientDriver), and torch says \"The NVIDIA "
+                    "driver on your system is too old\" when it is torch's runtime. "
+                    + ("Before CUDA 11 a runtime needs a driver of its own minor or newer (no minor-version "
+                       "compatibility: NVIDIA's CUDA compatibility guide). " if have[0] < 11 else "")
+                    + "This is hit before any kernel runs, so a GPU-architecture problem (GPU032) shows only after it "
+                    f"is fixed. Found in {rec.get('prefix')}/conda-meta; torch is built for CUDA "
+                    f"{'.'.join(str(x) for x in torch_cuda) or 'unknown'} (a pip torch brings its own runtime; this "
+                    "one is loaded by a conda build of torch and by the environment's extensions)."),
+            fix=(f"conda install {rec['name']}={gpus.get('cuda_driver')}   # a CUDA the driver supports; or upgrade the "
+                 "driver" + (f" (CUDA {have[0]}.x needs {need}+)" if need else "")),
+            subjects=[f"pkg:{rec['name']}", "driver:nvidia"],
+            evidence={"conda": rec, "driver_version": gpus.get("driver_version"), "driver_cuda": gpus.get("cuda_driver"),
+                      "torch_cuda": ".".join(str(x) for x in torch_cuda) or None})
+        return
+
+
 LD_LIB_WHEELS = {"cudnn": "nvidia-cudnn-cu{}", "cublas": "nvidia-cublas-cu{}", "cublasLt": "nvidia-cublas-cu{}",
                  "cusparse": "nvidia-cusparse-cu{}", "nvJitLink": "nvidia-nvjitlink-cu{}",
                  "cudart": "nvidia-cuda-runtime-cu{}"}
@@ -77,9 +126,9 @@ LD_LIB_WHEELS = {"cudnn": "nvidia-cudnn-cu{}", "cublas": "nvidia-cublas-cu{}", "
 
 # The cuDNN the download.pytorch.org "+cuXXX" wheels of torch before 2.1 carry inside torch/lib (no nvidia-cudnn
 # wheel), as torch's own check names it when another one is loaded ("PyTorch was compiled against (8, 7, 0)",
-# torch/backends/cudnn/__init__.py): 2.0.1+cu118 - bmaltais/kohya_ss#1096 and FurkanGozukara/Stable-Diffusion#9;
-# 1.12 +cu113 - pytorch/pytorch#80637 ("compiled against (8, 3, 2)"). Other rows are not known here.
-TORCH_BUNDLED_CUDNN = {("2.0", "11.8"): "8.7.0", ("1.12", "11.3"): "8.3.2"}
+# torch/backends/cudnn/__init__.py): data/gpu_versions.json torch_bundled_cudnn (pytorch/builder's install_cuda.sh
+# per CUDA version: 1.12/1.13 +cu116 8.3.2, 1.13/2.0 +cu117 8.5.0, 2.0 +cu118 8.7.0; 1.12 +cu113 8.3.2 from
+# pytorch/pytorch#80637). Other pairs are not known here.
 # From 2.1 the download.pytorch.org "+cu" wheels declare the nvidia-* wheels as dependencies instead of carrying the
 # libraries (pytorch/pytorch#104757, "Update cuDNN to 8.9.2.26 ... manywheel-py3_8-cuda12_1-with-pypi-cudnn").
 TORCH_CUDNN_WHEELS_SINCE = (2, 1)
@@ -131,7 +180,9 @@ def ld_library_path_cuda_libs_vs_torch(snap):
         is a warning; a copy whose version cannot be read is info. Under a torch that carries its cuDNN inside
         torch/lib (a download.pytorch.org "+cu" wheel before 2.1, no nvidia-cudnn wheel), a cuDNN there that
         torch's own check refuses (another major, or a minor below the one it was built with, where that is
-        known: 2.0 +cu118 8.7.0, 1.12 +cu113 8.3.2) is a warning; one whose fit is not known is info.
+        known: data/gpu_versions.json torch_bundled_cudnn, the cuDNN pytorch/builder's install_cuda.sh put in
+        each CUDA version's build image - 1.12/1.13 +cu116 8.3.2, 1.13/2.0 +cu117 8.5.0, 2.0 +cu118 8.7.0,
+        1.12 +cu113 8.3.2) is a warning; one whose fit is not known is info.
 
     Why it matters
         torch's pip wheels find their nvidia-* libraries through DT_RUNPATH, and ld.so searches LD_LIBRARY_PATH
@@ -216,7 +267,7 @@ def _ld_cudnn_vs_bundled(pk, versions):
     rel = gpu_versions.release(torch_v)
     if rel[:2] >= TORCH_CUDNN_WHEELS_SINCE:
         return  # its '+cu' wheels take cuDNN from nvidia-cudnn: without that wheel, torch came from elsewhere (conda, NGC)
-    own = TORCH_BUNDLED_CUDNN.get((".".join(str(x) for x in rel[:2]), cuda))
+    own = gpu_versions.torch_bundled_cudnn().get((".".join(str(x) for x in rel[:2]), ".".join(cuda.split(".")[:2])))
     for lib in pk.get("ld_cuda_libs") or []:
         if not isinstance(lib, dict):
             continue
