@@ -527,7 +527,7 @@ class _Index:
             e = self.entries[i]
             try:
                 with own_patterns():   # the catalogue's text: kept in the regex cache, though compiled late
-                    self.rx[i] = re.compile(e["pattern"])
+                    self.rx[i] = re.compile(linear_pattern(e["pattern"]))
             except (re.error, KeyError, TypeError) as exc:
                 self.errors[e.get("id", "?")] = str(exc)
         return self.rx[i]
@@ -592,17 +592,38 @@ class _Index:
                 live.add(i)   # else no match can lack all of them: the search would fail
         out = []
         for i in sorted(live):
-            rx = self._rx(i)
-            m = rx.search(text) if rx is not None else None
+            lo, m = self.search(i, text)
             if m is not None:
                 fields = {k: v for k, v in m.groupdict().items() if v is not None}
-                out.append(MessageMatch(self.entries[i], fields, m.start(), m.end()))
+                out.append(MessageMatch(self.entries[i], fields, lo + m.start(), lo + m.end()))
         if not out and len(text) >= _CUT_MIN and (self.always or worded):
             with_head = set(always_heads)
             with_head.update(i for i in worded if self._head(i))
             if with_head:
                 out = self._cut_matches(text, sorted(with_head))
         return out
+
+    def search(self, i: int, text: str) -> Tuple[int, Optional["re.Match[str]"]]:
+        """Entry i's pattern searched in a line (in its window when the line is long): (the window's offset, the
+        match or None)."""
+        rx = self._rx(i)
+        if rx is None:
+            return 0, None
+        if len(text) <= _WINDOW_LINE:
+            return 0, rx.search(text)
+        lo, hi = self._window(i, text)
+        return lo, rx.search(text[lo:hi])
+
+    def _window(self, i: int, text: str) -> Tuple[int, int]:
+        """The part of a long line entry i's pattern is searched in: _WINDOW characters either side of the first of
+        its needles the line carries (the line's first 2 * _WINDOW when it has none). A catalogued message is far
+        shorter; a placeholder's lazy `.*?` is not linear on a line of 64 KiB of blanks or brackets (round 21: one
+        pattern with three placeholders took 0.4 s on 4 KiB of blanks, minutes on 64 KiB)."""
+        at = [p for p in (text.find(n) for n in self.needles(i)) if p >= 0]
+        if not at:
+            return 0, 2 * _WINDOW
+        p = min(at)
+        return max(0, p - _WINDOW), p + _WINDOW
 
     def _head(self, i: int) -> str:
         """The literal head of entry i's pattern with its whitespace removed (up to its first group or regex
@@ -630,6 +651,28 @@ class _Index:
         return out
 
 
+# A format string's placeholder becomes a lazy `.*?` in the catalogue ("{} does not support overlapped DDP" ->
+# `(?P<optim>.*?)\s+does\s+not...`). Followed by `\s+`, it is O(n^2) from one start on a long line of blanks (each
+# length of the group, then `\s+` over the rest of the blanks: 9 s for one 60 KiB line after "nnodes="), and O(n^3)
+# when it opens the pattern (every start: 55 s for 4 KiB of blanks). Round 21's audit; benchmarks/bench_regex.py.
+_LAZY_BEFORE_BLANKS = re.compile(r"(\(\?P<\w+>)?(?<!\\)\.\*\?(?=\)?\\s[+*])")
+_LEADING_LAZY = re.compile(r"(?:\(\?P<\w+>)?\(\?:\.\*\?\\S\)\?\?")
+
+
+def linear_pattern(pattern: str) -> str:
+    """The same matches, in linear time on a line: (1) a lazy `.*?` right before `\s+`/`\s*` may end only on a
+    non-blank, `(?:.*?\S)??` (the shortest match never ends on a blank: one character shorter, the blank joins the
+    `\s+`, so it is tried first and wins); (2) a pattern that opens with such a group starts only where the line does
+    (a match at any later start extends to the line's start by the group, so the leftmost match starts there anyway)."""
+    out = _LAZY_BEFORE_BLANKS.sub(lambda m: (m.group(1) or "") + "(?:.*?\\S)??", pattern)
+    if out != pattern and _LEADING_LAZY.match(out):
+        out = "(?<![^\\n])" + out
+    return out
+
+
+# A line longer than _WINDOW_LINE is searched per entry around its needle (_Index._window)
+_WINDOW_LINE = 4096
+_WINDOW = 2048
 # A line cut inside a catalogued message is recognised by its first _CUT_MIN non-blank characters, if the entry's
 # literal head is at least _CUT_HEAD long (shorter heads are too common to tell a cut message from prose).
 _CUT_MIN = 32

@@ -63,7 +63,9 @@ FIELDS = {
 NCCL_XML_FILES = ("NCCL_TOPO_FILE", "NCCL_GRAPH_FILE")
 MAX_XML_CHARS = 4 * 1024 * 1024
 _TAG = re.compile(r"<(/?)(pci|gpu)\b([^>]*?)(/?)>")
-_ATTR = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+# the look-behind starts a match only where the run begins: a search that restarts inside a run its first quantifier
+# consumed is O(n^2) on a long line (round 21: benchmarks/bench_regex.py)
+_ATTR = re.compile(r'(?<!\w)(\w+)\s*=\s*"([^"]*)"')
 
 
 def nccl_xml_summary(name: str, text: str) -> dict:

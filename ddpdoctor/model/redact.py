@@ -107,7 +107,9 @@ _PATTERNS = [
     re.compile(r"(?<=\blogin )(?!-)[A-Za-z0-9_\-]{20,}(?![A-Za-z0-9_\-])"),
 ]
 # user:password@host inside URLs: keep the user and host, drop the password.
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
+# the look-behind starts a match only where the run begins: a search that restarts inside a run its first quantifier
+# consumed is O(n^2) on a long line (round 21: benchmarks/bench_regex.py)
+_URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
 
 
 def name_is_secret(name: str) -> bool:

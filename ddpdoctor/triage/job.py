@@ -317,7 +317,7 @@ class Job:
             self.one_node = line
         m = _NNODES.search(line.text)
         if m:
-            n = int(m.group(1) or m.group(2))
+            n = int(m.group("flag") or m.group("config"))
             if n > 1 and self.nnodes is None:
                 self.nnodes = (n, line)
         if _RDZV_DONE.search(line.text):
@@ -1416,7 +1416,7 @@ _PROGRESS = _messages.Prefiltered(re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        r"\bstep[ =:]+\d+(?![\d(])|'loss': |\b[Ll]oss(?: is)?[ =:]+-?[\d.]+|\bit/s\]|s/it\]|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
                        # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
-                       r"_loss[ =:]+-?[\d.]+|\w*loss\": -?[\d.]+|"
+                       r"_loss[ =:]+-?[\d.]+|(?<!\w)\w*loss\": -?[\d.]+|"   # the look-behind: one start per word (linear)
                        # TensorBoard-style tags in a metrics line: "Loss/total: 3.41968", "loss/train=0.52"
                        r"\b[Ll]oss/\w+[ =:]+-?[\d.]+|"
                        # mmcv's and HRNet's "Epoch [1][50/500]" / "Epoch: [0][100/167]", "Train Epoch: 1 [73%]"
@@ -1491,7 +1491,9 @@ _LOG_RECORD = re.compile(r"^\W{0,2}(?:\d{2,4}[-/.]\d\d[-/.]\d{2,4}[ T_-]?)?\d\d:
                          r"\b(?:CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG)\b")
 # torchrun's node count: its command line (`--nnodes 2`, `--nnodes=2:4`, torch.distributed.launch's `--nnodes=2`) or
 # its launch configs (torch/distributed/launcher/api.py launch_agent: "min_nodes        : 2")
-_NNODES = re.compile(r"--nnodes[= ](\d+)\b|^\W*(?:\S+\s+)?min_nodes\s+: (\d+)\s*$")
+# `(?=(?P<lead>\W*))(?P=lead)` takes the leading non-word run atomically: a line of 64 KiB '/' or '=' no longer
+# backtracks through it once per split point, O(n^2) (round 21: benchmarks/bench_regex.py)
+_NNODES = re.compile(r"--nnodes[= ](?P<flag>\d+)\b|^(?=(?P<lead>\W*))(?P=lead)(?:\S+\s+)?min_nodes\s+: (?P<config>\d+)\s*$")
 # a launch of one node: torchrun's or torch.distributed.launch's command line with its --nproc-per-node and no
 # node count above 1 (torchrun's --nnodes defaults to "1:1": pytorch/pytorch torch/distributed/run.py @010929fd,
 # get_args_parser; torch.distributed.launch's to 1), no node rank above 0 and no rendezvous or master address of another

@@ -137,7 +137,9 @@ def clean(raw: bytes) -> str:
 
 _GLUED = re.compile(r"(?<=.)(?=\[rank\d{1,6}\]:)")
 # NCCL's own lines glued together by a web page or a terminal: "...Init COMPLETE      node-a:11983:12550 [5] NCCL INFO ..."
-_GLUED_NCCL = re.compile(r"\s{2,}(?=[\w.\-]+:\d+:\d+ \[\d+\] (?:[\w./\-]+:\d+ )?NCCL (?:INFO|WARN|TRACE|ERROR)\b)")
+# the look-behind starts a match only where the run begins: a search that restarts inside a run its first quantifier
+# consumed is O(n^2) on a long line (round 21: benchmarks/bench_regex.py)
+_GLUED_NCCL = re.compile(r"(?<!\s)\s{2,}(?=[\w.\-]+:\d+:\d+ \[\d+\] (?:[\w./\-]+:\d+ )?NCCL (?:INFO|WARN|TRACE|ERROR)\b)")
 
 
 def parse_all(src: int, lineno: int, offset: int, raw: bytes) -> List[Line]:

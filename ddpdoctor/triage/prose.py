@@ -293,7 +293,9 @@ _PLAIN_TITLE = re.compile(r"^ {0,3}(?:Title:[ \t]+\S|(?:\W{1,2}\s?)?\[(?i:bug(?:
 # (pytorch/pytorch c10/util/Exception.h @cf30153 (v2.13.0): #cond " INTERNAL ASSERT FAILED at " C10_STRINGIZE(__FILE__)
 # ":" C10_STRINGIZE(__LINE__)); a title quoting it quotes a message (round 19, issue 24: b163_03 read as "stops after
 # the set-up")
-_HEADING_QUOTE = re.compile(r"(?:[A-Za-z]*Error|[Ee]xception|[Ee]rror|ERROR|FAILED|[Ff]ailed|Killed)\w*:\s+\S|"
+# the look-behind starts a match only where the run begins: a search that restarts inside a run its first quantifier
+# consumed is O(n^2) on a long line (round 21: benchmarks/bench_regex.py)
+_HEADING_QUOTE = re.compile(r"(?:(?<![A-Za-z])[A-Za-z]*Error|[Ee]xception|[Ee]rror|ERROR|FAILED|[Ff]ailed|Killed)\w*:\s+\S|"
                             r"INTERNAL ASSERT FAILED at \"?[^\s\"]+\"?:\d+")
 # a heading that names a change ("# resolve KeyError: 'PDSH_SSH_ARGS_APPEND'", "# Fix RuntimeError: ... on 2 nodes",
 # "## [Bugfix] Avoid ...": a commit's, a pull request's or a changelog's title) quotes the message it removes, not one a

@@ -114,7 +114,9 @@ def training_args_local_rank(t):
 
 
 _LOCAL_RANK_AT = re.compile(r"\.local_rank\b")
-_RECEIVER = re.compile(r"[A-Za-z_][\w.]*$")
+# the look-behind starts a match only where the run begins: a search that restarts inside a run its first quantifier
+# consumed is O(n^2) on a long line (round 21: benchmarks/bench_regex.py)
+_RECEIVER = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*$")
 
 
 def _in_class(scope) -> bool:
