@@ -91,3 +91,11 @@ def test_catalogue_pattern_opening_with_a_placeholder_starts_at_the_line_start()
     assert linear_pattern(r"a(?P<g>.*?)b") == r"a(?P<g>.*?)b"           # no blanks after it: unchanged
     assert linear_pattern(r"x\.*?\s+y") == r"x\.*?\s+y"                 # an escaped dot is no placeholder
 
+
+
+def test_progress_bars_still_read_after_the_look_behind():
+    assert job.is_progress(" 35%|███▌      | 192M/548M [00:04<00:07, 47.2MB/s]")
+    assert job.is_progress("Epoch 1:  42%|████▏     | 84/200 [00:10<00:14,  8.1it/s, loss=0.31]")
+    assert job.is_progress("100%|██████████")
+    assert not job.is_progress("Training Epoch:   0%|          | 0/188 [00:00<?, ?it/s]")
+    assert not job.is_progress("0" * 5000 + "%")

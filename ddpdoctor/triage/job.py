@@ -1408,9 +1408,9 @@ _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3":
 # A loss may be negative (a Dice or log-likelihood loss): nnU-Net's epoch summary "train loss : -0.0581" and
 # "validation loss: -0.2892" (MIC-DKFZ/nnUNet nnunet/training/network_training/network_trainer.py @b8f30c9,
 # print_to_log_file("train loss : %.4f"); round 16 b101_19).
-_PROGRESS = _messages.Prefiltered(re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
+_PROGRESS = _messages.Prefiltered(re.compile(r"(?<!\d)\d+%\|[^|]*\|\s*\d+/\d+|"   # (?<!\d): one start per number
                        # tqdm counting in units ("35%|███▌      | 192M/548M [00:04<00:07, 47.2MB/s]"): downloads, caching
-                       r"\d+%\|[^|]*\|\s*\d+(?:\.\d+)?[kMGTP]/\d+(?:\.\d+)?[kMGTP]\b|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|"
+                       r"(?<!\d)\d+%\|[^|]*\|\s*\d+(?:\.\d+)?[kMGTP]/\d+(?:\.\d+)?[kMGTP]\b|(?<!\d)\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|"
                        # a step number; not nccl-tests' header "step: 1048576(bytes)" / "step: 2(factor)", its size step
                        # (NVIDIA/nccl-tests src/util.cu), printed before any test ran
                        r"\bstep[ =:]+\d+(?![\d(])|'loss': |\b[Ll]oss(?: is)?[ =:]+-?[\d.]+|\bit/s\]|s/it\]|"
