@@ -5,6 +5,12 @@ test that fails before the fix.
    Path type, readable by default, refused the whole command (exit 2, "Path 'b.log' is not readable"), so the root
    cause in a.log was lost. The reader already notes such an input ("skipped: cannot read: Permission denied") and
    says "nothing to triage" only when no input could be read; the command now leaves the check to it.
+2. The report's redaction tried its URL-credentials regex (`scheme://user:pw@`) from every letter of a long run of
+   letters, each try scanning the run to its end: quadratic in the run. A triage finding repeats a 64 KiB exception name
+   ("Error" + 64 KiB of letters + "Error:") in its title, detail and evidence; `triage --json` of 16 such lines took
+   30 s, all of it there. The regex now starts only where a run of scheme characters starts (same matches). The test
+   is a ratio of CPU times in one process (8 times the run: linear work grows 8 times, quadratic 64; bound 24), not a
+   time.
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import os
 
 import pytest
 from ddpdoctor.cli import main
+from ddpdoctor.model.redact import REDACTED, redact_text
 
 ERR = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.18.1\n"
 
@@ -88,3 +95,47 @@ def test_triage_of_one_readable_log_is_unchanged_and_one_unreadable_alone_is_one
     errs = [ln for ln in err.splitlines() if ln.startswith("ddpdoctor: error:")]
     assert len(errs) == 1 and "cannot read" in errs[0] and "nothing to triage" in errs[0], err
     assert "Traceback" not in out + err
+
+
+def _cpu(text, calls=20):
+    """CPU seconds of `calls` redactions of `text` (enough calls that the short word's time is well above the
+    clock's resolution)."""
+    import time
+
+    start = time.process_time()
+    for _ in range(calls):
+        redact_text(text)
+    return time.process_time() - start
+
+
+@pytest.mark.parametrize("unit", ["a", "a1"])
+def test_redaction_of_one_long_word_stays_linear(unit):
+    """8 times the word costs about 8 times the CPU (quadratic: 64). Best of three for the short word; the long one
+    is measured until one measure is under the bound (at most twice): a pause of the machine only slows a measure."""
+    short = "Error" + unit * (4096 // len(unit)) + "Error:"
+    long = "Error" + unit * (8 * 4096 // len(unit)) + "Error:"
+    t_short = max(min(_cpu(short) for _ in range(3)), 1e-4)
+    ratios = []
+    for _ in range(2):
+        ratios.append(_cpu(long) / t_short)
+        if ratios[-1] < 24:
+            break
+    assert min(ratios) < 24, (t_short, ratios)
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("pip install git+https://alice:s3cretPW@github.com/org/repo.git", "git+https://alice:"),
+    ("MASTER=1http://bob:pw@host:29500", "1http://bob:"),
+    ("proxy=http://user:p4ss@proxy:3128 and ftp://u:v@h", "http://user:"),
+    ("see -+.redis://:topsecret@cache:6379/0", "-+.redis://:"),
+])
+def test_url_credentials_are_still_redacted_with_what_precedes_the_scheme(text, kept):
+    out = redact_text(text)
+    assert kept + REDACTED + "@" in out, out
+    for secret in ("s3cretPW", "pw@", "p4ss", "topsecret"):
+        assert secret not in out, out
+
+
+def test_text_with_no_url_credentials_is_unchanged_by_the_url_pass():
+    for text in ("Errorabc" * 1000, "http://host:29500/path", "a://b", "user@host: ok", "rank0: x:y@z"):
+        assert redact_text(text) == text
