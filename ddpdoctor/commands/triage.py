@@ -10,7 +10,10 @@ from ddpdoctor.commands.common import UsageError, emit, resolve_selection
 
 
 @click.command("triage")
-@click.argument("paths", nargs=-1, type=click.Path())
+# readable=False: click.Path's default refuses the whole command when one of several logs cannot be read (exit 2,
+# the others' root cause lost); the reader notes that input ("skipped: cannot read: Permission denied") and triages
+# the rest, and says "nothing to triage" (exit 2, one line) only when no input could be read (robust21's audit).
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
               help="markdown: fit to paste into a GitHub issue.")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")

@@ -106,10 +106,14 @@ _PATTERNS = [
     # [KEY]`; `huggingface-cli login <token>` in old huggingface_hub): the word before it is the evidence.
     re.compile(r"(?<=\blogin )(?!-)[A-Za-z0-9_\-]{20,}(?![A-Za-z0-9_\-])"),
 ]
-# user:password@host inside URLs: keep the user and host, drop the password.
-# the look-behind starts a match only where the run begins: a search that restarts inside a run its first quantifier
-# consumed is O(n^2) on a long line (round 21: benchmarks/bench_regex.py)
-_URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
+# user:password@host inside URLs: keep the user and host, drop the password. Tried only where a run of scheme
+# characters starts (`lead`: the digits, `+`, `.`, `-` before its first letter, kept as they are): the scheme cannot
+# hold `:`, so it ends where the run ends, and a match from a later letter of the run would be the same match, found
+# after scanning the run again from there: on one long word (64 KiB of letters in an exception name that a report
+# repeats in its title, detail and evidence) that was quadratic, ~3 s a string (robust21's audit, 30 s for one
+# report); now linear, with the same matches.
+_URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<lead>[0-9+.\-]*)(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)"
+                              r"(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
 
 
 def name_is_secret(name: str) -> bool:
@@ -149,7 +153,7 @@ def redact_text(text: str) -> str:
     short = _ENV_SEEN[2]  # read again with the long values by env_secret_values() above
     if short is not None:
         text = short.sub(REDACTED, text)
-    out = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
+    out = _URL_CREDENTIALS.sub(lambda m: f"{m['lead']}{m['scheme']}{m['user']}:{REDACTED}@", text)
     if "=" in out or "-" in out:
         for pat in _NAMED_VALUE:
             out = pat.sub(_named, out)
