@@ -1,0 +1,22 @@
+"""Round 26 (issue 25): precision classes left by fr148-fr150, each with a trigger and a quiet fixture
+(fixtures/lint/r26/)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpdoctor.lint.api import lint_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "r26"
+
+
+def found(name: str, rid: str):
+    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+
+
+def test_lint002_a_node_count_assigned_only_the_literal_1_is_one_node_a_note():
+    assert found("spawn_nodes_literal_one_ok.py", "LINT002") == [(31, "info")]
+
+
+def test_lint002_a_node_count_from_an_option_with_a_loopback_rendezvous_still_warns():
+    assert found("spawn_nodes_option_bad.py", "LINT002") == [(32, "warning")]
