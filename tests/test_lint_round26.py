@@ -20,3 +20,13 @@ def test_lint002_a_node_count_assigned_only_the_literal_1_is_one_node_a_note():
 
 def test_lint002_a_node_count_from_an_option_with_a_loopback_rendezvous_still_warns():
     assert found("spawn_nodes_option_bad.py", "LINT002") == [(32, "warning")]
+
+
+def test_lint013_the_same_bytes_on_every_rank_are_notes():
+    # `shutil.copy(a.config, out)`, `json.dump(a.__dict__, f)`, `results_file.write_text(ckpt["training_results"])`
+    # with ckpt from torch.load just above (a later `ckpt = {...}` for the save does not count)
+    assert found("same_bytes_writes_ok.py", "LINT013") == [(16, "info"), (20, "info"), (26, "info")]
+
+
+def test_lint013_a_copied_checkpoint_and_results_the_run_computed_still_warn():
+    assert found("same_bytes_writes_bad.py", "LINT013") == [(19, "warning"), (25, "warning")]
