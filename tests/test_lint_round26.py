@@ -30,3 +30,12 @@ def test_lint013_the_same_bytes_on_every_rank_are_notes():
 
 def test_lint013_a_copied_checkpoint_and_results_the_run_computed_still_warn():
     assert found("same_bytes_writes_bad.py", "LINT013") == [(19, "warning"), (25, "warning")]
+
+
+def test_lint032_a_multiplication_only_in_the_multi_process_branch_is_a_note():
+    # YOLOv5: `if RANK != -1: loss *= WORLD_SIZE` on a loss summed over the batch
+    assert found("loss_times_world_ddp_branch_ok.py", "LINT032") == [(17, "info")]
+
+
+def test_lint032_the_same_multiplication_on_every_launch_still_warns():
+    assert found("loss_times_world_always_bad.py", "LINT032") == [(15, "warning")]
