@@ -39,3 +39,13 @@ def test_lint032_a_multiplication_only_in_the_multi_process_branch_is_a_note():
 
 def test_lint032_the_same_multiplication_on_every_launch_still_warns():
     assert found("loss_times_world_always_bad.py", "LINT032") == [(15, "warning")]
+
+
+def test_lint019_a_return_on_a_hook_stop_flag_nothing_sets_is_a_note():
+    # YOLOv5's `if callbacks.stop_training: return` under `if RANK in {-1, 0}:` (data/lint_hook_flags.json);
+    # the return leaves both loops, one finding each
+    assert found("hook_flag_return_ok.py", "LINT019") == [(31, "info"), (31, "info")]
+
+
+def test_lint019_the_same_return_warns_when_a_callback_of_the_files_linted_sets_the_flag():
+    assert found("hook_flag_return_set_bad.py", "LINT019") == [(36, "warning"), (36, "warning")]
