@@ -49,3 +49,11 @@ def test_lint019_a_return_on_a_hook_stop_flag_nothing_sets_is_a_note():
 
 def test_lint019_the_same_return_warns_when_a_callback_of_the_files_linted_sets_the_flag():
     assert found("hook_flag_return_set_bad.py", "LINT019") == [(36, "warning"), (36, "warning")]
+
+
+def test_lint042_a_str_int_rank_test_beside_a_rank_test_of_its_own_is_a_note():
+    assert found("env_rank_or_main_ok.py", "LINT042") == [(12, "info")]
+
+
+def test_lint042_the_same_comparison_beside_a_flag_that_tests_no_rank_still_warns():
+    assert found("env_rank_or_other_bad.py", "LINT042") == [(9, "warning")]
