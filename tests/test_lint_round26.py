@@ -57,3 +57,11 @@ def test_lint042_a_str_int_rank_test_beside_a_rank_test_of_its_own_is_a_note():
 
 def test_lint042_the_same_comparison_beside_a_flag_that_tests_no_rank_still_warns():
     assert found("env_rank_or_other_bad.py", "LINT042") == [(9, "warning")]
+
+
+def test_lint036_torch_compile_after_the_wrap_still_reads_through_the_wrapper():
+    assert found("wrapper_attr_after_compile_bad.py", "LINT036") == [(29, "warning")]
+
+
+def test_lint036_a_rebind_to_the_plain_model_before_the_compile_is_quiet():
+    assert found("wrapper_attr_after_compile_ok.py", "LINT036") == []
