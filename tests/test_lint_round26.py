@@ -65,3 +65,11 @@ def test_lint036_torch_compile_after_the_wrap_still_reads_through_the_wrapper():
 
 def test_lint036_a_rebind_to_the_plain_model_before_the_compile_is_quiet():
     assert found("wrapper_attr_after_compile_ok.py", "LINT036") == []
+
+
+def test_lint034_a_datasets_split_seeded_with_the_rank_warns():
+    assert found("hf_split_rank_seed_bad.py", "LINT034") == [(17, "warning")]
+
+
+def test_lint034_the_same_split_with_a_seed_every_rank_shares_is_quiet():
+    assert found("hf_split_same_seed_ok.py", "LINT034") == []
