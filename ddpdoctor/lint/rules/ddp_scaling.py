@@ -140,6 +140,39 @@ def _gathering_functions(t) -> set:
     return got
 
 
+_SUM_CONVENTION_SOURCE = (
+    "ultralytics/yolov5 train.py@5de4e25d: `loss, loss_items = compute_loss(...)  # loss scaled by batch_size` then "
+    "`if RANK != -1: loss *= WORLD_SIZE  # gradient averaged between devices in DDP mode`; utils/loss.py@00104277 "
+    "ComputeLoss.__call__ returns `(lbox + lobj + lcls) * bs`: a loss summed over the batch, so DDP's mean of the "
+    "per-rank sums times the world size is the single-process gradient of the whole batch")
+
+
+def _ddp_only_test(test: ast.AST) -> bool:
+    """`rank != -1`, `RANK != -1`, `opt.local_rank != -1`, `world_size > 1`, `if distributed:` / `if ddp:`: a branch
+    that runs only when the script is launched as several processes."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        name = (dotted(test.left) or "").rsplit(".", 1)[-1].lower()
+        right = test.comparators[0]
+        value = right.value if isinstance(right, ast.Constant) else (
+            -right.operand.value if isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub) and
+            isinstance(right.operand, ast.Constant) and isinstance(right.operand.value, int) else None)
+        if "rank" in name and isinstance(test.ops[0], ast.NotEq) and value == -1:
+            return True
+        if "world" in name and isinstance(test.ops[0], ast.Gt) and value == 1:
+            return True
+        return False
+    name = (dotted(test) or "").rsplit(".", 1)[-1].lower()
+    return name in ("distributed", "is_distributed", "ddp", "use_ddp")
+
+
+def _under_ddp_only(scope_node: ast.AST, node: ast.AST) -> bool:
+    """The statement sits in the body of an `if` whose test is a DDP-only test (_ddp_only_test)."""
+    for n in ast.walk(scope_node):
+        if isinstance(n, ast.If) and _ddp_only_test(n.test) and any(x is node for st in n.body for x in ast.walk(st)):
+            return True
+    return False
+
+
 @rule("LINT032", "loss-scaled-by-world-size")
 def loss_scaled_by_world_size(t):
     """A loss multiplied or divided by the world size before its backward, under DDP.
@@ -151,6 +184,9 @@ def loss_scaled_by_world_size(t):
         gathers features across ranks (`all_gather`, a GatherLayer, or since round 18 a call of a project function
         of any module of the run that all-gathers: a global contrastive loss scales on purpose),
         where the loss is all-reduced before it is scaled, and for a scaled copy under another name (logging).
+        A multiplication only in the branch of a multi-process launch (`if RANK != -1: loss *= WORLD_SIZE`) is a
+        note (round 26): YOLOv5's convention for a loss summed over the batch (ultralytics/yolov5 train.py and
+        utils/loss.py, which returns the loss times the batch size), right for a sum, wrong for a mean.
         A preview rule (round 16 wave 3): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -207,6 +243,23 @@ def loss_scaled_by_world_size(t):
             if t.facts.dead(scope, index):
                 break
             what = "divided by" if op == "/" else "multiplied by"
+            if op == "*" and _under_ddp_only(scope.node, node):
+                # round 26 (fr148 yolov7 x2, fr149 yolov5face judged debatable): YOLOv5's sum convention
+                yield t.finding(
+                    "info", node,
+                    f"`{name}` is multiplied by the world size only when launched as several processes, before its "
+                    f"backward (line {after[0].line}): right for a loss summed over the batch (YOLOv5's convention), "
+                    "a sum of averages for a mean loss",
+                    detail=("DistributedDataParallel averages the gradients over the ranks. When the loss is a sum "
+                            "over the per-rank batch (YOLOv5's compute_loss returns the mean times the batch size), "
+                            "multiplying it by the world size in the DDP branch only gives the same gradient as one "
+                            "process on the whole batch, and the learning rate stays tuned to it. For a mean loss it "
+                            "multiplies the effective learning rate by the number of processes."),
+                    fix=f"# keep it if the loss is a sum over the batch; for a mean loss drop it:\n{name}.backward()",
+                    evidence={"loss": name, "op": op, "backward_line": after[0].line, "ddp_only": True,
+                              "source": _SUM_CONVENTION_SOURCE},
+                )
+                continue
             yield t.finding(
                 "warning", node,
                 f"`{name}` is {what} the world size before its backward (line {after[0].line}) under DDP, which "

@@ -72,7 +72,12 @@ def _hf_dataset(expr: Optional[ast.AST], scope, depth: int = 0) -> bool:
             return isinstance(expr.func, ast.Attribute) and _hf_dataset(expr.func.value, scope, depth + 1)
         return False
     if isinstance(expr, ast.Name) and expr.id in scope.values and scope.values[expr.id] is not expr:
-        return _hf_dataset(scope.values[expr.id], scope, depth + 1)
+        if _hf_dataset(scope.values[expr.id], scope, depth + 1):
+            return True
+        # round 26: the last assignment transforms the name itself (`ds = ds.shuffle(seed=42)` under an `if`): any
+        # other assignment of the name in the function that makes a dataset (`ds = load_from_disk(path)`)
+        return any(expr.id in a.targets and a.value is not scope.values[expr.id] and isinstance(a.value, ast.Call)
+                   and _hf_dataset(a.value, scope, depth + 2) for a in scope.assigns)
     return False
 
 
@@ -111,7 +116,8 @@ def rank_seeded_split(t):
         22 not in the parent that spawns the ranks, which draws it once and hands it over) of a file that
         never seeds numpy's global generator the same on every rank (no `np.random.seed(x)` / `set_seed(x)` /
         `seed_everything(x)` with a rank-free value): datasets draws that seed from numpy's global state
-        (huggingface/datasets arrow_dataset.py). A preview rule (round 17): a note by default, a warning with
+        (huggingface/datasets arrow_dataset.py); since round 26 also one whose `seed=` names the rank
+        (`train_test_split(test_size=0.1, seed=123 + local_rank)`). A preview rule (round 17): a note by default, a warning with
         `--preview`.
 
     Why it matters
@@ -190,6 +196,7 @@ def _hf_unseeded(t, index):
     arrow_dataset.py), so the ranks train on different "train" parts."""
     if "datasets" not in (index.source or ""):
         return
+    yield from _hf_rank_seeded(t, index)
     calls = [c for c in index.calls if c.name in ("train_test_split", "shuffle") and isinstance(c.node.func, ast.Attribute)
              and c.kw("seed") is None and c.kw("generator") is None]
     if not calls:
@@ -222,4 +229,34 @@ def _hf_unseeded(t, index):
                     "(samples seen twice or never, validation samples of one rank in another's training data)."),
             fix=f"{call.text or ast.unparse(call.node.func)}({'test_size=0.1, ' if call.name == 'train_test_split' else ''}seed=args.seed)  # the same seed on every rank",
             evidence={"source": _HF_SOURCE},
+        )
+
+
+def _hf_rank_seeded(t, index):
+    """Round 26 (fr148 angkul07/mini-LLM, a reader's miss): `ds.train_test_split(test_size=0.1, seed=123 + local_rank)`
+    / `ds.shuffle(seed=seed + rank)` of a `datasets` dataset: the seed names the rank, so each rank draws another
+    permutation (huggingface/datasets arrow_dataset.py: the seed seeds np.random.default_rng for the permutation)."""
+    for call in index.calls:
+        if call.name not in ("train_test_split", "shuffle") or not isinstance(call.node.func, ast.Attribute):
+            continue
+        seed = call.kw("seed")
+        if seed is None and call.name == "shuffle" and call.node.args:
+            seed = call.node.args[0]
+        if seed is None or not _rank_value(seed, call.scope):
+            continue
+        if call.ctx.rank0 or call.ctx.gated or not _hf_dataset(call.node.func.value, call.scope):
+            continue
+        if t.facts.dead(call.scope, index) or reach(t).in_launcher(index, call):
+            continue
+        what = "split" if call.name == "train_test_split" else "order"
+        yield t.finding(
+            "warning", call.node,
+            f"`{call.text or ast.unparse(call.node.func)}()` is seeded with `{ast.unparse(seed)}`, which names the "
+            f"rank: each rank draws its own {what}",
+            detail=("datasets permutes the rows with np.random.default_rng(seed) (huggingface/datasets "
+                    "arrow_dataset.py); a seed that differs by rank gives every process another permutation, so the "
+                    "ranks' train parts differ (samples seen twice or never, validation rows of one rank in "
+                    "another's training data)."),
+            fix=f"{call.text or ast.unparse(call.node.func)}({'test_size=0.1, ' if what == 'split' else ''}seed=args.seed)  # the same seed on every rank",
+            evidence={"source": _HF_SOURCE, "seed": ast.unparse(seed)},
         )

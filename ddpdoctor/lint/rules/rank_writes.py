@@ -587,13 +587,18 @@ def _metadata(call: Call) -> bool:
             recv = ((dotted(func.value.func.value) or "").rsplit(".", 1)[-1]).lower()
         return any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES)
     if call.qual in ("shutil.copy", "shutil.copy2", "shutil.copyfile") and call.node.args:
-        return _own_code(call.node.args[0])
+        return _own_code(call.node.args[0]) or _settings_file(call.node.args[0])
+    if call.name == "write_text" and call.node.args:
+        return _loaded_back(call.scope, call.node.args[0])
     if call.qual not in ("torch.save", "json.dump"):
         return False
     obj = call.arg(0, "obj")
-    if isinstance(obj, ast.Call) and last_name(obj.func) == "vars":  # `json.dump(vars(args), f)`
+    if call.qual == "json.dump" and (isinstance(obj, ast.Call) and last_name(obj.func) == "vars" or
+                                     isinstance(obj, ast.Attribute) and obj.attr == "__dict__"):
+        return True   # `json.dump(a.__dict__, f)`: an object's attributes as JSON, the run's settings (fr148 CLAPS)
+    if isinstance(obj, ast.Call) and last_name(obj.func) == "vars":  # `torch.save(vars(args), p)`
         obj = obj.args[0] if obj.args else obj
-    if isinstance(obj, ast.Attribute) and obj.attr == "__dict__":  # `json.dump(args.__dict__, f)`
+    if isinstance(obj, ast.Attribute) and obj.attr == "__dict__":  # `torch.save(args.__dict__, p)`
         obj = obj.value
     if isinstance(obj, (ast.Dict, ast.List, ast.Tuple)) and not getattr(obj, "keys", None) and not getattr(
             obj, "elts", None):
@@ -616,6 +621,40 @@ def _metadata(call: Call) -> bool:
                     (isinstance(v, ast.Attribute) and v.attr == "__dict__")):
                 return True
     return False
+
+
+_SETTINGS_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".conf")
+
+
+def _settings_file(src: ast.AST) -> bool:
+    """Round 26 (fr149 T2IAdapter-XL `shutil.copy(args.config, args.output_dir)`): the source of a copy is the run's
+    settings file - a name or attribute whose last piece is a settings word (`args.config`, `cfg_path`), or a literal
+    path ending in a settings suffix. Every rank copies the same bytes of a small file: a race with nothing lost."""
+    if isinstance(src, ast.Constant) and isinstance(src.value, str):
+        return src.value.lower().endswith(_SETTINGS_SUFFIXES)
+    if isinstance(src, (ast.Name, ast.Attribute)):
+        name = (dotted(src) or "").rsplit(".", 1)[-1].lower()
+        return name in _METADATA or any(piece in _METADATA for piece in name.split("_"))
+    return False
+
+
+def _loaded_back(scope, e: ast.AST) -> bool:
+    """Round 26 (fr148 yolov7, fr149 yolov5face: `results_file.write_text(ckpt['training_results'])` on resume): the
+    value is read out of the object `torch.load` returned last above it in the same function (`ckpt[key]`, `ckpt.get(key)`). Every
+    rank loads the same file, so every rank writes the same bytes."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "get":
+        base = e.func.value
+    elif isinstance(e, ast.Subscript):
+        base = e.value
+    else:
+        return False
+    if not isinstance(base, ast.Name):
+        return False
+    before = [a for a in scope.assigns if base.id in a.targets and getattr(a.node, "lineno", 0) < e.lineno]
+    if not before:
+        return False
+    v = max(before, key=lambda a: a.node.lineno).value  # the assignment last above the write (a later dict is a save)
+    return isinstance(v, ast.Call) and (dotted(v.func) or "") == "torch.load"
 
 
 def _own_code(src: ast.AST) -> bool:
@@ -668,6 +707,8 @@ def _same_bytes(call: Call) -> bool:
             return all(isinstance(v, ast.Constant) for v in e.values)
         if isinstance(e, ast.BinOp):
             return fixed(e.left) and fixed(e.right)
+        if _loaded_back(call.scope, e):
+            return True   # `f.write(ckpt['training_results'])`: read back from the checkpoint every rank loaded
         return isinstance(e, ast.Name) and e.id in reads and e.id not in others
 
     writes = 0
@@ -859,7 +900,9 @@ def write_on_every_rank(t):
         placeholder, or (round 19) a copy of the run's own code (`shutil.copy2(__file__, out_dir)`) is a note; so is (round
         21) a file that receives only literals or another file's text read whole (a CSV header, a copied
         config.json), a settings dict (`json.dump({"cfg": asdict(config)}, f)`) and a Config re-saved from its hub
-        name: every rank writes the same bytes. Since round 21 a Lightning Trainer whose strategy re-runs the
+        name: every rank writes the same bytes; so are (round 26) a copy of a settings file (`shutil.copy(args.config,
+        out)`), an object's attributes as JSON (`json.dump(a.__dict__, f)`) and text read back from the checkpoint
+        every rank loaded (`results_file.write_text(ckpt['training_results'])`, YOLOv5's resume). Since round 21 a Lightning Trainer whose strategy re-runs the
         script per rank (`strategy="ddp"`, not ddp_spawn; several devices with no strategy: Lightning >= 2.0 picks
         ddp; data/launchers.json lightning_script_relaunch) and its `trainer.fit` make the script's own code
         every-rank. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate

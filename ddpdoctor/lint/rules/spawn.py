@@ -307,7 +307,7 @@ def spawn_instead_of_torchrun(t):
         spawn index as the rank is the PyTorch DDP tutorial's own pattern, and it works: a note that
         says so and what torchrun adds. It warns only where a fact in the code shows harm: (a) the
         script takes a node count or node rank (`--nodes`, `--node-rank`, `-nr`, a world of
-        `gpus * nodes`) but rendezvous at a loopback address, or passes the spawn index alone as the
+        `gpus * nodes`; round 26: not a node count assigned only the literal 1) but rendezvous at a loopback address, or passes the spawn index alone as the
         rank: a second node can never join; (b) the worker, or what it calls, reads LOCAL_RANK /
         LOCAL_WORLD_SIZE (a literal default, or none: `os.environ.get("LOCAL_RANK", rank)` falls back
         to the spawn index and is fine), or the run uses a library that reads them (transformers,
@@ -604,9 +604,18 @@ def _node_option(indexes):
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
                 for side in (n.left, n.right):
                     name = (dotted(side) or "").split(".")[-1]
-                    if _NODE_NAME.match(name):
+                    if _NODE_NAME.match(name) and not _one_node_literal(ix, name):
                         return name, n.lineno
     return None
+
+
+def _one_node_literal(ix, name) -> bool:
+    """Every assignment of the node count is the literal 1 (`args.nodes = 1`, fr148 FastSAM3D device_config): the
+    world of `nodes * gpus` is one node by construction, so a loopback rendezvous strands no other node."""
+    values = [n.value for n in ast.walk(ix.module.node) if isinstance(n, (ast.Assign, ast.AnnAssign))
+              for tg in (n.targets if isinstance(n, ast.Assign) else [n.target])
+              if (dotted(tg) or "").split(".")[-1] == name]
+    return bool(values) and all(isinstance(v, ast.Constant) and v.value == 1 for v in values)
 
 
 def _loopback(index, expr):

@@ -30,6 +30,13 @@ def _removed_data() -> dict:
         return json.load(fh).get("removed", {})
 
 
+@lru_cache(maxsize=1)
+def _passthrough_calls() -> FrozenSet[str]:
+    """Calls whose result forwards unknown attributes to the module given (the data file's `passthrough_rebinds`)."""
+    with open(_DATA, encoding="utf-8") as fh:
+        return frozenset(json.load(fh).get("passthrough_rebinds", {}).get("calls", ()))
+
+
 def _removed() -> dict:
     """{wrapper kind: {attribute: what it was}} for attributes older torch's wrappers had (the data file's `removed`)."""
     return {k: v for k, v in _removed_data().items() if isinstance(v, dict)}
@@ -66,6 +73,17 @@ def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
     return loads, stores, guards
 
 
+def _compiled_again(assign, name: str) -> bool:
+    """`model = torch.compile(model)` after the wrap (round 26, fr148 Orolol/gptoughts estimate_mfu, generate): the
+    OptimizedModule torch.compile returns forwards every unknown attribute to the module it compiled
+    (torch/_dynamo/eval_frame.py OptimizedModule.__getattr__: `return getattr(self._orig_mod, name)`), which is the
+    wrapper: the name still reads through the wrapper."""
+    v = assign.value
+    calls = _passthrough_calls()
+    return isinstance(v, ast.Call) and (dotted(v.func) or "") in calls and bool(v.args) and \
+        isinstance(v.args[0], ast.Name) and v.args[0].id == name
+
+
 @rule("LINT036", "wrapper-attribute-access")
 def wrapper_attribute_access(t):
     """An attribute of the model read through the nn.DataParallel / DistributedDataParallel that wraps it.
@@ -76,7 +94,8 @@ def wrapper_attribute_access(t):
         the wrapper itself (the names a live DataParallel/DDP instance of the installed torch answers, kept in
         ddpdoctor/data/wrapper_attributes.json with how they were read): `model.config`,
         `model.freeze_feature_encoder()`, `model.encoder`. Quiet when the name is assigned on the wrapper in that
-        function, when the name is rebound after the wrap (`model = model.module`), inside an `if` that asks
+        function, when the name is rebound after the wrap (`model = model.module`; not `model = torch.compile(model)`,
+        whose OptimizedModule forwards unknown attributes to the wrapper, round 26), inside an `if` that asks
         `isinstance(model, ...)` / `hasattr(model, ...)`, and inside an `if` (or conditional expression) whose other
         arm reads `model.module` (`if distributed: model.module.f() else: model.f()`: the plain arm runs unwrapped).
         An attribute only an older torch's wrapper had (DDP's `_module_copies` of the single-process multi-device
@@ -125,7 +144,8 @@ def wrapper_attribute_access(t):
     for a, name, known, kind, how in wraps:
         scope = a.scope
         wrap_line = a.node.lineno
-        rebinds = sorted(x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line)
+        rebinds = sorted(x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line
+                         and not _compiled_again(x, name))
         end = rebinds[0] if rebinds else None
         # a text gate before the walk: the names read through `name.` after the wrap, all of them the wrapper's own
         # (`model.train()`, `model.module`, `model.parameters()`): nothing to report, no walk (bench_lint: a walk per
