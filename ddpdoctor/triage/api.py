@@ -93,8 +93,10 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
                 with reader.open_stream(inp) as stream:
                     _read_log(stream, src, job, row)
                     damage = getattr(stream, "damage", None)
-                if damage is not None:
+                if damage is not None and job.lines_read > lines_before:
                     _damaged_gz(row, job, job.lines_read - lines_before, damage)
+                elif damage is not None:   # damaged before its first line: nothing of it was read
+                    row["problem"] = f"cannot read: damaged gzip data ({damage})"
             elif kind in ("report", "elastic", "fr-json", "fr-pickle"):
                 with open(inp.path, "rb") as fh:
                     limit = reader.MAX_PICKLE if kind == "fr-pickle" else reader.MAX_JSON
