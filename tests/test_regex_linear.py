@@ -99,3 +99,35 @@ def test_progress_bars_still_read_after_the_look_behind():
     assert job.is_progress("100%|██████████")
     assert not job.is_progress("Training Epoch:   0%|          | 0/188 [00:00<?, ?it/s]")
     assert not job.is_progress("0" * 5000 + "%")
+
+
+def test_a_signature_of_optional_groups_finds_its_field_further_in_without_trying_every_position():
+    import re
+
+    from ddpdoctor.triage import signatures
+    [rx] = [r for k, _s, r in signatures.SIGNATURES if k == "cuda_oom"]
+    heads = signatures._field_heads(rx.pattern)
+    assert heads is not None and heads is not False and "Tried to allocate" in heads.pattern
+    assert ".*?GPU" not in heads.pattern                      # a group opening with .*? already had its chance at 0
+    for text in ["RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 1; 10.76 GiB total capacity)",
+                 "x " * 50 + "Tried to allocate 20.00 MiB" + " y" * 50,
+                 "nothing here at all"]:
+        empty = rx.search(text)
+        assert empty.span() == (0, 0)      # the case events() hands on: an empty match at the line's start
+        old = next((m for m in rx.finditer(text) if any(v is not None for v in m.groupdict().values())), empty)
+        new = signatures._first_with_a_field(rx, text, empty)
+        assert (old.span(), old.groupdict()) == (new.span(), new.groupdict()), text
+    assert signatures._field_heads(r"^(?:a(?P<x>\d))?") is None          # other shapes keep the old search
+    assert signatures._field_heads(r"(?:.*?a(?P<x>\d))?") is False
+    assert re.compile(r"(?:x)?")                                          # (the helper compiles nothing it cannot)
+
+
+def test_a_catalogue_entry_on_a_long_line_is_found_in_its_window():
+    from ddpdoctor.facts import messages
+    index = messages._index()
+    line = "x" * 30000 + " RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:121, " \
+           "unhandled system error, NCCL version 2.7.8" + " y" * 5000
+    short = line[29990:30200]
+    ids_long = {m.entry.get("id") for m in index.match_all(line)}
+    ids_short = {m.entry.get("id") for m in index.match_all(short)}
+    assert ids_short and ids_short <= ids_long, (ids_short, ids_long)

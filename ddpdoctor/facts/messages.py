@@ -671,8 +671,8 @@ def linear_pattern(pattern: str) -> str:
 
 
 # A line longer than _WINDOW_LINE is searched per entry around its needle (_Index._window)
-_WINDOW_LINE = 4096
-_WINDOW = 2048
+_WINDOW_LINE = 2048
+_WINDOW = 1024
 # A line cut inside a catalogued message is recognised by its first _CUT_MIN non-blank characters, if the entry's
 # literal head is at least _CUT_HEAD long (shorter heads are too common to tell a cut message from prose).
 _CUT_MIN = 32

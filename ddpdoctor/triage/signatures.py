@@ -20,6 +20,7 @@ rule fixture buried past the head.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -418,6 +419,62 @@ _PY_OSERROR = re.compile(r"\b(?:ConnectionResetError|BrokenPipeError|ConnectionA
                          r"\[Errno \d+\]")
 
 
+def _first_with_a_field(rx: "re.Pattern[str]", text: str, empty: "re.Match[str]") -> "re.Match[str]":
+    """The leftmost match of `rx` that captures a field, for a pattern made of optional groups that matched empty at
+    the line's start. A group that opens with `.*?`/`.*` would have matched from the start already (it may skip any
+    prefix), so only the groups that open with their own text can start further in: they are searched (linear) and
+    the pattern is matched where one starts. Trying every position instead (finditer) cost O(n^2) on a long line, each
+    try running the `.*?` groups to the line's end (round 21: 20 s for one 20 KB line). Other shapes: as before."""
+    heads = _field_heads(rx.pattern)
+    if heads is None:
+        return next((m2 for m2 in rx.finditer(text) if any(v is not None for v in m2.groupdict().values())), empty)
+    for h in (heads.finditer(text) if heads is not False else ()):
+        m2 = rx.match(text, h.start())
+        if m2 is not None and any(v is not None for v in m2.groupdict().values()):
+            return m2
+    return empty
+
+
+@functools.lru_cache(maxsize=None)
+def _field_heads(pattern: str):
+    """For a pattern that is only top-level optional groups `(...)?`: the alternation of those that do not open with
+    `.*` (compiled; False when there is none); None for any other shape."""
+    groups, i, n = [], 0, len(pattern)
+    while i < n:
+        if pattern[i] != "(":
+            return None
+        depth, j, in_class = 0, i, False
+        while j < n:
+            c = pattern[j]
+            if c == "\\":
+                j += 2
+                continue
+            if in_class:
+                in_class = c != "]"
+            elif c == "[":
+                in_class = True
+                if pattern[j + 1:j + 2] == "]":
+                    j += 1
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if j >= n - 1 or pattern[j + 1] != "?" or pattern[j + 2:j + 3] in ("?", "+"):
+            return None
+        groups.append(pattern[i:j + 1])
+        i = j + 2
+    heads = [g for g in groups if not re.match(r"\((?:\?:|\?P<\w+>)?\.\*", g)]
+    if not heads:
+        return False
+    try:
+        return re.compile("|".join(heads))
+    except re.error:
+        return None
+
+
 def events(line: Line) -> List[Event]:
     """Every event this line carries (usually none, at most a few)."""
     text = line.text
@@ -438,7 +495,7 @@ def events(line: Line) -> List[Event]:
                 if m.start() == m.end() and not any(v is not None for v in m.groupdict().values()):
                     # a pattern made of optional field groups matches empty at the line's start; its fields are
                     # further in ("... failed to bind to [::]:29400 ..."): take the first match that captures one
-                    m = next((m2 for m2 in rx.finditer(text) if any(v is not None for v in m2.groupdict().values())), m)
+                    m = _first_with_a_field(rx, text, m)
                 data = {k: v for k, v in m.groupdict().items() if v is not None and k[0] != "_"}  # (_: internal)
         out.append(Event(kind, line, data))
     if (line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or (" : " in text and _NCCL_SUBSYS.match(text))
