@@ -263,8 +263,11 @@ def _summary(sup, report) -> None:
     unexplained = [f for f in report.findings if f.id == "RUN022"]
     held = [f for f in report.findings if f.id == "RUN023"]
     launch = [f for f in report.findings if f.id == "RUN025"]
-    run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN022", "RUN023",
-                                                                                  "RUN025")]
+    # RUN021 (the ranks train alone) is a set-up finding, like RUN025: told apart, never counted as a stall or death
+    # (round 21, runcol21: a healthy Trainer job that trained each rank alone read "1 stall/death finding(s)")
+    alone = [f for f in report.findings if f.id == "RUN021"]
+    run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN021", "RUN022",
+                                                                                  "RUN023", "RUN025")]
     told = [f for f in report.findings if f.id in set((report.extra.get("run") or {}).get("from_job_output") or ())]
     ended = [f for f in report.findings if f.id == "RUN024" and ((f.evidence or {}).get("rendezvous") or {}).get("ended")]
     pre = [f for f in report.findings if not f.id.startswith("RUN") and f not in told]
@@ -294,6 +297,8 @@ def _summary(sup, report) -> None:
 
         click.echo(render_findings(launch, "ddpdoctor run: the launch", report.extra.get("run") or {}), err=True)
         parts.append("the launch starts fewer processes than asked (RUN025)")
+    if alone:
+        parts.append("the ranks train alone, not as one job (RUN021)")
     if slow:
         parts.append(f"{len(slow)} straggler finding(s)")
     # said where nothing else was found: beside a stall or a death the job's problem is told (and its stalled step
