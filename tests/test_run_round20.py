@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+from procs import run_stopped_at_stall
 
 SP = "/venv/lib/python3.11/site-packages"
 LIB = ("/usr/lib/python3.11/",)
@@ -123,12 +123,7 @@ for i in range(STEPS):
 def _run_hook_job(tmp_path, block_at, steps=100000):
     script = tmp_path / "hook_job.py"
     script.write_text(HOOK_JOB.replace("BLOCK_AT", str(block_at)).replace("STEPS", str(steps)))
-    report = tmp_path / "run.json"
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--stall-after", "5", "--on-stall", "stop",
-                           "--report", str(report), "--", torchrun, "--nproc-per-node", "2", str(script)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    return proc, json.loads(report.read_text())
+    return run_stopped_at_stall(tmp_path, script)
 
 
 @pytest.mark.slow
@@ -557,13 +552,7 @@ def _run_global_hook_job(tmp_path, block_at, steps):
     (site / "sitecustomize.py").write_text(GLOBAL_HOOK_SITE.replace("BLOCK_AT", str(block_at)))
     script = tmp_path / "plain_job.py"
     script.write_text(PLAIN_JOB.replace("STEPS", str(steps)))
-    report = tmp_path / "run.json"
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    env = dict(os.environ, PYTHONPATH=str(site))
-    proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--stall-after", "5", "--on-stall", "stop",
-                           "--report", str(report), "--", torchrun, "--nproc-per-node", "2", str(script)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
-    return proc, json.loads(report.read_text())
+    return run_stopped_at_stall(tmp_path, script, env=dict(os.environ, PYTHONPATH=str(site)))
 
 
 @pytest.mark.slow

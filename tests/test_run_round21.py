@@ -9,13 +9,10 @@ that ends before any optimizer step stores its end as progress (recorder._bw_pro
 begun."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
+from procs import run_stopped_at_stall
 
 
 def _apart(*beacons):
@@ -65,12 +62,7 @@ def _run_hook_job(tmp_path, block_at, sleep_s, steps=100000):
     script.write_text(HOOK_JOB.replace("BLOCK_AT", str(block_at)).replace("SLEEP_S", str(sleep_s))
                       .replace("STEPS", str(steps)))
     assert script.read_text().splitlines()[HOOK_LINE - 1].strip().startswith("time.sleep(")
-    report = tmp_path / "run.json"
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--stall-after", "5", "--on-stall", "stop",
-                           "--report", str(report), "--", torchrun, "--nproc-per-node", "2", str(script)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    return proc, json.loads(report.read_text())
+    return run_stopped_at_stall(tmp_path, script)
 
 
 @pytest.mark.slow
