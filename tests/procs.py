@@ -12,11 +12,7 @@ signalled a `ddpdoctor comm` whose ranks had not started, and then judged the to
 tests/test_proctree.py tests this rule with a start-up slower than the bound."""
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from typing import Callable, Optional
 
@@ -82,14 +78,3 @@ def as_a_background_job() -> None:
     """preexec_fn for a child started as `cmd &` from a script: SIGINT ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-
-def run_stopped_at_stall(tmp_path, script, env: Optional[dict] = None, timeout_s: int = 300) -> tuple:
-    """`ddpdoctor run --stall-after 5 --on-stall stop` around `torchrun --nproc-per-node 2 SCRIPT` (Gloo on CPU), run
-    in tmp_path with a hard timeout: (the finished process, its JSON report). One helper for the stall tests of the
-    run rounds (each carried its own copy of this command)."""
-    report = tmp_path / "run.json"
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--stall-after", "5", "--on-stall", "stop",
-                           "--report", str(report), "--", torchrun, "--nproc-per-node", "2", str(script)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s, env=env)
-    return proc, json.loads(report.read_text())

@@ -68,6 +68,13 @@ def doctor(tmp_path, cmd: list, *opts: str, timeout: float = 400, env_extra: dic
     return proc.returncode, out, data
 
 
+def stopped_at_stall(tmp_path, script, env_extra: dict = None, timeout: float = 300):
+    """`doctor` around a 2-rank torchrun of SCRIPT (a path) with `--stall-after 5 --on-stall stop`: the stall tests of
+    the run rounds, which each spelled this command out with a bare subprocess.run (no orphan check)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)]
+    return doctor(tmp_path, cmd, "--stall-after", "5", "--on-stall", "stop", timeout=timeout, env_extra=env_extra)
+
+
 def line_of(script: str, text: str) -> int:
     with open(os.path.join(FIX, script)) as fh:
         for n, line in enumerate(fh, 1):

@@ -9,7 +9,7 @@ import os
 import sys
 
 import pytest
-from procs import run_stopped_at_stall
+from test_run_faults import stopped_at_stall
 
 SP = "/venv/lib/python3.11/site-packages"
 LIB = ("/usr/lib/python3.11/",)
@@ -123,7 +123,7 @@ for i in range(STEPS):
 def _run_hook_job(tmp_path, block_at, steps=100000):
     script = tmp_path / "hook_job.py"
     script.write_text(HOOK_JOB.replace("BLOCK_AT", str(block_at)).replace("STEPS", str(steps)))
-    return run_stopped_at_stall(tmp_path, script)
+    return stopped_at_stall(tmp_path, script)
 
 
 @pytest.mark.slow
@@ -131,9 +131,9 @@ def test_real_ddp_comm_hook_callback_blocking_on_glooss_thread_is_named_at_its_l
     """For real, Gloo on CPU under torchrun: rank 1's comm hook callback sleeps from step 3 on Gloo's worker thread
     (rank 0 came late to that all-reduce); both main threads wait in the engine. RUN002 names rank 1 at the callback's
     line (at d87cb8c2: RUN007, 'ranks 0, 1: the DDP gradient all-reduce (backward)')."""
-    proc, data = _run_hook_job(tmp_path, 3)
+    rc, out, data = _run_hook_job(tmp_path, 3)
     ranks = {r["rank"]: r for r in data["run"]["ranks"]}
-    assert "step 2" in proc.stdout and ranks[1]["step"] >= 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "step 2" in out and ranks[1]["step"] >= 3, out[-4000:]
     assert ranks[0]["state"] == "backward"  # the state the test needs: rank 0 waits in DDP's all-reduce
     assert ranks[1]["state"] == "outside" and ranks[1]["user_frame"]["line"] == 14, ranks[1]
     stalls = [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")]
@@ -144,9 +144,9 @@ def test_real_ddp_comm_hook_callback_blocking_on_glooss_thread_is_named_at_its_l
 def test_real_quiet_the_same_comm_hook_job_without_the_block_ends_well(tmp_path):
     """Its healthy twin: the same callbacks on Gloo's thread (rank 0 late at step 3), none blocking, 8 steps -> exit
     0, no stall finding."""
-    proc, data = _run_hook_job(tmp_path, 10 ** 9, steps=8)
-    assert "step 7" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]  # the job ran to its end
-    assert proc.returncode == 0 and not [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")], data["findings"]
+    rc, out, data = _run_hook_job(tmp_path, 10 ** 9, steps=8)
+    assert "step 7" in out, out[-4000:]  # the job ran to its end
+    assert rc == 0 and not [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")], data["findings"]
 
 
 # ddpdoctor run's OWN failure (a bug of the tool) while it watches or tears down a job: DOC004, no rank blamed, the
@@ -552,16 +552,17 @@ def _run_global_hook_job(tmp_path, block_at, steps):
     (site / "sitecustomize.py").write_text(GLOBAL_HOOK_SITE.replace("BLOCK_AT", str(block_at)))
     script = tmp_path / "plain_job.py"
     script.write_text(PLAIN_JOB.replace("STEPS", str(steps)))
-    return run_stopped_at_stall(tmp_path, script, env=dict(os.environ, PYTHONPATH=str(site)))
+    path = str(site) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    return stopped_at_stall(tmp_path, script, env_extra={"PYTHONPATH": path})
 
 
 @pytest.mark.slow
 def test_real_a_hook_injected_into_the_job_blocking_in_backward_is_named_on_its_rank(tmp_path):
     """For real (Gloo, torchrun): a sitecustomize registers a global module backward hook that sleeps on rank 1 from
     its 3rd step. RUN002 names rank 1, the hook frame in its record (at d6321958: RUN007, both 'in the all-reduce')."""
-    proc, data = _run_global_hook_job(tmp_path, 3, 100000)
+    rc, out, data = _run_global_hook_job(tmp_path, 3, 100000)
     ranks = {r["rank"]: r for r in data["run"]["ranks"]}
-    assert "step 1" in proc.stdout and ranks[1]["step"] >= 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "step 1" in out and ranks[1]["step"] >= 2, out[-4000:]
     assert ranks[0]["state"] == "backward"  # the state the test needs: rank 0 waits in DDP's all-reduce
     assert ranks[1]["state"] == "outside" and "sitecustomize.py" in str(ranks[1]["stack"]), ranks[1]
     stalls = [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")]
@@ -570,9 +571,9 @@ def test_real_a_hook_injected_into_the_job_blocking_in_backward_is_named_on_its_
 
 @pytest.mark.slow
 def test_real_quiet_the_same_injected_hook_not_blocking_ends_well(tmp_path):
-    proc, data = _run_global_hook_job(tmp_path, 10 ** 9, 8)
-    assert "step 7" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.returncode == 0 and not [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")], data["findings"]
+    rc, out, data = _run_global_hook_job(tmp_path, 10 ** 9, 8)
+    assert "step 7" in out, out[-4000:]
+    assert rc == 0 and not [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")], data["findings"]
 
 
 # A SIGKILLed rank leaves no stack: its line is the one the recorder saw last, said as such (run-r20 j7 / run-r20c k7:

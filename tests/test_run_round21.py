@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from procs import run_stopped_at_stall
+from test_run_faults import stopped_at_stall
 
 
 def _apart(*beacons):
@@ -62,7 +62,7 @@ def _run_hook_job(tmp_path, block_at, sleep_s, steps=100000):
     script.write_text(HOOK_JOB.replace("BLOCK_AT", str(block_at)).replace("SLEEP_S", str(sleep_s))
                       .replace("STEPS", str(steps)))
     assert script.read_text().splitlines()[HOOK_LINE - 1].strip().startswith("time.sleep(")
-    return run_stopped_at_stall(tmp_path, script)
+    return stopped_at_stall(tmp_path, script)
 
 
 @pytest.mark.slow
@@ -70,21 +70,21 @@ def test_real_rank_asleep_in_a_full_backward_hook_with_no_optimizer_step_is_name
     """For real, Gloo on CPU under torchrun, no torch.optim step: rank 0's full backward hook sleeps from step 5 on
     the main thread while rank 1 waits in DDP's all-reduce -> RUN002 names rank 0 at the hook's line, at the stall
     (not the SIGTERM; at b3564eb2: no stall finding before the job was stopped from outside, RUN015 only)."""
-    proc, data = _run_hook_job(tmp_path, 5, 3600)
-    assert "step 4" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]  # the loop ran to the blocking step
+    rc, out, data = _run_hook_job(tmp_path, 5, 3600)
+    assert "step 4" in out, out[-4000:]  # the loop ran to the blocking step
     ranks = {r["rank"]: r for r in data["run"]["ranks"]}
     assert ranks[1]["state"] == "backward", ranks[1]  # the state the test needs: rank 1 waits in DDP's all-reduce
     assert ranks[0]["state"] == "outside" and ranks[0]["user_frame"]["line"] == HOOK_LINE, ranks[0]
     stalls = [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007")]
     assert [f["id"] for f in stalls] == ["RUN002"] and "rank 0" in stalls[0]["title"], stalls
-    assert "stopped by --on-stall stop" in proc.stderr + proc.stdout
+    assert "stopped by --on-stall stop" in out
 
 
 @pytest.mark.slow
 def test_real_quiet_slow_but_progressing_hooks_with_no_optimizer_step_are_no_stall(tmp_path):
     """Its healthy twin: rank 0's hook sleeps 1 s in every backward, 8 steps (8 s or more, past --stall-after 5 s in
     all), each backward ending -> exit 0, no stall finding (the backward's end is progress)."""
-    proc, data = _run_hook_job(tmp_path, 0, 1, steps=8)
-    assert "step 7" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]  # the job ran to its end
+    rc, out, data = _run_hook_job(tmp_path, 0, 1, steps=8)
+    assert "step 7" in out, out[-4000:]  # the job ran to its end
     stalls = [f for f in data["findings"] if f["id"] in ("RUN002", "RUN007", "RUN015")]
-    assert proc.returncode == 0 and not stalls, data["findings"]
+    assert rc == 0 and not stalls, data["findings"]
