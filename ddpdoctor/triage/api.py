@@ -93,10 +93,8 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
                 with reader.open_stream(inp) as stream:
                     _read_log(stream, src, job, row)
                     damage = getattr(stream, "damage", None)
-                if damage is not None and job.lines_read > lines_before:
+                if damage is not None:
                     _damaged_gz(row, job, job.lines_read - lines_before, damage)
-                elif damage is not None:   # damaged before its first line: nothing of it was read
-                    row["problem"] = f"cannot read: damaged gzip data ({damage})"
             elif kind in ("report", "elastic", "fr-json", "fr-pickle"):
                 with open(inp.path, "rb") as fh:
                     limit = reader.MAX_PICKLE if kind == "fr-pickle" else reader.MAX_JSON
@@ -105,19 +103,13 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
             else:
                 row["problem"] = inp.reason or kind
         except (OSError, EOFError) as exc:
-            if kind == "log-gz" and job.lines_read > lines_before:
-                _damaged_gz(row, job, job.lines_read - lines_before, exc)
-            else:
-                row["problem"] = f"cannot read: {getattr(exc, 'strerror', None) or exc}"
+            row["problem"] = f"cannot read: {getattr(exc, 'strerror', None) or exc}"
         except (flight.DumpError, records.RecordError) as exc:
             row["problem"] = str(exc)
         except Exception as exc:  # noqa: BLE001 - only a decompressor's own error class: a damaged .gz is input
             if type(exc).__module__ != "zlib":  # zlib.error, raised mid-stream by gzip on a corrupt deflate block
                 raise
-            if kind == "log-gz" and job.lines_read > lines_before:
-                _damaged_gz(row, job, job.lines_read - lines_before, exc)
-            else:
-                row["problem"] = f"cannot read: damaged gzip data ({exc})"
+            row["problem"] = f"cannot read: damaged gzip data ({exc})"
         finally:
             if opened is not None:
                 opened.close()
@@ -128,7 +120,12 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
 
 def _damaged_gz(row: dict, job: Job, lines: int, exc: BaseException) -> None:
     """A .gz cut short (a copy stopped mid-file: EOFError) or followed by garbage (BadGzipFile) still gave the lines
-    before the damage: they are read and judged, and the damage is said (round 21, robust21: the whole log was refused)."""
+    before the damage (reader's tolerant GzipFile stops there and keeps its `damage`): they are read and judged, and
+    the damage is said (round 21, robust21: the whole log was refused). Damaged before its first line, it stays an
+    input that could not be read."""
+    if not lines:
+        row["problem"] = f"cannot read: damaged gzip data ({exc})"
+        return
     row["damaged"] = f"damaged gzip data after {lines} lines ({exc}): the lines before it were read"
     job.notes.append(f"{row['path']}: {row['damaged']}")
 
