@@ -13,7 +13,9 @@ from ddpdoctor.gather.native import (extension_cxx_needs, ld_cuda_libs, ld_torch
                                      torch_nccl, torch_site)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
-                 "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
+                 "nvidia-ml-py", "pynvml",
+                 # check25: Intel's mkl-service, whose threading-layer choice refuses GNU OpenMP (PKG021)
+                 "mkl-service", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
                  "lightning", "pytorch-lightning", "horovod", "flash-attn", "triton", "pytorch-triton",
                  "pytorch-triton-rocm", "xformers",
                  # check17b: the CUDA library wheels torch's pip builds load (PKG016 compares LD_LIBRARY_PATH's copies)

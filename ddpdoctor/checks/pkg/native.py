@@ -347,9 +347,10 @@ def glibc_older_than_torch_binaries(snap):
                           "platform": host.get("platform")})
 
 
-@check("PKG021", "duplicate-intel-openmp", family="packages", needs=("packages",), reads=("env", "host"))
+@check("PKG021", "duplicate-intel-openmp", family="packages", needs=("packages",), reads=("env", "host", "launcher", "launch"))
 def duplicate_intel_openmp(snap):
-    """torch carries its own copy of Intel's OpenMP runtime, and the environment holds another.
+    """torch carries its own copy of Intel's OpenMP runtime, and the environment holds another; or MKL's threading
+    layer is set (or left to mkl-service) to Intel's runtime while torch loads GNU's.
 
     What it checks
         packages.openmp_runtimes: the OpenMP runtime libraries in torch's own directories (torch/lib,
@@ -369,6 +370,18 @@ def duplicate_intel_openmp(snap):
         runtime's words "unsafe, unsupported, undocumented", and "may cause crashes or silently
         produce incorrect results".
 
+    Also
+        mkl-service (conda's MKL numpy imports it) with a GNU OpenMP runtime recorded (the libgomp torch
+        loads on Linux): MKL_THREADING_LAYER=INTEL, or MKL_THREADING_LAYER unset on a job that starts
+        several processes. mkl-service's initialiser refuses Intel's layer once another OpenMP runtime is
+        loaded: "Error: mkl-service + Intel(R) MKL: MKL_THREADING_LAYER=INTEL is incompatible with
+        libgomp.so.1 library. Try to import numpy first or set the threading layer accordingly. Set
+        MKL_SERVICE_FORCE_INTEL to force it." and exit(1); left unset, it picks INTEL when it is imported
+        first and exports MKL_THREADING_LAYER=INTEL to every process started later, so the spawned ranks
+        that import torch before numpy exit (IntelPython/mkl-service mkl/_mklinitmodule.c,
+        _preload_threading_layer; data/mkl_threading.json; pytorch/pytorch#37377). Fix:
+        export MKL_THREADING_LAYER=GNU.
+
     Example
         pip install torch in a conda environment whose numpy is MKL's (conda's intel-openmp).
 
@@ -378,6 +391,7 @@ def duplicate_intel_openmp(snap):
     """
     from ddpdoctor.facts.env import env_of  # noqa: PLC0415
 
+    yield from _mkl_layer_vs_libgomp(snap)
     runtimes = (snap["packages"].get("openmp_runtimes") or [])
     # LLVM's libomp is the same runtime as Intel's (llvm-project openmp/runtime: one kmp_runtime.cpp, whose
     # __kmp_register_library_startup registers __KMP_REGISTERED_LIB_<pid> for either): a libomp beside a libiomp5
@@ -406,6 +420,34 @@ def duplicate_intel_openmp(snap):
                 subjects=["pkg:torch"] + (["KMP_DUPLICATE_LIB_OK"] if allowed else []),
                 evidence={"intel_openmp": paths, "owners": sorted(o for o in owners if o),
                           "kmp_duplicate_lib_ok": allowed})
+
+
+def _mkl_layer_vs_libgomp(snap):
+    """mkl-service refuses MKL_THREADING_LAYER=INTEL once GNU OpenMP is loaded (facts.openmp, data/mkl_threading.json)."""
+    from ddpdoctor.facts import openmp  # noqa: PLC0415
+    from ddpdoctor.facts.env import env_of  # noqa: PLC0415
+    from ddpdoctor.facts.ranks import local_ranks, world_size  # noqa: PLC0415
+
+    pk = snap["packages"]
+    env = env_of(snap)
+    processes = max(local_ranks(snap).value or 1, world_size(snap).value or 1)
+    hit = openmp.mkl_layer_conflict(pk.get("versions") or {}, pk.get("openmp_runtimes") or [], env, processes)
+    if not hit:
+        return
+    data = openmp.mkl_threading()
+    src = data["source"]
+    how = ("MKL_THREADING_LAYER=INTEL is set" if hit["rule"] == "set_intel" else
+           f"MKL_THREADING_LAYER is unset on a job of {processes} processes: mkl-service, imported before torch, "
+           "picks INTEL and exports it to the processes started after it")
+    yield warning(f"{hit['service']} {hit['version']} with GNU OpenMP ({hit['runtime']}): MKL_THREADING_LAYER=INTEL is "
+                  f"incompatible with {hit['runtime']}, a process that loads torch before numpy exits",
+                  detail=(f"{how}. When a process has loaded torch's GNU OpenMP runtime first, mkl-service's initialiser "
+                          f"prints \"{data['message'].split(chr(10))[0] % hit['runtime']}\" and calls exit(1) "
+                          f"({src['repo']} {src['path']}, {src['symbol'].split(' ')[0]}; pytorch/pytorch#37377)."),
+                  fix=data["fix"] + "   # or import numpy before torch in every process",
+                  subjects=["MKL_THREADING_LAYER", f"pkg:{hit['service']}", "pkg:torch"],
+                  evidence={"rule": hit["rule"], hit["service"]: hit["version"], "openmp_runtime": hit["path"],
+                            "MKL_THREADING_LAYER": hit["layer"], "processes": processes})
 
 
 @check("PKG024", "ld-library-path-other-libtorch", family="packages", needs=("packages",))
