@@ -40,3 +40,44 @@ def test_mkl_threading_layer_quiet_when_chosen_forced_alone_or_without_its_parts
     assert findings_of(_mkl(env={"MKL_THREADING_LAYER": "INTEL"}, runtimes=no_gomp), "PKG021") == []
     plain = make_snapshot(env={"MKL_THREADING_LAYER": "INTEL"}, packages={"openmp_runtimes": GOMP_AND_IOMP})
     assert findings_of(plain, "PKG021") == []  # no mkl-service recorded
+
+
+# -- NET002 arm: torchrun's store node (static rendezvous node rank 0, or a job of one node) with MASTER_ADDR elsewhere
+# (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py: TCPStore(master_addr, ..., is_master=rank == 0)) --
+
+def _torchrun(argv: str, master="192.168.0.1", resolved="192.168.0.1", node_rank="0", nnodes="1"):
+    from ddpdoctor.facts.launch import parse_command
+
+    words = argv.split()
+    env = {"TORCHELASTIC_RUN_ID": "none", "RANK": "0" if node_rank == "0" else "4", "WORLD_SIZE": str(4 * int(nnodes)),
+           "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": node_rank, "MASTER_ADDR": master,
+           "MASTER_PORT": "29500"}
+    return make_snapshot(env=env, cmdline=words, network={"master_addr": {"host": master, "addresses": [resolved]}},
+                         launch={"commands": [dict(parse_command(words), depth=1)], "depth_read": 1})
+
+
+ONE_NODE = "torchrun --nproc_per_node 4 --nnodes 1 --node_rank 0 --master_addr 192.168.0.1 --master_port 29500 t.py"
+TWO_NODES = "torchrun --nproc_per_node 4 --nnodes 2 --node_rank {r} --master_addr 192.168.0.1 --master_port 29500 t.py"
+
+
+def test_one_node_torchrun_with_master_addr_of_another_host_is_an_error():
+    [f] = [f for f in findings_of(_torchrun(ONE_NODE), "NET002") if "rendezvous store" in f.title]
+    assert f.severity == "error" and "192.168.0.1" in f.title and "--nnodes 1" in f.title
+    assert f.fix.startswith("torchrun --standalone")
+
+
+def test_static_rendezvous_node_rank_0_with_master_addr_of_another_host_is_an_error():
+    [f] = [f for f in findings_of(_torchrun(TWO_NODES.format(r=0), nnodes="2"), "NET002") if "store" in f.title]
+    assert "node rank 0 of torchrun's static rendezvous" in f.title
+
+
+def test_store_node_quiet_when_master_is_here_or_another_node_hosts_it():
+    def store(snap):
+        return [f for f in findings_of(snap, "NET002") if "rendezvous store" in f.title]
+
+    assert store(_torchrun(ONE_NODE, resolved="10.0.0.5")) == []  # MASTER_ADDR is this host's eth0
+    assert store(_torchrun(TWO_NODES.format(r=1), node_rank="1", nnodes="2")) == []  # node 1 is a client
+    c10d = ("torchrun --nproc_per_node 4 --nnodes 2 --rdzv_backend c10d --rdzv_endpoint 192.168.0.1:29400 "
+            "--master_addr 192.168.0.1 t.py")
+    assert store(_torchrun(c10d, nnodes="2")) == []  # c10d: the endpoint's host runs the store
+    assert store(_torchrun("torchrun --standalone --nproc_per_node 4 t.py")) == []

@@ -405,6 +405,9 @@ def _rank0_not_on_master(snap, addr: str):
 
     launcher = snap.get("launcher") or {}
     env = env_of(snap)
+    if launcher.get("kind") == "torchrun":
+        yield from _store_node_not_on_master(snap, addr)
+        return
     if launcher.get("elastic_run_id") or launcher.get("kind") in ("torchrun", "accelerate") \
             or str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true":
         return
@@ -422,6 +425,60 @@ def _rank0_not_on_master(snap, addr: str):
                      "MASTER_ADDR names (first host of the job's node list)"),
                 subjects=["MASTER_ADDR", "RANK", f"host:{addr}"],
                 evidence={"MASTER_ADDR": addr, "resolved": other, "rank": 0, "launcher": launcher.get("kind")})
+
+
+def _store_node_not_on_master(snap, addr: str):
+    """Under torchrun, the node that must host the rendezvous store names another host as MASTER_ADDR. torchrun's
+    default rendezvous is `static` (torch/distributed/run.py: --rdzv-backend default "static", its endpoint
+    --master-addr:--master-port, its rank --node-rank): StaticTCPRendezvous.next_rendezvous creates
+    TCPStore(master_addr, master_port, is_master=rank == 0), "the listener on the agent with group_rank=0", whose own
+    client then connects to master_addr (pytorch/pytorch torch/distributed/elastic/rendezvous/
+    static_tcp_rendezvous.py @109673f9). So node rank 0 of a static rendezvous, and the one node of a job of one node,
+    must be the host MASTER_ADDR names; when it resolves only to other hosts' addresses the connect times out
+    ("The client socket has failed to connect to ...:29500 (errno: 110 - Connection timed out)",
+    hiyouga/LlamaFactory#3715). --standalone rendezvous on localhost and is not judged; a recorded torchrun command
+    is needed (its backend and node count)."""
+    from ddpdoctor.facts.launch import command_of
+    from ddpdoctor.facts.net import master_elsewhere
+
+    cmd = command_of(snap, "torchrun")
+    if not cmd:
+        return
+    opts = cmd.get("options") or {}
+    if opts.get("standalone"):
+        return
+    launcher = snap.get("launcher") or {}
+    # torchrun reads --master-addr (PET_MASTER_ADDR), never the shell's MASTER_ADDR: judge the address it was given,
+    # or the one it handed its workers (this process is one: TORCHELASTIC_RUN_ID)
+    given = str(opts.get("master_addr") or "").strip()
+    if given != addr.strip() if given else not launcher.get("elastic_run_id"):
+        return
+    backend = str(opts.get("rdzv_backend") or "static").strip().lower()
+    nnodes = str(opts.get("nnodes") or "1").strip()
+    one_node = nnodes in ("1", "1:1")
+    node_rank = launcher.get("node_rank")
+    if node_rank is None:
+        node_rank = int(opts["node_rank"]) if str(opts.get("node_rank") or "0").strip().isdigit() else None
+    static_master = backend == "static" and node_rank == 0
+    if not (one_node or static_master):
+        return
+    other = master_elsewhere(snap)
+    if not other:
+        return
+    why = (f"a job of one node (--nnodes {nnodes})" if one_node else
+           "node rank 0 of torchrun's static rendezvous")
+    yield error(f"MASTER_ADDR={addr!r} ({other}) is another host, but this node hosts the rendezvous store: {why}",
+                detail=("torchrun's static rendezvous (its default when --master-addr/--master-port are given) starts "
+                        "the store on the agent of node rank 0 and connects to it at MASTER_ADDR:MASTER_PORT "
+                        "(TCPStore(master_addr, master_port, is_master=rank == 0), torch/distributed/elastic/rendezvous/"
+                        "static_tcp_rendezvous.py); on a job of one node every rank runs here. With MASTER_ADDR naming "
+                        "another machine the connection goes there and times out: \"The client socket has failed to "
+                        "connect to ...:MASTER_PORT (errno: 110 - Connection timed out)\"."),
+                fix=("torchrun --standalone --nproc-per-node N train.py   # one node; or --master-addr <this host's "
+                     "address> (127.0.0.1 on one node)"),
+                subjects=["MASTER_ADDR", f"host:{addr}"],
+                evidence={"MASTER_ADDR": addr, "resolved": other, "rdzv_backend": backend, "nnodes": nnodes,
+                          "node_rank": node_rank})
 
 
 def _link_local_only(iface: dict, netfacts) -> bool:
