@@ -81,3 +81,38 @@ def test_store_node_quiet_when_master_is_here_or_another_node_hosts_it():
             "--master_addr 192.168.0.1 t.py")
     assert store(_torchrun(c10d, nnodes="2")) == []  # c10d: the endpoint's host runs the store
     assert store(_torchrun("torchrun --standalone --nproc_per_node 4 t.py")) == []
+
+
+# -- an inference server's own node count (SGLang --nnodes N; data/serving.json multi_node '*') makes the job one of
+# several nodes for the network checks: NET005's firewall judgement on a serving launch --
+
+FIREWALL = {"tool": "firewalld", "active": True, "default_incoming": "deny", "allowed": ["22/tcp"]}
+
+
+def _sglang(extra: str):
+    from ddpdoctor.facts.launch import parse_command
+
+    words = ("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 16 "
+             "--dist-init-addr 10.0.0.1:5000 " + extra).split()
+    cmd = parse_command(words)
+    return cmd, make_snapshot(network={"firewall": FIREWALL},
+                              launch={"commands": [dict(cmd, depth=0)] if cmd else [], "depth_read": 0})
+
+
+def test_serving_launch_is_parsed_with_its_node_count():
+    cmd, _ = _sglang("--nnodes 2 --node-rank 1")
+    assert cmd["launcher"] == "sglang" and cmd["serving"]["nodes"] == 2 and cmd["serving"]["multi_node"] is True
+    assert cmd["script_models"] == {"--model-path": "deepseek-ai/DeepSeek-V3"}
+
+
+def test_firewall_on_a_serving_launch_of_two_nodes_is_a_warning():
+    _, snap = _sglang("--nnodes 2 --node-rank 1")
+    [f] = [f for f in findings_of(snap, "NET005") if f.severity == "warning"]
+    assert "firewalld denies incoming connections" in f.title
+    assert f.evidence["why_multi_node"] == "2 nodes (sglang --nnodes 2)"
+
+
+def test_firewall_on_a_serving_launch_of_one_node_is_not_a_warning():
+    for extra in ("", "--nnodes 1"):
+        _, snap = _sglang(extra)
+        assert [f for f in findings_of(snap, "NET005") if f.severity != "info"] == []
