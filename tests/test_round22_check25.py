@@ -116,3 +116,53 @@ def test_firewall_on_a_serving_launch_of_one_node_is_not_a_warning():
     for extra in ("", "--nnodes 1"):
         _, snap = _sglang(extra)
         assert [f for f in findings_of(snap, "NET005") if f.severity != "info"] == []
+
+
+# -- SYS004 arm: ranks x the checkpoint's size on disk (its weight files beside config.json) against host memory --
+
+GiB = 1024 ** 3
+
+
+def test_model_config_facts_sum_the_weight_files_beside_config_json(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.launch import model_config_facts
+
+    model = tmp_path / "Llama-2-70b-hf"
+    model.mkdir()
+    (model / "config.json").write_text('{"torch_dtype": "float16", "num_attention_heads": 64}')
+    for i, size in ((1, 3000), (2, 1000)):  # sparse: sizes without writing data
+        with open(model / f"model-0000{i}-of-00002.safetensors", "wb") as fh:
+            fh.truncate(size)
+    (model / "model.safetensors.index.json").write_text('{"metadata": {"total_size": 4000}}')
+    (model / "pytorch_model-00001-of-00001.bin").write_bytes(b"x" * 10)  # safetensors first, as transformers loads
+    [fact] = model_config_facts(Sources(), {"--model_name_or_path": str(model)}, None)
+    assert (fact["weights_bytes"], fact["weights_files"]) == (4000, 2)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "config.json").write_text("{}")
+    [bare] = model_config_facts(Sources(), {"--model_name_or_path": str(tmp_path / "empty")}, None)
+    assert "weights_bytes" not in bare
+
+
+def _loading(size, available, env=None, nproc=8):
+    env = dict({"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": str(nproc), "LOCAL_RANK": "0",
+                "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
+               **(env or {}))
+    cmd = {"launcher": "deepspeed", "options": {"num_gpus": str(nproc)}, "program": "train.py", "depth": 1,
+           "script_models": {"--model_name_or_path": "/models/Llama-2-70b-hf"},
+           "model_configs": [{"option": "--model_name_or_path", "path": "/models/Llama-2-70b-hf",
+                              "config": "/models/Llama-2-70b-hf/config.json", "weights_bytes": size,
+                              "weights_files": 15}]}
+    return make_snapshot(env=env, host={"memory": {"total_bytes": 256 * GiB, "available_bytes": available}},
+                         launch={"commands": [cmd], "depth_read": 1})
+
+
+def test_eight_ranks_loading_a_138_gib_checkpoint_on_a_256_gib_host_is_named():
+    [f] = findings_of(_loading(138 * GiB, 248 * GiB), "SYS004")
+    assert f.severity == "warning" and "8 local rank(s) each loading the 138.0 GiB checkpoint" in f.title
+    assert "MemAvailable" in f.title and f.evidence["needed_bytes"] == 8 * 138 * GiB
+    assert f.fix.startswith("FSDP_CPU_RAM_EFFICIENT_LOADING=true")
+
+
+def test_checkpoint_copies_quiet_when_they_fit_or_one_process_loads():
+    assert findings_of(_loading(13 * GiB, 248 * GiB), "SYS004") == []  # 8 x 13 GiB fit
+    assert findings_of(_loading(138 * GiB, 248 * GiB, env={"FSDP_CPU_RAM_EFFICIENT_LOADING": "true"}), "SYS004") == []

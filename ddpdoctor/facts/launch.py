@@ -595,6 +595,18 @@ def accelerate_launch_mode(cmd: Optional[dict], config: Optional[dict], default_
 
 
 @functools.lru_cache(maxsize=1)
+def model_weights(snap) -> list:
+    """[(bytes, files, option, path)] of the checkpoints the recorded launch commands load, as gathered beside their
+    config.json (model_configs[].weights_bytes; data/precision_calls.json model_config.weights)."""
+    out = []
+    for cmd in commands(snap):
+        for m in cmd.get("model_configs") or []:
+            n = m.get("weights_bytes") if isinstance(m, dict) else None
+            if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                out.append((n, m.get("weights_files"), m.get("option"), m.get("path")))
+    return out
+
+
 def serving_table() -> dict:
     """data/serving.json: the inference servers check reads a launch of (vLLM, SGLang), their options and rules."""
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "serving.json")
