@@ -166,3 +166,32 @@ def test_eight_ranks_loading_a_138_gib_checkpoint_on_a_256_gib_host_is_named():
 def test_checkpoint_copies_quiet_when_they_fit_or_one_process_loads():
     assert findings_of(_loading(13 * GiB, 248 * GiB), "SYS004") == []  # 8 x 13 GiB fit
     assert findings_of(_loading(138 * GiB, 248 * GiB, env={"FSDP_CPU_RAM_EFFICIENT_LOADING": "true"}), "SYS004") == []
+
+
+# -- NET002 arm: a torchrun command of several nodes left to the parser's defaults (torch/distributed/run.py:
+# --rdzv-endpoint default '', read as localhost; --master-addr default 127.0.0.1) --
+
+def _launch(argv: str):
+    from ddpdoctor.facts.launch import parse_command
+
+    words = argv.split()
+    return make_snapshot(env={}, cmdline=words, launch={"commands": [dict(parse_command(words), depth=0)],
+                                                        "depth_read": 0})
+
+
+def _net002(argv: str) -> list:
+    return [f for f in findings_of(_launch(argv), "NET002") if f.severity != "info"]
+
+
+def test_two_nodes_with_c10d_and_no_endpoint_or_static_and_no_master_addr_are_named():
+    [c10d] = _net002("torchrun --nnodes 2 --nproc_per_node 4 --rdzv_backend c10d t.py")
+    assert "--rdzv-endpoint not given" in c10d.title and "2 nodes" in c10d.title
+    [static] = _net002("torchrun --nnodes 2 --nproc_per_node 4 t.py")
+    assert "without --master-addr" in static.title and "127.0.0.1" in static.title
+
+
+def test_rendezvous_defaults_quiet_on_one_node_or_with_an_address_given():
+    assert _net002("torchrun --nnodes 1 --nproc_per_node 4 t.py") == []
+    assert _net002("torchrun --nproc_per_node 4 --rdzv_backend c10d t.py") == []
+    assert _net002("torchrun --nnodes 2 --nproc_per_node 4 --master_addr node0 --master_port 29500 t.py") == []
+    assert _net002("torchrun --nnodes 2 --nproc_per_node 4 --rdzv_backend c10d --rdzv_endpoint node0:29400 t.py") == []

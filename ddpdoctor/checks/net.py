@@ -217,6 +217,12 @@ def master_addr_unreachable(snap):
         (_matches_machine_hostname), so on a job across nodes each node hosts its own store and
         waits for the others there (mlc-ai/pith-train#91: `scontrol ... || echo localhost` in a
         container without scontrol).
+        A recorded torchrun command of several nodes that leaves them to the parser's defaults does
+        the same: --rdzv-backend c10d with no --rdzv-endpoint (default '', localhost), or the static
+        backend with no --master-addr (default 127.0.0.1). And under torchrun, the node that hosts
+        the store (node rank 0 of the static rendezvous, or the one node of --nnodes 1) given a
+        --master-addr that resolves only to other hosts: its TCPStore(master_addr, ...,
+        is_master=True) connects there and times out (static_tcp_rendezvous.py; hiyouga/LlamaFactory#3715).
 
         Node names that resolve to another network: on a job across nodes, MASTER_ADDR resolves
         only to addresses outside every subnet of this host's interfaces, and this host's own name
@@ -364,9 +370,18 @@ def _rdzv_endpoint_loopback(snap, env):
     localhost and any loopback address as this machine, so every node's agent starts its own TCPStore and
     waits there for the others (pytorch/pytorch torch/distributed/elastic/rendezvous/utils.py at 01283177;
     c10d_rendezvous_backend.py `_create_tcp_store`). The static backend uses MASTER_ADDR, judged above."""
+    from ddpdoctor.facts.launch import command_of
+
     backend = str(env.get("PET_RDZV_BACKEND") or "").strip().lower()
-    if backend != "c10d" or "PET_RDZV_ENDPOINT" not in env:
+    cmd = command_of(snap, "torchrun")
+    opts = (cmd or {}).get("options") or {}
+    if backend == "static" and cmd and not opts.get("master_addr") and not env_of(snap).get("PET_MASTER_ADDR"):
+        # a recorded torchrun command with no --master-addr: its static rendezvous uses the parser's default,
+        # 127.0.0.1 (torch/distributed/run.py --master-addr default), on every node
+        yield from _static_master_default_loopback(snap, env)
         return
+    if backend != "c10d" or ("PET_RDZV_ENDPOINT" not in env and not cmd):
+        return  # an endpoint a recorded command does not give is torchrun's default, '' (localhost)
     raw = str(env.get("PET_RDZV_ENDPOINT") or "").strip()
     host = "localhost"
     if raw:
@@ -381,7 +396,9 @@ def _rdzv_endpoint_loopback(snap, env):
 
     hosts = hosts_counted(snap)
     make = error if hosts and hosts > 1 else warning
-    yield make(f"torchrun's rendezvous endpoint PET_RDZV_ENDPOINT={raw!r} is loopback but the job spans {spread}",
+    given = ("PET_RDZV_ENDPOINT=" + repr(raw) if "PET_RDZV_ENDPOINT" in env_of(snap) else
+             f"--rdzv-endpoint {raw}" if raw else "(--rdzv-endpoint not given: torchrun's default '', localhost)")
+    yield make(f"torchrun's rendezvous endpoint {given} is loopback but the job spans {spread}",
                detail=("torch reads an empty endpoint as localhost, and takes localhost or a loopback address as this "
                        "machine, so the agent of every node starts its own rendezvous store and waits there for the "
                        "others: the nodes never meet and the job hangs until the rendezvous timeout."
@@ -391,6 +408,31 @@ def _rdzv_endpoint_loopback(snap, env):
                     '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1), failing loudly if scontrol is missing'),
                subjects=["PET_RDZV_ENDPOINT"],
                evidence={"PET_RDZV_ENDPOINT": raw, "host": host, "why_multi_node": spread, "hosts_from_scheduler": hosts})
+
+
+def _static_master_default_loopback(snap, env):
+    """torchrun --nnodes N>1 with the static rendezvous and no --master-addr: every node's agent takes the default
+    127.0.0.1 as the store's host (torch/distributed/run.py: --master-addr default "127.0.0.1"; static_tcp_rendezvous
+    connects to it), so the nodes other than node rank 0 look for the store on themselves."""
+    nn = _pet_nnodes_max(env)
+    if not nn or nn < 2 or env_of(snap).get("MASTER_ADDR"):
+        return  # a worker's MASTER_ADDR (torchrun's own) is judged by the loopback arm of NET002
+    from ddpdoctor.facts.net import hosts_counted
+
+    hosts = hosts_counted(snap)
+    make = error if hosts and hosts > 1 else warning
+    yield make(f"torchrun --nnodes {env.get('PET_NNODES')} without --master-addr: every node looks for the rendezvous "
+               "store at the default 127.0.0.1",
+               detail=("torchrun's static rendezvous (its default backend) takes its store's address from --master-addr, "
+                       "whose default is 127.0.0.1: node rank 0 starts the store on itself and every other node "
+                       "connects to its own loopback, finds nothing and times out."
+                       + ("" if hosts else " (The figures count launch agents, not hosts: if every agent runs on this "
+                                           "host, loopback is right.)")),
+               fix=("torchrun --nnodes N --node-rank R --master-addr <host of node rank 0> --master-port 29500 ...   "
+                    "# or --rdzv-backend c10d --rdzv-endpoint <host:port> on every node"),
+               subjects=["arg:master_addr", "MASTER_ADDR"],
+               evidence={"nnodes": env.get("PET_NNODES"), "master_addr": "127.0.0.1 (default)",
+                         "hosts_from_scheduler": hosts})
 
 
 def _rank0_not_on_master(snap, addr: str):
