@@ -195,3 +195,33 @@ def test_rendezvous_defaults_quiet_on_one_node_or_with_an_address_given():
     assert _net002("torchrun --nproc_per_node 4 --rdzv_backend c10d t.py") == []
     assert _net002("torchrun --nnodes 2 --nproc_per_node 4 --master_addr node0 --master_port 29500 t.py") == []
     assert _net002("torchrun --nnodes 2 --nproc_per_node 4 --rdzv_backend c10d --rdzv_endpoint node0:29400 t.py") == []
+
+
+# -- PKG016 arm: the cuDNN a pytorch-channel conda build of torch was built with, from its build string
+# (pytorch/builder conda/build_pytorch.sh: py3.9_cuda11.3_cudnn8.3.2_0) against a cuDNN ahead of it in LD_LIBRARY_PATH --
+
+def _conda_torch(ld_version, builds=("py3.9_cuda11.3_cudnn8.3.2_0",), torch="1.12.1"):
+    return make_snapshot(packages={
+        "torch": torch, "nvidia-cudnn-cu11": None, "nvidia-cudnn-cu12": None, "torch_build": {"cuda": "11.3", "hip": None},
+        "torch_installs": {"conda": [f"pytorch-{torch}"], "conda_builds": list(builds)},
+        "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn.so.8", "version": ld_version}]})
+
+
+def test_conda_build_string_names_the_cudnn():
+    from ddpdoctor.facts.gpu_versions import conda_build_cudnn
+
+    assert conda_build_cudnn(["py3.9_cuda11.3_cudnn8.2.0_0"]) == "8.2.0"
+    assert conda_build_cudnn(["py3.10_cuda11.8_cudnn8.7.0_0"]) == "8.7.0"
+    assert conda_build_cudnn(["py3.9_cpu_0", "cuda112py39h4e14dd4_0"]) is None  # a CPU build; conda-forge's names none
+
+
+def test_an_older_cudnn_ahead_of_a_conda_torch_is_refused():
+    [f] = findings_of(_conda_torch("8.2.1"), "PKG016")
+    assert f.severity == "warning" and "conda's torch 1.12.1 was built with (8.3.2): torch refuses it" in f.title
+    assert f.evidence["from"] == "conda build string"
+
+
+def test_a_cudnn_torch_accepts_or_no_build_string_is_not_a_warning():
+    assert findings_of(_conda_torch("8.4.1"), "PKG016") == []  # same major, newer minor: accepted
+    assert [f for f in findings_of(_conda_torch("8.2.1", builds=("py3.9_cpu_0",)), "PKG016")
+            if f.severity != "info"] == []

@@ -182,7 +182,10 @@ def ld_library_path_cuda_libs_vs_torch(snap):
         torch's own check refuses (another major, or a minor below the one it was built with, where that is
         known: data/gpu_versions.json torch_bundled_cudnn, the cuDNN pytorch/builder's install_cuda.sh put in
         each CUDA version's build image - 1.12/1.13 +cu116 8.3.2, 1.13/2.0 +cu117 8.5.0, 2.0 +cu118 8.7.0,
-        1.12 +cu113 8.3.2) is a warning; one whose fit is not known is info.
+        1.12 +cu113 8.3.2) is a warning; one whose fit is not known is info. The same for a conda build of torch
+        from the pytorch channel, whose build string names the cuDNN it was built with
+        (py3.9_cuda11.3_cudnn8.2.0_0: pytorch/builder conda/build_pytorch.sh; data/gpu_versions.json
+        conda_torch_build_string).
 
     Why it matters
         torch's pip wheels find their nvidia-* libraries through DT_RUNPATH, and ld.so searches LD_LIBRARY_PATH
@@ -262,12 +265,16 @@ def _ld_cudnn_vs_bundled(pk, versions):
     torch_v = str(versions.get("torch") or "")
     build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
     cuda = str(build.get("cuda") or "")
-    if "+cu" not in torch_v or not cuda:
+    installs = pk.get("torch_installs") if isinstance(pk.get("torch_installs"), dict) else {}
+    # a pytorch-channel conda build names its cuDNN in its build string (py3.9_cuda11.3_cudnn8.2.0_0: check25)
+    conda = gpu_versions.conda_build_cudnn(installs.get("conda_builds")) if installs.get("conda") else None
+    if ("+cu" not in torch_v and not conda) or not cuda:
         return
     rel = gpu_versions.release(torch_v)
-    if rel[:2] >= TORCH_CUDNN_WHEELS_SINCE:
+    if not conda and rel[:2] >= TORCH_CUDNN_WHEELS_SINCE:
         return  # its '+cu' wheels take cuDNN from nvidia-cudnn: without that wheel, torch came from elsewhere (conda, NGC)
-    own = gpu_versions.torch_bundled_cudnn().get((".".join(str(x) for x in rel[:2]), ".".join(cuda.split(".")[:2])))
+    own = conda or gpu_versions.torch_bundled_cudnn().get((".".join(str(x) for x in rel[:2]),
+                                                           ".".join(cuda.split(".")[:2])))
     for lib in pk.get("ld_cuda_libs") or []:
         if not isinstance(lib, dict):
             continue
@@ -284,7 +291,8 @@ def _ld_cudnn_vs_bundled(pk, versions):
         where = str(lib.get("dir"))
         name = f"{lib.get('name')} {lib.get('version') or '(version unknown)'}"
         make = warning if refused else info
-        yield make(f"LD_LIBRARY_PATH puts {name} ({where}) before the cuDNN torch {torch_v} carries"
+        carries = f"the cuDNN conda's torch {torch_v} was built with" if conda else f"the cuDNN torch {torch_v} carries"
+        yield make(f"LD_LIBRARY_PATH puts {name} ({where}) before {carries}"
                    + (f" ({own}): torch refuses it" if refused else ""),
                    detail=("This torch brings its own cuDNN in torch/lib, found through its RUNPATH; ld.so searches "
                            "LD_LIBRARY_PATH first (ld.so(8)), so this copy is loaded"
@@ -296,7 +304,8 @@ def _ld_cudnn_vs_bundled(pk, versions):
                               "which it was built with is not known here.")),
                    fix=f"unset LD_LIBRARY_PATH   # or drop {where} from it; torch brings its own cuDNN",
                    subjects=["env:LD_LIBRARY_PATH", "pkg:torch"],
-                   evidence={"library": lib, "torch": torch_v, "torch_cudnn": own})
+                   evidence={"library": lib, "torch": torch_v, "torch_cudnn": own,
+                             "from": "conda build string" if conda else "pip '+cu' wheel table"})
         return
 
 
