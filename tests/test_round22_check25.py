@@ -26,10 +26,11 @@ def test_mkl_threading_layer_intel_set_with_libgomp_is_named():
     assert f.evidence["rule"] == "set_intel"
 
 
-def test_mkl_threading_layer_unset_on_a_job_of_several_processes_is_named():
+def test_mkl_threading_layer_unset_on_a_job_of_several_processes_is_a_note():
+    # left unset, the failure depends on whether a parent imported numpy before torch (not read): a note, not a verdict
     [f] = findings_of(_mkl(env=TORCHRUN_4), "PKG021")
-    assert f.evidence["rule"] == "unset" and f.evidence["processes"] == 4
-    assert "exports it to the processes started after it" in f.detail
+    assert f.severity == "info" and f.evidence["rule"] == "unset" and f.evidence["processes"] == 4
+    assert "exports it to the processes it starts afterwards" in f.detail and "import order" in f.detail
 
 
 def test_mkl_threading_layer_quiet_when_chosen_forced_alone_or_without_its_parts():

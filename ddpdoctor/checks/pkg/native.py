@@ -385,11 +385,12 @@ def duplicate_intel_openmp(snap):
         several processes. mkl-service's initialiser refuses Intel's layer once another OpenMP runtime is
         loaded: "Error: mkl-service + Intel(R) MKL: MKL_THREADING_LAYER=INTEL is incompatible with
         libgomp.so.1 library. Try to import numpy first or set the threading layer accordingly. Set
-        MKL_SERVICE_FORCE_INTEL to force it." and exit(1); left unset, it picks INTEL when it is imported
-        first and exports MKL_THREADING_LAYER=INTEL to every process started later, so the spawned ranks
-        that import torch before numpy exit (IntelPython/mkl-service mkl/_mklinitmodule.c,
-        _preload_threading_layer; data/mkl_threading.json; pytorch/pytorch#37377). Fix:
-        export MKL_THREADING_LAYER=GNU.
+        MKL_SERVICE_FORCE_INTEL to force it." and exit(1) (a warning when INTEL is set); left unset, it
+        picks INTEL when it is imported before torch and exports MKL_THREADING_LAYER=INTEL to every process
+        started later, so spawned ranks that import torch before numpy exit; that depends on the parent's
+        import order (torchrun imports torch first and exports GNU), which is not read: a note
+        (IntelPython/mkl-service mkl/_mklinitmodule.c, _preload_threading_layer; data/mkl_threading.json;
+        pytorch/pytorch#37377). Fix: export MKL_THREADING_LAYER=GNU.
 
     Example
         pip install torch in a conda environment whose numpy is MKL's (conda's intel-openmp).
@@ -446,9 +447,13 @@ def _mkl_layer_vs_libgomp(snap):
     data = openmp.mkl_threading()
     src = data["source"]
     how = ("MKL_THREADING_LAYER=INTEL is set" if hit["rule"] == "set_intel" else
-           f"MKL_THREADING_LAYER is unset on a job of {processes} processes: mkl-service, imported before torch, "
-           "picks INTEL and exports it to the processes started after it")
-    yield warning(f"{hit['service']} {hit['version']} with GNU OpenMP ({hit['runtime']}): MKL_THREADING_LAYER=INTEL is "
+           f"MKL_THREADING_LAYER is unset on a job of {processes} processes: a process that imports numpy (mkl-service) "
+           "before torch picks INTEL and exports it to the processes it starts afterwards (torch.multiprocessing "
+           "spawn, a program's own workers); a launcher that imports torch first (torchrun) exports GNU instead, so "
+           "whether it happens depends on the import order, which check does not read (a note, not a verdict)")
+    # set: every process that imports torch first exits; unset: only the children of a parent that imported numpy first
+    make = warning if hit["rule"] == "set_intel" else info
+    yield make(f"{hit['service']} {hit['version']} with GNU OpenMP ({hit['runtime']}): MKL_THREADING_LAYER=INTEL is "
                   f"incompatible with {hit['runtime']}, a process that loads torch before numpy exits",
                   detail=(f"{how}. When a process has loaded torch's GNU OpenMP runtime first, mkl-service's initialiser "
                           f"prints \"{data['message'].split(chr(10))[0] % hit['runtime']}\" and calls exit(1) "
