@@ -226,3 +226,12 @@ def test_a_cudnn_torch_accepts_or_no_build_string_is_not_a_warning():
     assert findings_of(_conda_torch("8.4.1"), "PKG016") == []  # same major, newer minor: accepted
     assert [f for f in findings_of(_conda_torch("8.2.1", builds=("py3.9_cpu_0",)), "PKG016")
             if f.severity != "info"] == []
+
+
+# -- SYS002's title in the words the user sees: the EMFILE text ("[Errno 24] Too many open files") --
+
+def test_open_file_limit_title_names_the_error_the_user_sees():
+    [f] = findings_of(make_snapshot(host={"rlimits": {"RLIMIT_NOFILE": {"soft": 1024, "hard": 1048576}}}), "SYS002")
+    assert "Too many open files" in f.title and "ulimit -n" in f.title
+    assert findings_of(make_snapshot(host={"rlimits": {"RLIMIT_NOFILE": {"soft": 65536, "hard": 1048576}}}),
+                       "SYS002") == []

@@ -114,10 +114,11 @@ def open_file_limit_low(snap):
     fix = (f"ulimit -n {target}" if target > soft else
            "sudo sh -c 'echo \"* soft nofile 65536\\n* hard nofile 65536\" >> /etc/security/limits.conf'   # hard limit is low too")
     fix += '\n# or in Python: torch.multiprocessing.set_sharing_strategy("file_system")'
-    yield warning(f"open-file limit is {soft} (hard {hard if hard is not None else 'unlimited'}); "
-                  "DataLoader workers can exhaust it",
+    yield warning(f"open-file limit (ulimit -n) is {soft} (hard {hard if hard is not None else 'unlimited'}); "
+                  "DataLoader workers can exhaust it: \"Too many open files\"",
                   detail=("torch shares worker tensors through file descriptors by default; with several workers the "
-                          "limit is reached and loading fails with \"received 0 items of ancdata\"."),
+                          "limit is reached and loading fails with \"received 0 items of ancdata\" or \"OSError: "
+                          "[Errno 24] Too many open files\" (EMFILE, glibc's text: data/errno_texts.json)."),
                   fix=fix, subjects=[], evidence={"soft": soft, "hard": hard,
                                                   "sharing_strategy": host.get("default_sharing_strategy")})
 
