@@ -26,7 +26,8 @@ def test_every_row_names_its_source():
                            "last_toolkit_of_arch",  # round 21 (check23): GPU032, a GPU older than the toolkit
                            "rocm_user_kernel_window",  # round 21 (check23): GPU036, torch's ROCm vs the host's
                            "rocm_wheel_target_torch",  # round 21 (check24): GPU036, targets the wheels gained later
-                           "torch_bundled_cudnn"}  # round 21 (check24): PKG016, the cuDNN in torch/lib before 2.1
+                           "torch_bundled_cudnn",  # round 21 (check24): PKG016, the cuDNN in torch/lib before 2.1
+                           "conda_torch_build_string"}  # round 22 (check25): PKG016, a conda torch's cuDNN
     for name, table in tables.items():
         assert table["rows"], name
         for row in table["rows"]:

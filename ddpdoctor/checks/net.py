@@ -217,6 +217,12 @@ def master_addr_unreachable(snap):
         (_matches_machine_hostname), so on a job across nodes each node hosts its own store and
         waits for the others there (mlc-ai/pith-train#91: `scontrol ... || echo localhost` in a
         container without scontrol).
+        A recorded torchrun command of several nodes that leaves them to the parser's defaults does
+        the same: --rdzv-backend c10d with no --rdzv-endpoint (default '', localhost), or the static
+        backend with no --master-addr (default 127.0.0.1). And under torchrun, the node that hosts
+        the store (node rank 0 of the static rendezvous, or the one node of --nnodes 1) given a
+        --master-addr that resolves only to other hosts: its TCPStore(master_addr, ...,
+        is_master=True) connects there and times out (static_tcp_rendezvous.py; hiyouga/LlamaFactory#3715).
 
         Node names that resolve to another network: on a job across nodes, MASTER_ADDR resolves
         only to addresses outside every subnet of this host's interfaces, and this host's own name
@@ -364,9 +370,18 @@ def _rdzv_endpoint_loopback(snap, env):
     localhost and any loopback address as this machine, so every node's agent starts its own TCPStore and
     waits there for the others (pytorch/pytorch torch/distributed/elastic/rendezvous/utils.py at 01283177;
     c10d_rendezvous_backend.py `_create_tcp_store`). The static backend uses MASTER_ADDR, judged above."""
+    from ddpdoctor.facts.launch import command_of
+
     backend = str(env.get("PET_RDZV_BACKEND") or "").strip().lower()
-    if backend != "c10d" or "PET_RDZV_ENDPOINT" not in env:
+    cmd = command_of(snap, "torchrun")
+    opts = (cmd or {}).get("options") or {}
+    if backend == "static" and cmd and not opts.get("master_addr") and not env_of(snap).get("PET_MASTER_ADDR"):
+        # a recorded torchrun command with no --master-addr: its static rendezvous uses the parser's default,
+        # 127.0.0.1 (torch/distributed/run.py --master-addr default), on every node
+        yield from _static_master_default_loopback(snap, env)
         return
+    if backend != "c10d" or ("PET_RDZV_ENDPOINT" not in env and not cmd):
+        return  # an endpoint a recorded command does not give is torchrun's default, '' (localhost)
     raw = str(env.get("PET_RDZV_ENDPOINT") or "").strip()
     host = "localhost"
     if raw:
@@ -381,7 +396,9 @@ def _rdzv_endpoint_loopback(snap, env):
 
     hosts = hosts_counted(snap)
     make = error if hosts and hosts > 1 else warning
-    yield make(f"torchrun's rendezvous endpoint PET_RDZV_ENDPOINT={raw!r} is loopback but the job spans {spread}",
+    given = ("PET_RDZV_ENDPOINT=" + repr(raw) if "PET_RDZV_ENDPOINT" in env_of(snap) else
+             f"--rdzv-endpoint {raw}" if raw else "(--rdzv-endpoint not given: torchrun's default '', localhost)")
+    yield make(f"torchrun's rendezvous endpoint {given} is loopback but the job spans {spread}",
                detail=("torch reads an empty endpoint as localhost, and takes localhost or a loopback address as this "
                        "machine, so the agent of every node starts its own rendezvous store and waits there for the "
                        "others: the nodes never meet and the job hangs until the rendezvous timeout."
@@ -391,6 +408,31 @@ def _rdzv_endpoint_loopback(snap, env):
                     '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1), failing loudly if scontrol is missing'),
                subjects=["PET_RDZV_ENDPOINT"],
                evidence={"PET_RDZV_ENDPOINT": raw, "host": host, "why_multi_node": spread, "hosts_from_scheduler": hosts})
+
+
+def _static_master_default_loopback(snap, env):
+    """torchrun --nnodes N>1 with the static rendezvous and no --master-addr: every node's agent takes the default
+    127.0.0.1 as the store's host (torch/distributed/run.py: --master-addr default "127.0.0.1"; static_tcp_rendezvous
+    connects to it), so the nodes other than node rank 0 look for the store on themselves."""
+    nn = _pet_nnodes_max(env)
+    if not nn or nn < 2 or env_of(snap).get("MASTER_ADDR"):
+        return  # a worker's MASTER_ADDR (torchrun's own) is judged by the loopback arm of NET002
+    from ddpdoctor.facts.net import hosts_counted
+
+    hosts = hosts_counted(snap)
+    make = error if hosts and hosts > 1 else warning
+    yield make(f"torchrun --nnodes {env.get('PET_NNODES')} without --master-addr: every node looks for the rendezvous "
+               "store at the default 127.0.0.1",
+               detail=("torchrun's static rendezvous (its default backend) takes its store's address from --master-addr, "
+                       "whose default is 127.0.0.1: node rank 0 starts the store on itself and every other node "
+                       "connects to its own loopback, finds nothing and times out."
+                       + ("" if hosts else " (The figures count launch agents, not hosts: if every agent runs on this "
+                                           "host, loopback is right.)")),
+               fix=("torchrun --nnodes N --node-rank R --master-addr <host of node rank 0> --master-port 29500 ...   "
+                    "# or --rdzv-backend c10d --rdzv-endpoint <host:port> on every node"),
+               subjects=["arg:master_addr", "MASTER_ADDR"],
+               evidence={"nnodes": env.get("PET_NNODES"), "master_addr": "127.0.0.1 (default)",
+                         "hosts_from_scheduler": hosts})
 
 
 def _rank0_not_on_master(snap, addr: str):
@@ -405,6 +447,9 @@ def _rank0_not_on_master(snap, addr: str):
 
     launcher = snap.get("launcher") or {}
     env = env_of(snap)
+    if launcher.get("kind") == "torchrun":
+        yield from _store_node_not_on_master(snap, addr)
+        return
     if launcher.get("elastic_run_id") or launcher.get("kind") in ("torchrun", "accelerate") \
             or str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true":
         return
@@ -422,6 +467,60 @@ def _rank0_not_on_master(snap, addr: str):
                      "MASTER_ADDR names (first host of the job's node list)"),
                 subjects=["MASTER_ADDR", "RANK", f"host:{addr}"],
                 evidence={"MASTER_ADDR": addr, "resolved": other, "rank": 0, "launcher": launcher.get("kind")})
+
+
+def _store_node_not_on_master(snap, addr: str):
+    """Under torchrun, the node that must host the rendezvous store names another host as MASTER_ADDR. torchrun's
+    default rendezvous is `static` (torch/distributed/run.py: --rdzv-backend default "static", its endpoint
+    --master-addr:--master-port, its rank --node-rank): StaticTCPRendezvous.next_rendezvous creates
+    TCPStore(master_addr, master_port, is_master=rank == 0), "the listener on the agent with group_rank=0", whose own
+    client then connects to master_addr (pytorch/pytorch torch/distributed/elastic/rendezvous/
+    static_tcp_rendezvous.py @109673f9). So node rank 0 of a static rendezvous, and the one node of a job of one node,
+    must be the host MASTER_ADDR names; when it resolves only to other hosts' addresses the connect times out
+    ("The client socket has failed to connect to ...:29500 (errno: 110 - Connection timed out)",
+    hiyouga/LlamaFactory#3715). --standalone rendezvous on localhost and is not judged; a recorded torchrun command
+    is needed (its backend and node count)."""
+    from ddpdoctor.facts.launch import command_of
+    from ddpdoctor.facts.net import master_elsewhere
+
+    cmd = command_of(snap, "torchrun")
+    if not cmd:
+        return
+    opts = cmd.get("options") or {}
+    if opts.get("standalone"):
+        return
+    launcher = snap.get("launcher") or {}
+    # torchrun reads --master-addr (PET_MASTER_ADDR), never the shell's MASTER_ADDR: judge the address it was given,
+    # or the one it handed its workers (this process is one: TORCHELASTIC_RUN_ID)
+    given = str(opts.get("master_addr") or "").strip()
+    if given != addr.strip() if given else not launcher.get("elastic_run_id"):
+        return
+    backend = str(opts.get("rdzv_backend") or "static").strip().lower()
+    nnodes = str(opts.get("nnodes") or "1").strip()
+    one_node = nnodes in ("1", "1:1")
+    node_rank = launcher.get("node_rank")
+    if node_rank is None:
+        node_rank = int(opts["node_rank"]) if str(opts.get("node_rank") or "0").strip().isdigit() else None
+    static_master = backend == "static" and node_rank == 0
+    if not (one_node or static_master):
+        return
+    other = master_elsewhere(snap)
+    if not other:
+        return
+    why = (f"a job of one node (--nnodes {nnodes})" if one_node else
+           "node rank 0 of torchrun's static rendezvous")
+    yield error(f"MASTER_ADDR={addr!r} ({other}) is another host, but this node hosts the rendezvous store: {why}",
+                detail=("torchrun's static rendezvous (its default when --master-addr/--master-port are given) starts "
+                        "the store on the agent of node rank 0 and connects to it at MASTER_ADDR:MASTER_PORT "
+                        "(TCPStore(master_addr, master_port, is_master=rank == 0), torch/distributed/elastic/rendezvous/"
+                        "static_tcp_rendezvous.py); on a job of one node every rank runs here. With MASTER_ADDR naming "
+                        "another machine the connection goes there and times out: \"The client socket has failed to "
+                        "connect to ...:MASTER_PORT (errno: 110 - Connection timed out)\"."),
+                fix=("torchrun --standalone --nproc-per-node N train.py   # one node; or --master-addr <this host's "
+                     "address> (127.0.0.1 on one node)"),
+                subjects=["MASTER_ADDR", f"host:{addr}"],
+                evidence={"MASTER_ADDR": addr, "resolved": other, "rdzv_backend": backend, "nnodes": nnodes,
+                          "node_rank": node_rank})
 
 
 def _link_local_only(iface: dict, netfacts) -> bool:

@@ -114,10 +114,11 @@ def open_file_limit_low(snap):
     fix = (f"ulimit -n {target}" if target > soft else
            "sudo sh -c 'echo \"* soft nofile 65536\\n* hard nofile 65536\" >> /etc/security/limits.conf'   # hard limit is low too")
     fix += '\n# or in Python: torch.multiprocessing.set_sharing_strategy("file_system")'
-    yield warning(f"open-file limit is {soft} (hard {hard if hard is not None else 'unlimited'}); "
-                  "DataLoader workers can exhaust it",
+    yield warning(f"open-file limit (ulimit -n) is {soft} (hard {hard if hard is not None else 'unlimited'}); "
+                  "DataLoader workers can exhaust it: \"Too many open files\"",
                   detail=("torch shares worker tensors through file descriptors by default; with several workers the "
-                          "limit is reached and loading fails with \"received 0 items of ancdata\"."),
+                          "limit is reached and loading fails with \"received 0 items of ancdata\" or \"OSError: "
+                          "[Errno 24] Too many open files\" (EMFILE, glibc's text: data/errno_texts.json)."),
                   fix=fix, subjects=[], evidence={"soft": soft, "hard": hard,
                                                   "sharing_strategy": host.get("default_sharing_strategy")})
 
@@ -178,7 +179,7 @@ def rdma_memlock_limit_low(snap):
 MEM_PER_RANK = 4 * GiB  # a guess at what one training rank and its DataLoader workers hold in host memory
 
 
-@check("SYS004", "container-memory-limit-low", family="system", needs=("host", "launcher"), reads=("env",))
+@check("SYS004", "container-memory-limit-low", family="system", needs=("host", "launcher"), reads=("env", "launch"))
 def container_memory_limit_low(snap):
     """The cgroup (container) memory limit is small for the ranks on this host.
 
@@ -192,6 +193,11 @@ def container_memory_limit_low(snap):
         read, the limit is reported as unknown (a note), never assumed absent. Where no limit binds,
         the host's own RAM (MemTotal) against the same 4 GiB guess for each of two or more local ranks
         that the launch declares (LOCAL_WORLD_SIZE, the launch command's process count).
+        When the checkpoint the launch loads is known (the model option's directory, or its Hub cache
+        snapshot: the size of its weight files beside config.json), the local ranks x that size
+        against the memory that binds (the cgroup's limit, else MemAvailable) instead of the guess:
+        every process loads the whole checkpoint into CPU memory unless loading is left to one
+        (accelerate FSDP's cpu_ram_efficient_loading, off by default; DeepSpeed ZeRO-3's zero.Init).
 
     Why it matters
         Inside the container, free and psutil show the host's memory, but the kernel's OOM killer
@@ -220,7 +226,12 @@ def container_memory_limit_low(snap):
         return
     total = (host.get("memory") or {}).get("total_bytes")
     if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0 or (isinstance(total, int) and limit >= total):
-        yield from _host_memory_low(snap, host, total)  # no limit binds: the host's own RAM does
+        copies = list(_checkpoint_copies_past_memory(snap, host, None))
+        yield from copies or _host_memory_low(snap, host, total)  # no limit binds: the host's own RAM does
+        return
+    copies = list(_checkpoint_copies_past_memory(snap, host, limit))
+    if copies:
+        yield from copies
         return
     nlocal, source = local_ranks(snap)
     need = nlocal * MEM_PER_RANK
@@ -244,6 +255,53 @@ def container_memory_limit_low(snap):
                   "local_ranks": nlocal,
                   "wanted_bytes_guess": need, "shm_size_bytes": shm, "container": host.get("container")},
     )
+
+
+def _checkpoint_copies_past_memory(snap, host, limit):
+    """SYS004 when the checkpoint the launch loads is known (its weight files beside its config.json): every local
+    rank loads the whole of it into CPU memory before moving it to the GPU (data/precision_calls.json
+    model_config.weights: accelerate's cpu_ram_efficient_loading, off by default, is what leaves it to one process),
+    so ranks x its size against the memory that binds: the cgroup's limit, else MemAvailable (else MemTotal)."""
+    from ddpdoctor.facts.launch import model_config_table, model_weights  # noqa: PLC0415
+    from ddpdoctor.facts.env import truthy  # noqa: PLC0415
+
+    weights = model_weights(snap)
+    if not weights:
+        return
+    rule = model_config_table()["weights"]
+    env = env_of(snap)
+    if any(truthy(env.get(k)) for k in rule["sharded_loading_env"]):
+        return
+    size, files, option, path = max(weights, key=lambda w: w[0])
+    reading = local_ranks(snap)
+    nlocal = max(1, reading.value or 1)
+    mem = host.get("memory") or {}
+    if limit is not None:
+        budget, what = limit, "the cgroup's memory limit"
+    elif isinstance(mem.get("available_bytes"), int) and mem["available_bytes"] > 0:
+        budget, what = mem["available_bytes"], "this host's available memory (MemAvailable)"
+    elif isinstance(mem.get("total_bytes"), int) and mem["total_bytes"] > 0:
+        budget, what = mem["total_bytes"], "this host's memory (MemTotal)"
+    else:
+        return
+    need = nlocal * size
+    if need <= budget:
+        return
+    yield warning(
+        f"{nlocal} local rank(s) each loading the {_fmt(size)} checkpoint ({path}) need {_fmt(need)} of host memory; "
+        f"{what} is {_fmt(budget)}",
+        detail=(f"The model option {option} names a checkpoint of {files} weight file(s), {_fmt(size)} on disk. Unless "
+                "loading is sharded or left to one process (accelerate FSDP's cpu_ram_efficient_loading, "
+                "FSDP_CPU_RAM_EFFICIENT_LOADING=true: 'only the first process loads the pretrained model checkpoint'; "
+                "DeepSpeed ZeRO-3's zero.Init), every rank holds the whole checkpoint in CPU memory before it moves to "
+                "the GPU, and past that memory the kernel's OOM killer ends one ('Killed', signal 9, exit code -9). "
+                "The figure is the weights alone, at their size on disk: a lower bound. "
+                f"Local ranks: {reading.source}."),
+        fix=("FSDP_CPU_RAM_EFFICIENT_LOADING=true (accelerate FSDP, with sync_module_states) or DeepSpeed ZeRO-3 "
+             "(zero.Init) so that one process loads the checkpoint; else fewer ranks per host or a host with more RAM"),
+        subjects=["path:/proc/meminfo", f"arg:{str(option).lstrip('-')}"],
+        evidence={"weights_bytes": size, "weights_files": files, "model": path, "local_ranks": nlocal,
+                  "needed_bytes": need, "budget_bytes": budget, "budget": what})
 
 
 def _host_memory_low(snap, host, total):

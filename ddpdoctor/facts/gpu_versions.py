@@ -140,6 +140,19 @@ def torch_bundled_cudnn() -> Dict[Tuple[str, str], str]:
     return {(t, r["cuda"]): r["cudnn"] for r in rows("torch_bundled_cudnn") for t in r["torch"]}
 
 
+def conda_build_cudnn(builds) -> Optional[str]:
+    """The cuDNN a pytorch-channel conda build of torch was built with, from its build string (conda_torch_build_string:
+    py3.9_cuda11.3_cudnn8.2.0_0 -> '8.2.0'); None when no build string names one (a CPU or conda-forge build)."""
+    import re
+
+    for pattern in (r["pattern"] for r in rows("conda_torch_build_string")):
+        for b in builds or ():
+            m = re.search(pattern, str(b))
+            if m:
+                return m.group("cudnn")
+    return None
+
+
 def gfx_parts(gfx: str) -> Optional[Tuple[int, int, int]]:
     """(major, minor, stepping) of a target name as LLVM's AMDGPU names spell it: gfx90c -> (9, 0, 12),
     gfx1032 -> (10, 3, 2); the last two characters are the minor and the stepping, hexadecimal. None otherwise."""

@@ -301,7 +301,15 @@ def parse_command(argv: list) -> Optional[dict]:
     argv = [str(a) for a in argv or []]
     kind, i = which_launcher(argv)
     if kind is None:
-        return None
+        # an inference server started as its own launcher (`vllm serve M -tp 4`, `python -m sglang.launch_server
+        # --nnodes 2 ...`): recorded with its engine facts, as `check -- CMD` records it (pipeline.check)
+        serving = serving_command(argv)
+        if not serving:
+            return None
+        out = {"launcher": serving["engine"], "options": {}, "program": None, "serving": serving}
+        if serving.get("model"):
+            out["script_models"] = {serving["model_option"]: serving["model"]}
+        return out
     flags, kept, short = _FLAGS[kind], KEPT[kind], _SHORT.get(kind, {})
     options: dict = {}
     program = None
@@ -587,6 +595,18 @@ def accelerate_launch_mode(cmd: Optional[dict], config: Optional[dict], default_
 
 
 @functools.lru_cache(maxsize=1)
+def model_weights(snap) -> list:
+    """[(bytes, files, option, path)] of the checkpoints the recorded launch commands load, as gathered beside their
+    config.json (model_configs[].weights_bytes; data/precision_calls.json model_config.weights)."""
+    out = []
+    for cmd in commands(snap):
+        for m in cmd.get("model_configs") or []:
+            n = m.get("weights_bytes") if isinstance(m, dict) else None
+            if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                out.append((n, m.get("weights_files"), m.get("option"), m.get("path")))
+    return out
+
+
 def serving_table() -> dict:
     """data/serving.json: the inference servers check reads a launch of (vLLM, SGLang), their options and rules."""
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "serving.json")
@@ -640,6 +660,7 @@ def serving_command(argv: list) -> Optional[dict]:
         return {"engine": row["name"], "model": model, "model_option": option,
                 "dtype": _option_value(rest, row.get("dtype_options") or []),
                 "multi_node": _multi_node(rest, row.get("multi_node") or {}),
+                "nodes": _node_count(rest, row.get("multi_node") or {}),
                 "tensor_parallel": size(row["tensor_parallel_options"]),
                 "pipeline_parallel": size(row["pipeline_parallel_options"])}
     return None
@@ -655,6 +676,24 @@ def _multi_node(args: list, rule: dict) -> bool:
         if want == "*" and got.strip().isdigit() and int(got) > 1 or want != "*" and got.strip().lower() == want:
             return True
     return False
+
+
+def _node_count(args: list, rule: dict) -> Optional[int]:
+    """The node count the server's own options give (a multi_node option whose value is a count, '*' in
+    data/serving.json: SGLang's --nnodes), else None."""
+    for option, want in (rule.get("options") or {}).items():
+        got = _option_value(args, [option]) if want == "*" else None
+        if got is not None and got.strip().isdigit():
+            return int(got)
+    return None
+
+
+def serving_nodes(snap) -> Optional[tuple]:
+    """(engine, nodes) for a recorded inference-server launch whose own options spread it over nodes > 1."""
+    for _cmd, srv in serving_of(snap):
+        if isinstance(srv.get("nodes"), int) and srv["nodes"] > 1:
+            return srv.get("engine"), srv["nodes"]
+    return None
 
 
 def serving_of(snap) -> list:

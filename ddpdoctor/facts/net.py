@@ -218,6 +218,11 @@ def multi_node(snap) -> Optional[str]:
     nnodes = launcher.get("nnodes") or env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
     if nnodes and nnodes > 1:
         return f"{nnodes} nodes"
+    from ddpdoctor.facts.launch import serving_nodes  # noqa: PLC0415
+
+    served = serving_nodes(snap)  # an inference server's own node count (SGLang --nnodes 2; data/serving.json)
+    if served:
+        return f"{served[1]} nodes ({served[0]} --nnodes {served[1]})"
     lw, w = launcher.get("local_world_size"), launcher.get("world_size")
     if lw and w and w > lw:
         return f"WORLD_SIZE={w} > LOCAL_WORLD_SIZE={lw}"

@@ -177,8 +177,36 @@ def model_config_facts(src: Sources, models: dict, cwd: Optional[str]) -> list:
         heads = _attention_heads(doc)
         if heads is not None:
             fact["heads"] = heads
+        weights = _weights_on_disk(src, os.path.dirname(config))
+        if weights:
+            fact["weights_bytes"], fact["weights_files"] = weights
         out.append(fact)
     return out
+
+
+def _weights_on_disk(src: Sources, folder: str) -> Optional[tuple]:
+    """(bytes, files) of the checkpoint's weight files in `folder` (data/precision_calls.json model_config.weights:
+    model*.safetensors, else pytorch_model*.bin; the Hub cache's symlinks followed to their blobs); stat only, at most
+    max_files names; None when there is none or the folder cannot be listed."""
+    from ddpdoctor.facts.launch import model_config_table  # noqa: PLC0415
+
+    rule = model_config_table()["weights"]
+    try:
+        names = sorted(os.listdir(src.path(folder)))[: int(rule["max_files"])]
+    except OSError:
+        return None
+    for prefix, suffix in rule["prefixes"].items():
+        total, files = 0, 0
+        for n in names:
+            if n.startswith(prefix) and n.endswith(suffix):
+                try:
+                    total += os.stat(src.path(os.path.join(folder, n))).st_size
+                    files += 1
+                except OSError:
+                    continue
+        if files:
+            return total, files
+    return None
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
@@ -415,6 +443,7 @@ FIELDS = {
     "commands[].model_configs[]": OBJ, "commands[].model_configs[].option": STR, "commands[].model_configs[].path": STR,
     "commands[].model_configs[].config": STR, "commands[].model_configs[].key": STR,
     "commands[].model_configs[].dtype": STR, "commands[].model_configs[].heads": INT,
+    "commands[].model_configs[].weights_bytes": INT, "commands[].model_configs[].weights_files": INT,
     "commands[].serving": OBJ, "commands[].serving.engine": STR, "commands[].serving.model": STR,
     "commands[].serving.model_option": STR, "commands[].serving.tensor_parallel": INT,
     "commands[].serving.pipeline_parallel": INT, "commands[].serving.dtype": STR, "commands[].serving.multi_node": BOOL,

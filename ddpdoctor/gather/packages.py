@@ -13,7 +13,9 @@ from ddpdoctor.gather.native import (extension_cxx_needs, ld_cuda_libs, ld_torch
                                      torch_nccl, torch_site)
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
-                 "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
+                 "nvidia-ml-py", "pynvml",
+                 # check25: Intel's mkl-service, whose threading-layer choice refuses GNU OpenMP (PKG021)
+                 "mkl-service", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
                  "lightning", "pytorch-lightning", "horovod", "flash-attn", "triton", "pytorch-triton",
                  "pytorch-triton-rocm", "xformers",
                  # check17b: the CUDA library wheels torch's pip builds load (PKG016 compares LD_LIBRARY_PATH's copies)
@@ -110,6 +112,7 @@ FIELDS = {
     "torch_installs": OBJ, "torch_installs.dists": LIST, "torch_installs.dists[]": OBJ,
     "torch_installs.dists[].version": STR, "torch_installs.dists[].location": STR, "torch_installs.conda": LIST,
     "torch_installs.conda[]": STR, "torch_installs.cwd_shadow": STR,
+    "torch_installs.conda_builds": LIST, "torch_installs.conda_builds[]": STR,
 }
 
 
@@ -657,6 +660,7 @@ def torch_installs(cwd: Optional[str] = None, dists=None, conda_names=None) -> d
             uniq.append({"version": d.get("version"), "location": loc})
     if uniq:
         out["dists"] = uniq[:8]
+    builds: list = []
     if conda_names is None:
         conda_names = []
         for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
@@ -668,9 +672,12 @@ def torch_installs(cwd: Optional[str] = None, dists=None, conda_names=None) -> d
                 rec = parse_conda_meta_name(n)
                 if rec and rec["name"] in CONDA_TORCH_PACKAGES:
                     conda_names.append(f"{rec['name']}-{rec['version']}")
+                    builds.append(n[:-5].rsplit("-", 2)[2])  # check25: its build string names the cuDNN (PKG016)
             break
     if conda_names:
         out["conda"] = list(conda_names)[:8]
+    if builds:
+        out["conda_builds"] = builds[:8]
     try:
         here = os.path.abspath(cwd or os.getcwd())
         cand = os.path.join(here, "torch")

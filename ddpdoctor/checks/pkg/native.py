@@ -182,7 +182,10 @@ def ld_library_path_cuda_libs_vs_torch(snap):
         torch's own check refuses (another major, or a minor below the one it was built with, where that is
         known: data/gpu_versions.json torch_bundled_cudnn, the cuDNN pytorch/builder's install_cuda.sh put in
         each CUDA version's build image - 1.12/1.13 +cu116 8.3.2, 1.13/2.0 +cu117 8.5.0, 2.0 +cu118 8.7.0,
-        1.12 +cu113 8.3.2) is a warning; one whose fit is not known is info.
+        1.12 +cu113 8.3.2) is a warning; one whose fit is not known is info. The same for a conda build of torch
+        from the pytorch channel, whose build string names the cuDNN it was built with
+        (py3.9_cuda11.3_cudnn8.2.0_0: pytorch/builder conda/build_pytorch.sh; data/gpu_versions.json
+        conda_torch_build_string).
 
     Why it matters
         torch's pip wheels find their nvidia-* libraries through DT_RUNPATH, and ld.so searches LD_LIBRARY_PATH
@@ -262,12 +265,16 @@ def _ld_cudnn_vs_bundled(pk, versions):
     torch_v = str(versions.get("torch") or "")
     build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
     cuda = str(build.get("cuda") or "")
-    if "+cu" not in torch_v or not cuda:
+    installs = pk.get("torch_installs") if isinstance(pk.get("torch_installs"), dict) else {}
+    # a pytorch-channel conda build names its cuDNN in its build string (py3.9_cuda11.3_cudnn8.2.0_0: check25)
+    conda = gpu_versions.conda_build_cudnn(installs.get("conda_builds")) if installs.get("conda") else None
+    if ("+cu" not in torch_v and not conda) or not cuda:
         return
     rel = gpu_versions.release(torch_v)
-    if rel[:2] >= TORCH_CUDNN_WHEELS_SINCE:
+    if not conda and rel[:2] >= TORCH_CUDNN_WHEELS_SINCE:
         return  # its '+cu' wheels take cuDNN from nvidia-cudnn: without that wheel, torch came from elsewhere (conda, NGC)
-    own = gpu_versions.torch_bundled_cudnn().get((".".join(str(x) for x in rel[:2]), ".".join(cuda.split(".")[:2])))
+    own = conda or gpu_versions.torch_bundled_cudnn().get((".".join(str(x) for x in rel[:2]),
+                                                           ".".join(cuda.split(".")[:2])))
     for lib in pk.get("ld_cuda_libs") or []:
         if not isinstance(lib, dict):
             continue
@@ -284,7 +291,8 @@ def _ld_cudnn_vs_bundled(pk, versions):
         where = str(lib.get("dir"))
         name = f"{lib.get('name')} {lib.get('version') or '(version unknown)'}"
         make = warning if refused else info
-        yield make(f"LD_LIBRARY_PATH puts {name} ({where}) before the cuDNN torch {torch_v} carries"
+        carries = f"the cuDNN conda's torch {torch_v} was built with" if conda else f"the cuDNN torch {torch_v} carries"
+        yield make(f"LD_LIBRARY_PATH puts {name} ({where}) before {carries}"
                    + (f" ({own}): torch refuses it" if refused else ""),
                    detail=("This torch brings its own cuDNN in torch/lib, found through its RUNPATH; ld.so searches "
                            "LD_LIBRARY_PATH first (ld.so(8)), so this copy is loaded"
@@ -296,7 +304,8 @@ def _ld_cudnn_vs_bundled(pk, versions):
                               "which it was built with is not known here.")),
                    fix=f"unset LD_LIBRARY_PATH   # or drop {where} from it; torch brings its own cuDNN",
                    subjects=["env:LD_LIBRARY_PATH", "pkg:torch"],
-                   evidence={"library": lib, "torch": torch_v, "torch_cudnn": own})
+                   evidence={"library": lib, "torch": torch_v, "torch_cudnn": own,
+                             "from": "conda build string" if conda else "pip '+cu' wheel table"})
         return
 
 
@@ -347,9 +356,10 @@ def glibc_older_than_torch_binaries(snap):
                           "platform": host.get("platform")})
 
 
-@check("PKG021", "duplicate-intel-openmp", family="packages", needs=("packages",), reads=("env", "host"))
+@check("PKG021", "duplicate-intel-openmp", family="packages", needs=("packages",), reads=("env", "host", "launcher", "launch"))
 def duplicate_intel_openmp(snap):
-    """torch carries its own copy of Intel's OpenMP runtime, and the environment holds another.
+    """torch carries its own copy of Intel's OpenMP runtime, and the environment holds another; or MKL's threading
+    layer is set (or left to mkl-service) to Intel's runtime while torch loads GNU's.
 
     What it checks
         packages.openmp_runtimes: the OpenMP runtime libraries in torch's own directories (torch/lib,
@@ -369,6 +379,19 @@ def duplicate_intel_openmp(snap):
         runtime's words "unsafe, unsupported, undocumented", and "may cause crashes or silently
         produce incorrect results".
 
+    Also
+        mkl-service (conda's MKL numpy imports it) with a GNU OpenMP runtime recorded (the libgomp torch
+        loads on Linux): MKL_THREADING_LAYER=INTEL, or MKL_THREADING_LAYER unset on a job that starts
+        several processes. mkl-service's initialiser refuses Intel's layer once another OpenMP runtime is
+        loaded: "Error: mkl-service + Intel(R) MKL: MKL_THREADING_LAYER=INTEL is incompatible with
+        libgomp.so.1 library. Try to import numpy first or set the threading layer accordingly. Set
+        MKL_SERVICE_FORCE_INTEL to force it." and exit(1) (a warning when INTEL is set); left unset, it
+        picks INTEL when it is imported before torch and exports MKL_THREADING_LAYER=INTEL to every process
+        started later, so spawned ranks that import torch before numpy exit; that depends on the parent's
+        import order (torchrun imports torch first and exports GNU), which is not read: a note
+        (IntelPython/mkl-service mkl/_mklinitmodule.c, _preload_threading_layer; data/mkl_threading.json;
+        pytorch/pytorch#37377). Fix: export MKL_THREADING_LAYER=GNU.
+
     Example
         pip install torch in a conda environment whose numpy is MKL's (conda's intel-openmp).
 
@@ -378,6 +401,7 @@ def duplicate_intel_openmp(snap):
     """
     from ddpdoctor.facts.env import env_of  # noqa: PLC0415
 
+    yield from _mkl_layer_vs_libgomp(snap)
     runtimes = (snap["packages"].get("openmp_runtimes") or [])
     # LLVM's libomp is the same runtime as Intel's (llvm-project openmp/runtime: one kmp_runtime.cpp, whose
     # __kmp_register_library_startup registers __KMP_REGISTERED_LIB_<pid> for either): a libomp beside a libiomp5
@@ -406,6 +430,38 @@ def duplicate_intel_openmp(snap):
                 subjects=["pkg:torch"] + (["KMP_DUPLICATE_LIB_OK"] if allowed else []),
                 evidence={"intel_openmp": paths, "owners": sorted(o for o in owners if o),
                           "kmp_duplicate_lib_ok": allowed})
+
+
+def _mkl_layer_vs_libgomp(snap):
+    """mkl-service refuses MKL_THREADING_LAYER=INTEL once GNU OpenMP is loaded (facts.openmp, data/mkl_threading.json)."""
+    from ddpdoctor.facts import openmp  # noqa: PLC0415
+    from ddpdoctor.facts.env import env_of  # noqa: PLC0415
+    from ddpdoctor.facts.ranks import local_ranks, world_size  # noqa: PLC0415
+
+    pk = snap["packages"]
+    env = env_of(snap)
+    processes = max(local_ranks(snap).value or 1, world_size(snap).value or 1)
+    hit = openmp.mkl_layer_conflict(pk.get("versions") or {}, pk.get("openmp_runtimes") or [], env, processes)
+    if not hit:
+        return
+    data = openmp.mkl_threading()
+    src = data["source"]
+    how = ("MKL_THREADING_LAYER=INTEL is set" if hit["rule"] == "set_intel" else
+           f"MKL_THREADING_LAYER is unset on a job of {processes} processes: a process that imports numpy (mkl-service) "
+           "before torch picks INTEL and exports it to the processes it starts afterwards (torch.multiprocessing "
+           "spawn, a program's own workers); a launcher that imports torch first (torchrun) exports GNU instead, so "
+           "whether it happens depends on the import order, which check does not read (a note, not a verdict)")
+    # set: every process that imports torch first exits; unset: only the children of a parent that imported numpy first
+    make = warning if hit["rule"] == "set_intel" else info
+    yield make(f"{hit['service']} {hit['version']} with GNU OpenMP ({hit['runtime']}): MKL_THREADING_LAYER=INTEL is "
+                  f"incompatible with {hit['runtime']}, a process that loads torch before numpy exits",
+                  detail=(f"{how}. When a process has loaded torch's GNU OpenMP runtime first, mkl-service's initialiser "
+                          f"prints \"{data['message'].split(chr(10))[0] % hit['runtime']}\" and calls exit(1) "
+                          f"({src['repo']} {src['path']}, {src['symbol'].split(' ')[0]}; pytorch/pytorch#37377)."),
+                  fix=data["fix"] + "   # or import numpy before torch in every process",
+                  subjects=["MKL_THREADING_LAYER", f"pkg:{hit['service']}", "pkg:torch"],
+                  evidence={"rule": hit["rule"], hit["service"]: hit["version"], "openmp_runtime": hit["path"],
+                            "MKL_THREADING_LAYER": hit["layer"], "processes": processes})
 
 
 @check("PKG024", "ld-library-path-other-libtorch", family="packages", needs=("packages",))
