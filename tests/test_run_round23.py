@@ -1,0 +1,175 @@
+"""Round 22 (issue 27), run23. 1. A rank still running alone after every other rank finished and exited cleanly was
+RUN007 "stall unexplained" (run-r21c j2: rank 1 asleep in its optimizer step, rank 0 done and gone), though the exits
+explain it: RUN027 names the lone rank, its line and what it waits in (a collective no rank will join: more batches,
+more steps, an extra call; or its own code). 2. RUN010 gave a SIGKILLed rank's last COLLECTIVE's line as "its last
+recorded line" when the rank had completed that collective and gone on (run-r21c j8: killed in its optimizer step,
+named at the broadcast before): a line where it was is said only when a stack or the beacon puts it there."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from run_factory import coll, findings, frame, rank, section
+
+from ddpdoctor.facts import left_alone
+
+
+def _gone(n, step=6, dl=None, collectives=3):
+    """A rank that finished its script and exited cleanly (no end record: not a failure)."""
+    return rank(n, "exited", step=step, alive=False, doing="exited", user_frame=None, collectives=collectives,
+                dl=dl or {"n": 6, "len": 6, "end": True, "workers": 0})
+
+
+# ---- 1. RUN027: the lone rank after the others' clean exits
+
+def test_trigger_run027_lone_rank_in_backward_with_one_batch_more_is_uneven_batches():
+    lone = rank(0, "backward", 40, "loss.backward()", step=6, dl={"n": 7, "len": 7, "end": False, "workers": 0},
+                collectives=3)
+    found = findings(section([lone, _gone(1)]))
+    assert [f.id for f in found] == ["RUN027"], [(f.id, f.title) for f in found]
+    f = found[0]
+    assert f.severity == "error" and "rank 0 waits alone in the DDP gradient all-reduce" in f.title
+    assert "rank 1 finished and exited" in f.title and "uneven batches" in f.detail and "drop_last=True" in f.fix
+    assert "rank:0" in f.subjects and "line:40" in f.subjects and f.evidence["cause"] == "more-batches"
+
+
+def test_trigger_run027_cause_from_the_facts_steps_and_calls_or_a_guess_said_as_such():
+    same = {"n": 6, "len": 6, "end": True, "workers": 0}
+    lone = rank(0, "backward", step=8, dl=dict(same, end=False), collectives=3)
+    assert findings(section([lone, _gone(1, dl=same)]), "RUN027")[0].evidence["cause"] == "more-steps"
+    lone = rank(0, "collective", 55, step=6, coll=coll("all_gather", 4, line=55), dl=dict(same), collectives=4)
+    f = findings(section([lone, _gone(1, dl=same)]), "RUN027")[0]
+    assert f.evidence["cause"] == "extra-call" and "evaluation or a save" in f.detail
+    lone = rank(0, "backward", step=6, dl=dict(same), collectives=3)
+    f = findings(section([lone, _gone(1, dl=same)]), "RUN027")[0]
+    assert f.evidence["cause"] is None and "a guess" in f.detail
+
+
+def test_trigger_run027_lone_rank_asleep_in_its_own_code_no_collective_exchanged():
+    """run-r21c j2's class: rank 1 asleep outside any collective (no CPU), rank 0 ran to its end; the ranks exchanged
+    nothing (each trained alone) -> an error naming rank 1, its line and its step against rank 0's."""
+    lone = rank(1, "outside", 63, "trainer.train(checkpoint)", step=2, cpu_frac=0.0, collectives=0, coll_history=[])
+    found = findings(section([_gone(0, step=48, collectives=0), lone]))
+    assert [f.id for f in found] == ["RUN027"], [(f.id, f.title) for f in found]
+    f = found[0]
+    assert f.severity == "error" and f.title.startswith("rank 1 runs alone") and "train.py:63" in f.title
+    assert "rank 1 is at step 2; rank 0 ended at step 48" in f.detail and "exchanged no collective" in f.detail
+
+
+def test_quiet_run027_busy_lone_rank_is_a_warning_not_an_error():
+    """Quiet (no error): a lone rank computing (a rank-0 save, an evaluation) is work that may end."""
+    lone = rank(0, "busy", 70, "torch.save(state, path)", cpu_frac=0.9, doing="computing outside any collective")
+    f = findings(section([lone, _gone(1)]), "RUN027")
+    assert [x.severity for x in f] == ["warning"] and "it computes (90% of a core)" in f[0].detail
+
+
+def test_quiet_run027_when_no_rank_exited_or_one_failed_or_nothing_stalled():
+    """Quiet: every rank alive (RUN001/RUN002's cases); a rank that exited by a failure (RUN010's); no stall."""
+    live = [rank(0, "backward"), rank(1, "outside", 50)]
+    assert findings(section(live), "RUN027") == []
+    died = dict(_gone(1), end={"how": "exception", "exception": {"type": "ValueError", "message": "x"}},
+                state="died")
+    assert findings(section([rank(0, "backward"), died], death={"first_rank": 1}), "RUN027") == []
+    assert findings(section([rank(0, "backward"), _gone(1)], stall=False), "RUN027") == []
+
+
+def test_run007_stays_quiet_where_run027_speaks():
+    found = findings(section([rank(0, "backward", dl={"n": 7, "len": 7, "end": False, "workers": 0}), _gone(1)]))
+    assert "RUN007" not in [f.id for f in found]
+
+
+def test_left_alone_data_has_its_sources():
+    for c in left_alone.causes():
+        assert c["what"] and c["fix"] and c["sources"], c
+        for s in c["sources"]:
+            assert s["repo"] == "pytorch/pytorch" and len(s["commit"]) == 40 and s["quote"], s
+
+
+# ---- 2. RUN010: a SIGKILLed rank's last collective is context, not where it died
+
+def _killed(**kw):
+    r = rank(1, "died", 157, "dist.broadcast(flag, src=0)", step=2, alive=False, user_frame=frame(157, "dist.broadcast(flag, src=0)"),
+             coll=dict(coll("broadcast", 4, line=157), **kw), stack=None)
+    r["end"] = {"how": "signal", "signal": "SIGKILL", "secondary": False, "t": 10.0}
+    return r
+
+
+def _run010(r):
+    sec = section([r], stall=False, death={"first_rank": 1, "first_pid": r["pid"]})
+    return findings(sec, "RUN010")[0]
+
+
+def test_trigger_run010_sigkill_after_its_last_collective_completed_says_where_is_unknown():
+    f = _run010(_killed(**{"in": False}))
+    assert "last recorded line" not in f.title and ", at train.py:157" not in f.title, f.title
+    assert "not recorded" in f.title and "broadcast #4" in f.title and "completed" in f.title
+    assert "line:157" in f.subjects  # the last collective stays, as context
+
+
+def test_quiet_run010_sigkill_inside_its_collective_names_that_line():
+    f = _run010(_killed(**{"in": True}))
+    assert "train.py:157" in f.title and "not recorded" not in f.title, f.title
+
+
+# ---- for real: a lone rank asleep in its own code after the other rank's clean exit (Gloo, torchrun, 2 CPU ranks)
+
+ALONE_JOB = """
+import atexit, os, sys, time
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+def save_checkpoint(rank):
+    if FAULT and rank == 1:
+        time.sleep(3600)  # the fault: held in its own code after the training, the other rank gone
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    model = DDP(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(4):
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step(); opt.zero_grad()
+    dist.barrier()
+    print(f"rank {rank} trained", flush=True)
+    save_checkpoint(rank)
+    atexit._run_exitfuncs(); sys.stdout.flush()
+    os._exit(0)  # not Gloo's C++ teardown (fixtures/run/_ending.py says why)
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _alone_job(tmp_path, fault):
+    from test_run_faults import doctor
+
+    script = tmp_path / "alone_job.py"
+    script.write_text(ALONE_JOB.replace("FAULT", str(bool(fault))))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)]
+    return doctor(tmp_path, cmd, "--stall-after", "5", "--on-stall", "stop", "--grace", "1", timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(360)
+def test_real_rank_left_alone_after_the_others_exit_is_run027(tmp_path):
+    """For real: rank 1 asleep after the training, rank 0 ran to its end -> RUN027 rank 1 at the sleep's line (at
+    277280ce: RUN007 'stall unexplained')."""
+    from test_run_faults import run_findings
+
+    rc, out, rep = _alone_job(tmp_path, True)
+    assert "rank 0 trained" in out and "rank 1 trained" in out, out[-3000:]  # both reached the state the test needs
+    r0 = next(r for r in rep["run"]["ranks"] if r["rank"] == 0)
+    assert r0["state"] == "exited" and not r0.get("end"), r0  # rank 0 exited cleanly
+    found = run_findings(rep)
+    assert [f["id"] for f in found] == ["RUN027"], out[-4000:]
+    f = found[0]
+    assert "rank:1" in f["subjects"] and "alone_job.py:7" in f["title"] and "rank 0 finished and exited" in f["title"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(360)
+def test_real_quiet_the_same_job_without_the_sleep_has_no_finding(tmp_path):
+    from test_run_faults import run_findings
+
+    rc, out, rep = _alone_job(tmp_path, False)
+    assert "rank 0 trained" in out and "rank 1 trained" in out, out[-3000:]
+    assert rc == 0 and run_findings(rep) == [], out[-4000:]
