@@ -173,3 +173,92 @@ def test_real_quiet_the_same_job_without_the_sleep_has_no_finding(tmp_path):
     rc, out, rep = _alone_job(tmp_path, False)
     assert "rank 0 trained" in out and "rank 1 trained" in out, out[-3000:]
     assert rc == 0 and run_findings(rep) == [], out[-4000:]
+
+
+# ---- 3. RUN028: every rank at step 0 in the same set-up wait is a set-up hang, not a straggler; the supervisor counts it
+
+SP = "/venv/lib/python3.11/site-packages"
+DDP_INIT = [(f"{SP}/torch/distributed/utils.py", 300, "_sync_module_states"),
+            (f"{SP}/torch/nn/parallel/distributed.py", 1066, "__init__"), ("/job/train.py", 30, "main")]
+LOADING = [(f"{SP}/transformers/modeling_utils.py", 4000, "from_pretrained"), ("/job/train.py", 20, "main")]
+
+
+def _dump(frames):
+    return "Thread 0x0000000000000001 (most recent call first):\n" + "".join(
+        f'  File "{f}", line {ln} in {fn}\n' for f, ln, fn in frames)
+
+
+def _proc(rank, frames=None, phase="run", seq=1, op="barrier", step=0):
+    return {"pid": 10 + rank, "alive": True, "dump": _dump(frames) if frames else None, "cpu_frac": 0.0,
+            "running_frac": 0.0, "beacon": {"phase": phase, "rank": rank, "step": step, "seq": seq,
+                                            "coll": {"op": op, "group": 0, "line": "/job/train.py:25"}},
+            "info": {"rank": rank, "main_thread": 1, "lib": [SP + "/"]}}
+
+
+def test_trigger_same_setup_wait_every_rank_in_ddps_constructor_or_the_same_collective():
+    from ddpdoctor.run.section import same_setup_wait
+
+    assert same_setup_wait([_proc(0, DDP_INIT), _proc(1, DDP_INIT)], 100.0) == "ddp-init"
+    assert same_setup_wait([_proc(0, phase="coll"), _proc(1, phase="coll")], 100.0) == "collective"
+
+
+def test_quiet_same_setup_wait_a_rank_working_or_steps_begun_or_different_collectives():
+    """Quiet: one rank still loading (a job's start: someone works), a step taken, collectives apart, one rank."""
+    from ddpdoctor.run.section import same_setup_wait
+
+    assert same_setup_wait([_proc(0, DDP_INIT), _proc(1, LOADING)], 100.0) is None
+    assert same_setup_wait([_proc(0, DDP_INIT, step=1), _proc(1, DDP_INIT, step=1)], 100.0) is None
+    assert same_setup_wait([_proc(0, phase="coll"), _proc(1, phase="coll", seq=2)], 100.0) is None
+    assert same_setup_wait([_proc(0, phase="coll", op="barrier"), _proc(1, phase="coll", op="broadcast")], 100.0) is None
+    assert same_setup_wait([_proc(0, DDP_INIT)], 100.0) is None
+
+
+def test_supervisor_counts_every_rank_in_one_collective_at_step_0_and_not_a_job_start():
+    from ddpdoctor.run.supervisor import Supervisor
+
+    class P:
+        def __init__(self, phase):
+            self.beacon = {"phase": phase, "step": 0, "seq": 1}
+
+    sup = Supervisor.__new__(Supervisor)
+    assert sup._apart([P("coll"), P("coll")], 100.0, 5.0)
+    assert not sup._apart([P("run"), P("run")], 100.0, 5.0)  # alike, outside any collective: the probe decides
+
+
+def _setup_rank(n, state, world=2, **kw):
+    return rank(n, state, 25, "model = DDP(model)", step=0, framework={"pg_world": world, "env_world": str(world)},
+                **kw)
+
+
+def test_trigger_run028_every_rank_in_ddps_constructor_or_the_same_first_collective():
+    found = findings(section([_setup_rank(0, "ddp-init", doing="DDP's constructor"),
+                              _setup_rank(1, "ddp-init", doing="DDP's constructor")]))
+    assert [f.id for f in found] == ["RUN028"], [(f.id, f.title) for f in found]
+    f = found[0]
+    assert f.severity == "error" and "set-up hang" in f.title and "DistributedDataParallel's constructor" in f.title
+    assert "GLOO_SOCKET_IFNAME" in f.fix and "NCCL_DEBUG=INFO" in f.detail and "MASTER_ADDR" in f.detail
+    c = coll("barrier", 1, line=25)
+    found = findings(section([_setup_rank(0, "collective", coll=c), _setup_rank(1, "collective", coll=c)]))
+    assert [f.id for f in found] == ["RUN028"] and "barrier #1" in found[0].title  # not RUN008's "none is behind"
+
+
+def test_run028_a_node_that_sees_part_of_the_world_says_so_as_a_warning():
+    c = coll("barrier", 1, line=25)
+    f = findings(section([_setup_rank(0, "collective", coll=c, world=4), _setup_rank(1, "collective", coll=c, world=4)]),
+                 "RUN028")[0]
+    assert f.severity == "warning" and "sees 2 of the world's 4 ranks" in f.detail
+
+
+def test_quiet_run028_after_the_first_step_or_with_a_rank_elsewhere():
+    """Quiet: the same wait at step 3 (RUN008's case: below Python, not set-up); one rank outside (RUN002's)."""
+    c = coll("all_reduce", 9, line=44)
+    assert findings(section([rank(n, "collective", 44, coll=c, step=3) for n in (0, 1)]), "RUN028") == []
+    assert findings(section([_setup_rank(0, "ddp-init"), _setup_rank(1, "outside")]), "RUN028") == []
+
+
+def test_setup_hang_data_has_its_sources():
+    from ddpdoctor.facts import setup_hang
+
+    d = setup_hang.data()
+    assert d["waits"]["collective"] and d["waits"]["ddp-init"] and d["causes"] and d["read"]
+    assert all(s["repo"] == "pytorch/pytorch" and len(s["commit"]) == 40 and s["quote"] for s in d["sources"])

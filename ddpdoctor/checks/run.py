@@ -13,7 +13,7 @@ from typing import List, Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.redact import redact_text
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts import left_alone, model_mismatch
+from ddpdoctor.facts import left_alone, model_mismatch, setup_hang
 from ddpdoctor.facts import steps as stepsplit
 from ddpdoctor.facts import teardown
 
@@ -640,8 +640,8 @@ def collective_sequence_parted(snap):
     native = _native_hint(rs)
     if part["same"]:
         c = next(iter(waiting.values()))
-        if len(waiting) < len(rs):
-            return  # some rank is elsewhere: RUN001/RUN002/RUN014 say why
+        if len(waiting) < len(rs) or _setup_wait(snap):
+            return  # some rank is elsewhere: RUN001/RUN002/RUN014 say why; at set-up, RUN028
         yield error(f"{_ranks(wr)} all wait in {_cname(c)}{at} and none is behind or ahead: the collective was "
                     "issued by every rank and does not complete",
                     detail=("Every rank has called it (same group, same sequence number, same op); no Python line "
@@ -683,6 +683,79 @@ def _native_hint(rs: List[dict]) -> str:
         return "Native frames (py-spy) are in the report's stacks."
     return ("For native frames: pip install 'ddpdoctor[native]' (py-spy) and ddpdoctor run adds them at a stall; "
             "or py-spy dump --native --pid PID on the node.")
+
+
+def _setup_wait(snap) -> Optional[str]:
+    """Every live rank of a stall at step 0 (no backward ended) in the same set-up wait: 'collective' (the same
+    collective: group, sequence number, op) or 'ddp-init' (DDP's constructor); None otherwise."""
+    sec = _run(snap)
+    rs = _stalled(snap)
+    if len(rs) < 2 or any(r.get("end") for r in sec.get("ranks") or []) or any((r.get("step") or 0) > 0 for r in rs):
+        return None
+    if any(not r.get("alive", True) for r in sec.get("ranks") or []):
+        return None
+    states = {r.get("state") for r in rs}
+    if states == {"ddp-init"}:
+        return "ddp-init"
+    if states == {"collective"}:
+        keys = {((r.get("last_collective") or {}).get("group"), (r.get("last_collective") or {}).get("seq"),
+                 (r.get("last_collective") or {}).get("op")) for r in rs}
+        return "collective" if len(keys) == 1 else None
+    return None
+
+
+@check("RUN028", "stall-at-setup", family=FAMILY, when=("run",), needs=("run",), catalogue=("A4", "C3"))
+def stall_at_setup(snap):
+    """Every rank waits in the same set-up step before the first training step, and none works: a set-up hang.
+
+    What it checks
+        At a stall before the job's first step (no optimizer step, no backward ended), every rank
+        in the same wait: the same collective (one group, sequence number and op: a first barrier,
+        a broadcast of the config) entered by all and completed by none, or DDP's constructor (its
+        broadcast of rank 0's parameters and its shape check across ranks). It names the wait, the
+        line, how many ranks of the world this node sees, and what to read (ddpdoctor/data/
+        setup_hang.json, from torch's documentation).
+
+    Why it matters
+        No rank is behind: every stack is the same and nobody is a straggler. The ranks cannot reach
+        each other (the network interface the backend picked, a firewall, a MASTER_ADDR another node
+        cannot reach) or a rank of another node has not come. The job burns its allocation until
+        the process group's timeout and then fails with an error that names no cause.
+
+    Example
+        torchrun --nnodes 2 ... on hosts whose default interface is a docker bridge: every rank waits
+        in DDP(model)'s first broadcast.
+
+    Fix
+        Set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface that routes between the nodes,
+        open the ports between them, check MASTER_ADDR from every node, and rerun with NCCL_DEBUG=INFO.
+    """
+    wait = _setup_wait(snap)
+    if wait is None:
+        return
+    sec = _run(snap)
+    rs = _stalled(snap)
+    d = setup_hang.data()
+    r0 = rs[0]
+    what = d["waits"][wait] + (f" ({_cname(r0.get('last_collective') or {})})" if wait == "collective" else "")
+    sizes = [str((r.get("framework") or {}).get(k) or "") for r in rs for k in ("pg_world", "env_world")]
+    world = max((int(w) for w in sizes if w.isdigit()), default=0)
+    hosts = sorted({r.get("host") for r in rs if r.get("host")})
+    seen = (f"This node sees {len(rs)} of the world's {world} ranks: the others run elsewhere, and one of them not "
+            f"there yet (still starting, or failed) holds every rank here; their node's log says which. "
+            if world > len(rs) else f"Every rank of the world ({len(rs)}) is here{f' (on {hosts[0]})' if len(hosts) == 1 else ''} and waits: none is behind. ")
+    lines = {_where(r.get("user_frame")) for r in rs}
+    at = f" at {next(iter(lines))}" if len(lines) == 1 else ""
+    idle = (sec.get("stall") or {}).get("idle_s") or 0
+    yield (warning if world > len(rs) else error)(
+        f"{_ranks(rs)} all wait at set-up, before the first step, in {what}{at}, for {idle:.0f} s: a set-up hang "
+        "(the ranks do not reach each other), not a straggler",
+        detail=seen + "Causes, in the order to check: " + "; ".join(d["causes"]) + ". Read: " + "; ".join(d["read"])
+        + ". " + _native_hint(rs),
+        fix="export GLOO_SOCKET_IFNAME=<the interface that routes between the nodes>  # NCCL_SOCKET_IFNAME for NCCL; "
+            "the same MASTER_ADDR on every node, reachable from each (nc -zv $MASTER_ADDR $MASTER_PORT); rerun with "
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET",
+        subjects=_subjects(rs), evidence=dict(_evidence(snap, rs), wait=wait, world=world))
 
 
 @check("RUN026", "stall-in-teardown", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
@@ -873,7 +946,7 @@ def stall_unexplained(snap):
         return
     for fn in (collective_not_called_by_all, rank_outside_collective, dataloader_worker, rank_still_starting,
                uneven_batches, collective_mismatch, rank_busy, collective_sequence_parted, stall_in_teardown,
-               rank_left_alone):
+               rank_left_alone, stall_at_setup):
         if list(fn(snap) or ()):
             return
     groups = _groups(rs)

@@ -133,7 +133,17 @@ def classify(p: dict, frames: list, n_workers: int) -> str:
         return "ddp-forward"
     if _busy(p):
         return "busy"
+    if frames and in_ddp_init(frames):
+        return "ddp-init"
     return "outside"
+
+
+def in_ddp_init(frames: list) -> bool:
+    """The rank is inside DistributedDataParallel's constructor, which broadcasts rank 0's parameters and buffers and
+    checks their shapes across the ranks (pytorch/pytorch torch/nn/parallel/distributed.py __init__ ->
+    _verify_param_shape_across_processes, _sync_module_states; v2.13.0 cf30153c): a collective of every rank, in C++,
+    that the recorder counts none of."""
+    return stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("__init__",))
 
 
 def _describe_wait(r: dict) -> str:
@@ -147,6 +157,7 @@ def _describe_wait(r: dict) -> str:
             "outside": "outside any collective", "data": "loading a batch in the rank",
             "data-workers": "waiting for a batch from DataLoader workers",
             "busy": "computing outside any collective",
+            "ddp-init": "DDP's constructor (the broadcast of rank 0's parameters and the shape check across ranks)",
             "teardown": "shutting down after its code returned",
             "before-init": "start-up, before init_process_group"}.get(st, st)
 
@@ -328,6 +339,32 @@ def parted(procs: list, now: float) -> bool:
     prefixes = tuple(sorted(prefixes))
     states = [rank_record(p, prefixes, now, workers.get(p["pid"], []))["state"] for p in ranks]
     return any(s in WAITING for s in states) and any(s not in WAITING for s in states)
+
+
+def same_setup_wait(procs: list, now: float) -> Optional[str]:
+    """Every rank, before the job's first step, in the same set-up wait: all inside DDP's constructor (their stacks,
+    just taken) -> 'ddp-init'; all inside the same collective (beacon phase coll, one sequence number, op and group) ->
+    'collective'. None otherwise, or without every rank's stack for the constructor. Every rank waiting and none
+    working is no job's start (loading, compiling: someone works): the transport between them does not connect (a
+    network interface, a firewall, a MASTER_ADDR another node cannot reach), or a rank this node does not see (another
+    node's) has not come. The supervisor counts it as a stall before the first step; RUN028 says it."""
+    ranks, workers, _ = roles(procs)
+    if len(ranks) < 2:
+        return None
+    bs = [p.get("beacon") or {} for p in ranks]
+    if any((b.get("step") or 0) > 0 or b.get("st") for b in bs):
+        return None
+    if all(b.get("phase") == "coll" for b in bs):
+        keys = {(b.get("seq"), (b.get("coll") or {}).get("op"), (b.get("coll") or {}).get("group")) for b in bs}
+        return "collective" if len(keys) == 1 else None
+    if any(not p.get("dump") for p in ranks):
+        return None
+    prefixes = set()
+    for p in procs:
+        prefixes.update((p.get("info") or {}).get("lib") or ())
+    prefixes = tuple(sorted(prefixes))
+    states = {rank_record(p, prefixes, now, workers.get(p["pid"], []))["state"] for p in ranks}
+    return "ddp-init" if states == {"ddp-init"} else None
 
 
 def worker_record(p: dict, prefixes) -> dict:

@@ -912,6 +912,8 @@ class Supervisor:
             return True  # in collectives of different process groups
         if any(b.get("phase") == "data" and ((b.get("dl") or {}).get("workers") or 0) > 0 for b in bs):
             return True
+        if len(bs) > 1 and all(b.get("phase") == "coll" for b in bs):
+            return True  # every rank inside the same collective and none completes it: a set-up hang (RUN028)
         return False
 
     def _parted_at_start(self, ranks: list, now: float, limit: float) -> bool:
@@ -929,7 +931,8 @@ class Supervisor:
         self._start_probe_t = now
         before = {p.pid: p.dump for p in ranks}
         self.take_stacks(ranks)
-        apart = section.parted([p.facts() for p in ranks], now)
+        facts = [p.facts() for p in ranks]
+        apart = section.parted(facts, now) or section.same_setup_wait(facts, now) is not None
         if not apart:
             for p in ranks:
                 p.dump = before[p.pid]
