@@ -262,3 +262,71 @@ def test_setup_hang_data_has_its_sources():
     d = setup_hang.data()
     assert d["waits"]["collective"] and d["waits"]["ddp-init"] and d["causes"] and d["read"]
     assert all(s["repo"] == "pytorch/pytorch" and len(s["commit"]) == 40 and s["quote"] for s in d["sources"])
+
+
+# ---- 4. a rank alive past ddpdoctor's own exit handler: what is known, not a stack taken before its exit
+
+def _exiting_proc(rank=1):
+    p = _proc(rank, [("/usr/lib/python3.11/time.py", 1, "sleep"), ("/job/train.py", 40, "main"),
+                     ("/job/train.py", 50, "<module>")])  # a dump from BEFORE its exit (a probe's): stale
+    p["beacon"] = dict(p["beacon"], phase="exit", step=6, pl="/job/train.py:33")
+    return p
+
+
+def test_trigger_rank_record_past_the_exit_handler_drops_the_stale_stack_and_line():
+    from ddpdoctor.run.section import rank_record
+
+    r = rank_record(_exiting_proc(), (SP + "/",), 100.0, [])
+    assert r["state"] == "exiting" and r["stack"] is None and r["user_frame"] is None, r
+    assert r["teardown"] == {"how": "after-exit", "inner": None} and "exit handler" in r["doing"]
+
+
+def test_quiet_rank_record_before_the_exit_handler_keeps_its_stack():
+    from ddpdoctor.run.section import rank_record
+
+    p = _exiting_proc()
+    p["beacon"]["phase"] = "run"
+    r = rank_record(p, ("/usr/lib/python3.11/", SP + "/"), 100.0, [])
+    assert r["stack"] and r["user_frame"]["line"] == 40 and "teardown" not in r, r
+
+
+def test_trigger_run026_past_the_exit_handler_says_what_is_known():
+    from ddpdoctor.run.section import rank_record
+
+    r1 = rank_record(_exiting_proc(), (SP + "/",), 100.0, [])
+    found = findings(section([r1, _gone(0)]))
+    assert [f.id for f in found] == ["RUN026"], [(f.id, f.title) for f in found]
+    f = found[0]
+    assert "ddpdoctor's own exit handler ran" in f.title and "train.py:40" not in f.title + f.detail
+    assert "not known" in f.detail and "finalize" not in f.fix and "py-spy dump --native --pid 11" in f.fix
+
+
+class _Ex:
+    def __init__(self, t, phase="exit"):
+        self.alive, self.beacon, self.pid = True, {"phase": phase, "t": t, "step": 6}, 11
+
+
+def _exit_sup(procs, stall_after=5.0):
+    from ddpdoctor.run.supervisor import Supervisor
+
+    sup = Supervisor.__new__(Supervisor)
+    sup.stall_after, sup.stall_open, sup.reported = stall_after, False, []
+    sup._rank_procs = lambda: procs
+    sup._report_stall = lambda ranks, now, idle, limit: sup.reported.append(round(idle))
+    return sup
+
+
+def test_supervisor_counts_a_rank_hung_past_its_exit_handler_after_the_exit_window_only():
+    """Trigger: every live rank in phase exit for EXIT_HANG_S -> one stall report. Quiet: a teardown shorter than
+    EXIT_HANG_S (a slow Gloo teardown) -> none; the stall window counts too when it is longer."""
+    from ddpdoctor.run.supervisor import EXIT_HANG_S
+
+    sup = _exit_sup([_Ex(100.0)])
+    sup._check_stall(100.0 + EXIT_HANG_S - 1)
+    assert sup.reported == []
+    sup._check_stall(100.0 + EXIT_HANG_S + 1)
+    sup._check_stall(100.0 + EXIT_HANG_S + 9)
+    assert sup.reported == [round(EXIT_HANG_S + 1)]
+    sup = _exit_sup([_Ex(100.0)], stall_after=EXIT_HANG_S + 20)
+    sup._check_stall(100.0 + EXIT_HANG_S + 1)
+    assert sup.reported == []

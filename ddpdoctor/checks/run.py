@@ -787,7 +787,7 @@ def stall_in_teardown(snap):
         destructor waits in.
     """
     rs = _stalled(snap)
-    down = [r for r in rs if r.get("state") == "teardown"]
+    down = [r for r in rs if r.get("state") == "teardown" or (r.get("teardown") or {}).get("how") == "after-exit"]
     if not down:
         return
     if any(x.get("state") in ("collective", "backward", "ddp-forward") for x in rs if x not in down):
@@ -796,14 +796,17 @@ def stall_in_teardown(snap):
     td = r.get("teardown") or {}
     frames = [{"file": f.get("file"), "func": f.get("func")} for f in [td.get("inner") or {}] if f]
     known = teardown.hang_of(frames, "\n".join(str(x.get("native") or "") for x in down))
+    past = teardown.after_exit() if td.get("how") == "after-exit" else {}
     if td.get("how") == "returned":
         how = (f"{td.get('func')}() returned at {_short(td.get('file'))}:{td.get('line')} and the rank frees its "
                "objects")
+    elif past:
+        how = f"{past['known']}; the interpreter shuts down"
     else:
         how = "its script ran to its end and the interpreter shuts down"
     inner = td.get("inner")
     at = (f"; innermost frame {_short(inner.get('file'))}:{inner.get('line')} in {inner.get('func')}" if inner else
-          "; no Python frame inside that line: a destructor in C (no Python frame of its own)")
+          "" if past else "; no Python frame inside that line: a destructor in C (no Python frame of its own)")
     others = [x for x in rs if x not in down]
     done = [x for x in _run(snap).get("ranks") or [] if not x.get("alive", True) and not x.get("end")]
     rest = ((f"; {_ranks(others)}: " + ", ".join(sorted({x.get('doing') or x.get('state') for x in others})))
@@ -813,6 +816,10 @@ def stall_in_teardown(snap):
         what, fix = known["what"], gloo.get("fix") or ""
     elif known:
         what, fix = known["what"], known["fix"]
+    elif past:
+        what = (f"What it waits in is not known (no stack past the exit handler). Where it is: {past['what']}. A "
+                f"guess, to be confirmed with its native stack: under Gloo, {teardown.hangs()[-1]['what']}")
+        fix = past["fix"].replace("PID", str(r.get("pid")))
     else:
         what = ("what it waits in is not in its Python stack. A guess, to be confirmed with its native stack: "
                 + (f"under Gloo, {teardown.hangs()[-1]['what']}" if td.get("how") == "returned" else
@@ -863,7 +870,7 @@ def rank_left_alone(snap):
     """
     sec = _run(snap)
     rs = _stalled(snap)
-    if not rs or sec.get("extra_collective") or any(r.get("state") == "teardown" for r in rs):
+    if not rs or sec.get("extra_collective") or any(r.get("state") == "teardown" or r.get("teardown") for r in rs):
         return  # RUN001 (a collective only it issued, under a rank condition) / RUN026 (its code returned)
     ranks = sec.get("ranks") or []
     if any(r.get("end") for r in ranks):

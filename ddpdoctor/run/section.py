@@ -153,7 +153,7 @@ def _describe_wait(r: dict) -> str:
         shape = f" shape {c.get('shape')} {c.get('dtype')}" if c.get("shape") is not None else ""
         return f"{c.get('op')} #{c.get('seq')}{shape}"
     return {"backward": "the DDP gradient all-reduce (backward)", "rendezvous": "init_process_group (rendezvous)",
-            "ddp-forward": "DDP's forward synchronisation", "exiting": "interpreter shutdown (after its last line)",
+            "ddp-forward": "DDP's forward synchronisation", "exiting": "interpreter shutdown, past ddpdoctor's exit handler (no stack is taken there)",
             "outside": "outside any collective", "data": "loading a batch in the rank",
             "data-workers": "waiting for a batch from DataLoader workers",
             "busy": "computing outside any collective",
@@ -269,6 +269,12 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     frames = _frames(p)
     n_workers = len([w for w in workers if w.get("alive", True)])
     state = classify(p, frames, n_workers)
+    if state == "exiting" and p.get("alive", True):
+        # past the recorder's own exit handler (phase exit): no stack is taken there (Python may have unregistered
+        # faulthandler: a signal would kill it), so any dump and the beacon's line are from BEFORE its exit, stale
+        frames = []
+        p = dict(p, dump=None, native=None)
+        b = dict(b, pl=None)
     side = hook = None
     if state == "backward" and user_code_in_backward(frames, prefixes, info.get("injected")):
         state = "busy" if _busy(p) else "outside"  # its own hook / autograd Function, run by autograd: not DDP's wait
@@ -309,6 +315,8 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
         rec["gate_frame"] = gate  # a caller's `if rank == 0:` / `if ...is_main_process:` around what this rank does
     if down is not None:
         rec["teardown"] = down
+    if state == "exiting" and rec["alive"]:
+        rec["teardown"] = {"how": "after-exit", "inner": None}  # RUN026: what is known, not a stale stack
     rec["doing"] = _describe_wait(rec)
     if hook is not None:
         rec["hook_frame"] = hook

@@ -46,6 +46,8 @@ TREE_EARLY_S = 10.0
 # TREE_MAX_S at least: on a steady node the walk every 5 s found nothing new, and the walk before any ending
 # (and this process as the job's child subreaper) is what finds the job's processes.
 TREE_MAX_S = 60.0
+EXIT_HANG_S = 30.0  # a rank alive this long past its exit handler (and past the stall window) hangs in its shutdown
+
 STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
@@ -879,8 +881,16 @@ class Supervisor:
 
     def _check_stall(self, now: float) -> None:
         ranks = [p for p in self._rank_procs() if p.alive and p.beacon]
-        if not ranks or all(p.beacon.get("phase") == "exit" for p in ranks):
-            return  # every rank has run its last line: a slow (Gloo) teardown is not a stall
+        if not ranks:
+            return
+        if all(p.beacon.get("phase") == "exit" for p in ranks):
+            # every rank has run its last line: a slow (Gloo) teardown is not a stall, but one that outlasts the stall
+            # window and EXIT_HANG_S is a hang past the exit handlers (RUN026 says what is known: no stack is taken)
+            if self.stall_open or now - max(p.beacon.get("t") or 0 for p in ranks) < max(self.threshold(), EXIT_HANG_S):
+                return
+            self.stall_open = True
+            self._report_stall(ranks, now, now - max(p.beacon.get("t") or 0 for p in ranks), self.threshold())
+            return
         if any(p.beacon.get("phase") == "exception" for p in ranks):
             return  # a rank is dying of an exception: the death report names it
         last = max(p.beacon.get("t") or 0 for p in ranks)
