@@ -278,7 +278,7 @@ def test_trigger_rank_record_past_the_exit_handler_drops_the_stale_stack_and_lin
 
     r = rank_record(_exiting_proc(), (SP + "/",), 100.0, [])
     assert r["state"] == "exiting" and r["stack"] is None and r["user_frame"] is None, r
-    assert r["teardown"] == {"how": "after-exit", "inner": None} and "exit handler" in r["doing"]
+    assert r["teardown"]["how"] == "after-exit" and "exit handler" in r["doing"]
 
 
 def test_quiet_rank_record_before_the_exit_handler_keeps_its_stack():
@@ -299,6 +299,10 @@ def test_trigger_run026_past_the_exit_handler_says_what_is_known():
     f = found[0]
     assert "ddpdoctor's own exit handler ran" in f.title and "train.py:40" not in f.title + f.detail
     assert "not known" in f.detail and "finalize" not in f.fix and "py-spy dump --native --pid 11" in f.fix
+    assert "under Gloo" in f.detail  # its process group alive at its exit (or unknown): torch's teardown is a guess
+    r1["teardown"]["pg_alive"] = False
+    f = findings(section([r1, _gone(0)]), "RUN026")[0]
+    assert "under Gloo" not in f.detail and "a finalizer" in f.detail
 
 
 class _Ex:

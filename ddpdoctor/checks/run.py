@@ -818,7 +818,10 @@ def stall_in_teardown(snap):
         what, fix = known["what"], known["fix"]
     elif past:
         what = (f"What it waits in is not known (no stack past the exit handler). Where it is: {past['what']}. A "
-                f"guess, to be confirmed with its native stack: under Gloo, {teardown.hangs()[-1]['what']}")
+                "guess, to be confirmed with its native stack: " + (
+                    f"under Gloo, {teardown.hangs()[-1]['what']}" if td.get("pg_alive") is not False else
+                    "its process group was destroyed before its exit handler, so not torch's process-group teardown: "
+                    "a finalizer (a `__del__`, a weakref callback) or an exit handler registered before ddpdoctor's"))
         fix = past["fix"].replace("PID", str(r.get("pid")))
     else:
         what = ("what it waits in is not in its Python stack. A guess, to be confirmed with its native stack: "

@@ -316,7 +316,8 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     if down is not None:
         rec["teardown"] = down
     if state == "exiting" and rec["alive"]:
-        rec["teardown"] = {"how": "after-exit", "inner": None}  # RUN026: what is known, not a stale stack
+        # RUN026: what is known, not a stale stack; pgx: its process group was still alive at its exit handler
+        rec["teardown"] = {"how": "after-exit", "inner": None, "pg_alive": b.get("pgx")}
     rec["doing"] = _describe_wait(rec)
     if hook is not None:
         rec["hook_frame"] = hook
