@@ -220,9 +220,13 @@ def test_supervisor_counts_every_rank_in_one_collective_at_step_0_and_not_a_job_
         def __init__(self, phase):
             self.beacon = {"phase": phase, "step": 0, "seq": 1}
 
+    from ddpdoctor.run.supervisor import SETUP_HANG_S
+
     sup = Supervisor.__new__(Supervisor)
-    assert sup._apart([P("coll"), P("coll")], 100.0, 5.0)
-    assert not sup._apart([P("run"), P("run")], 100.0, 5.0)  # alike, outside any collective: the probe decides
+    assert sup._apart([P("coll"), P("coll")], 100.0, 5.0, idle=SETUP_HANG_S)
+    # quiet: before SETUP_HANG_S (a loaded host's slow first collective), or alike outside any collective
+    assert not sup._apart([P("coll"), P("coll")], 100.0, 5.0, idle=SETUP_HANG_S - 1)
+    assert not sup._apart([P("run"), P("run")], 100.0, 5.0, idle=SETUP_HANG_S)
 
 
 def _setup_rank(n, state, world=2, **kw):
@@ -247,6 +251,10 @@ def test_run028_a_node_that_sees_part_of_the_world_says_so_as_a_warning():
     f = findings(section([_setup_rank(0, "collective", coll=c, world=4), _setup_rank(1, "collective", coll=c, world=4)]),
                  "RUN028")[0]
     assert f.severity == "warning" and "sees 2 of the world's 4 ranks" in f.detail
+    # the recorder's world size (beacon, at init_process_group) where the framework's is not recorded yet
+    rs = [rank(n, "ddp-init", step=0, world=3) for n in (0, 1)]
+    f = findings(section(rs), "RUN028")[0]
+    assert f.severity == "warning" and "sees 2 of the world's 3 ranks" in f.detail
 
 
 def test_quiet_run028_after_the_first_step_or_with_a_rank_elsewhere():
@@ -334,3 +342,16 @@ def test_supervisor_counts_a_rank_hung_past_its_exit_handler_after_the_exit_wind
     sup = _exit_sup([_Ex(100.0)], stall_after=EXIT_HANG_S + 20)
     sup._check_stall(100.0 + EXIT_HANG_S + 1)
     assert sup.reported == []
+
+
+def test_supervisor_probe_counts_every_rank_in_ddps_constructor_only_after_setup_hang_s():
+    """Trigger: both ranks' stacks in DDP's constructor, no progress for SETUP_HANG_S -> counted. Quiet: the same
+    before SETUP_HANG_S (a loaded host's slow constructor: seen past a 5 s --stall-after), its dumps put back."""
+    from test_run_round22 import _P, _sup
+
+    from ddpdoctor.run.supervisor import SETUP_HANG_S
+
+    sup = _sup({10: DDP_INIT, 11: DDP_INIT})
+    ranks = [_P(10, "run", None), _P(11, "run", None)]
+    assert not sup._parted_at_start(ranks, 100.0, 5.0, idle=SETUP_HANG_S - 1) and all(p.dump is None for p in ranks)
+    assert sup._parted_at_start(ranks, 200.0, 5.0, idle=SETUP_HANG_S) and all(p.dump for p in ranks)

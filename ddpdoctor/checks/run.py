@@ -739,11 +739,13 @@ def stall_at_setup(snap):
     r0 = rs[0]
     what = d["waits"][wait] + (f" ({_cname(r0.get('last_collective') or {})})" if wait == "collective" else "")
     sizes = [str((r.get("framework") or {}).get(k) or "") for r in rs for k in ("pg_world", "env_world")]
+    sizes += [str(r.get("world") or "") for r in rs]  # the recorder's, at init_process_group
     world = max((int(w) for w in sizes if w.isdigit()), default=0)
     hosts = sorted({r.get("host") for r in rs if r.get("host")})
     seen = (f"This node sees {len(rs)} of the world's {world} ranks: the others run elsewhere, and one of them not "
             f"there yet (still starting, or failed) holds every rank here; their node's log says which. "
-            if world > len(rs) else f"Every rank of the world ({len(rs)}) is here{f' (on {hosts[0]})' if len(hosts) == 1 else ''} and waits: none is behind. ")
+            if world > len(rs) else f"Every rank of the world ({len(rs)}) is here{f' (on {hosts[0]})' if len(hosts) == 1 else ''} and waits: none is behind. "
+            if world else f"This node sees {len(rs)} rank(s); the world's size was not recorded. ")
     lines = {_where(r.get("user_frame")) for r in rs}
     at = f" at {next(iter(lines))}" if len(lines) == 1 else ""
     idle = (sec.get("stall") or {}).get("idle_s") or 0

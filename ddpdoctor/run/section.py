@@ -131,10 +131,10 @@ def classify(p: dict, frames: list, n_workers: int) -> str:
         return "busy" if _busy(p) else "data"
     if frames and stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward")):
         return "ddp-forward"
+    if frames and in_ddp_init(frames):
+        return "ddp-init"  # its work is the collectives (C++): CPU there is the wait's (a loaded host's polling)
     if _busy(p):
         return "busy"
-    if frames and in_ddp_init(frames):
-        return "ddp-init"
     return "outside"
 
 
@@ -300,7 +300,7 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "state": state, "since_s": _since(b, now),
            "step": b.get("step") or 0, "last_collective": coll, "collectives": b.get("seq") or 0,
            "dataloader": b.get("dl"), "user_frame": user, "stack": stacks.fold(frames, prefixes) if frames else None,
-           "pg_timeout_s": b.get("pgt"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
+           "pg_timeout_s": b.get("pgt"), "world": b.get("world"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
            "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
            "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
            "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native")}
