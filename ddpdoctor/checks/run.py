@@ -13,7 +13,7 @@ from typing import List, Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.redact import redact_text
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts import model_mismatch
+from ddpdoctor.facts import left_alone, model_mismatch, setup_hang
 from ddpdoctor.facts import steps as stepsplit
 from ddpdoctor.facts import teardown
 
@@ -640,8 +640,8 @@ def collective_sequence_parted(snap):
     native = _native_hint(rs)
     if part["same"]:
         c = next(iter(waiting.values()))
-        if len(waiting) < len(rs):
-            return  # some rank is elsewhere: RUN001/RUN002/RUN014 say why
+        if len(waiting) < len(rs) or _setup_wait(snap):
+            return  # some rank is elsewhere: RUN001/RUN002/RUN014 say why; at set-up, RUN028
         yield error(f"{_ranks(wr)} all wait in {_cname(c)}{at} and none is behind or ahead: the collective was "
                     "issued by every rank and does not complete",
                     detail=("Every rank has called it (same group, same sequence number, same op); no Python line "
@@ -685,6 +685,81 @@ def _native_hint(rs: List[dict]) -> str:
             "or py-spy dump --native --pid PID on the node.")
 
 
+def _setup_wait(snap) -> Optional[str]:
+    """Every live rank of a stall at step 0 (no backward ended) in the same set-up wait: 'collective' (the same
+    collective: group, sequence number, op) or 'ddp-init' (DDP's constructor); None otherwise."""
+    sec = _run(snap)
+    rs = _stalled(snap)
+    if len(rs) < 2 or any(r.get("end") for r in sec.get("ranks") or []) or any((r.get("step") or 0) > 0 for r in rs):
+        return None
+    if any(not r.get("alive", True) for r in sec.get("ranks") or []):
+        return None
+    states = {r.get("state") for r in rs}
+    if states == {"ddp-init"}:
+        return "ddp-init"
+    if states == {"collective"}:
+        keys = {((r.get("last_collective") or {}).get("group"), (r.get("last_collective") or {}).get("seq"),
+                 (r.get("last_collective") or {}).get("op")) for r in rs}
+        return "collective" if len(keys) == 1 else None
+    return None
+
+
+@check("RUN028", "stall-at-setup", family=FAMILY, when=("run",), needs=("run",), catalogue=("A4", "C3"))
+def stall_at_setup(snap):
+    """Every rank waits in the same set-up step before the first training step, and none works: a set-up hang.
+
+    What it checks
+        At a stall before the job's first step (no optimizer step, no backward ended), every rank
+        in the same wait: the same collective (one group, sequence number and op: a first barrier,
+        a broadcast of the config) entered by all and completed by none, or DDP's constructor (its
+        broadcast of rank 0's parameters and its shape check across ranks). It names the wait, the
+        line, how many ranks of the world this node sees, and what to read (ddpdoctor/data/
+        setup_hang.json, from torch's documentation).
+
+    Why it matters
+        No rank is behind: every stack is the same and nobody is a straggler. The ranks cannot reach
+        each other (the network interface the backend picked, a firewall, a MASTER_ADDR another node
+        cannot reach) or a rank of another node has not come. The job burns its allocation until
+        the process group's timeout and then fails with an error that names no cause.
+
+    Example
+        torchrun --nnodes 2 ... on hosts whose default interface is a docker bridge: every rank waits
+        in DDP(model)'s first broadcast.
+
+    Fix
+        Set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface that routes between the nodes,
+        open the ports between them, check MASTER_ADDR from every node, and rerun with NCCL_DEBUG=INFO.
+    """
+    wait = _setup_wait(snap)
+    if wait is None:
+        return
+    sec = _run(snap)
+    rs = _stalled(snap)
+    d = setup_hang.data()
+    r0 = rs[0]
+    what = d["waits"][wait] + (f" ({_cname(r0.get('last_collective') or {})})" if wait == "collective" else "")
+    sizes = [str((r.get("framework") or {}).get(k) or "") for r in rs for k in ("pg_world", "env_world")]
+    sizes += [str(r.get("world") or "") for r in rs]  # the recorder's, at init_process_group
+    world = max((int(w) for w in sizes if w.isdigit()), default=0)
+    hosts = sorted({r.get("host") for r in rs if r.get("host")})
+    seen = (f"This node sees {len(rs)} of the world's {world} ranks: the others run elsewhere, and one of them not "
+            f"there yet (still starting, or failed) holds every rank here; their node's log says which. "
+            if world > len(rs) else f"Every rank of the world ({len(rs)}) is here{f' (on {hosts[0]})' if len(hosts) == 1 else ''} and waits: none is behind. "
+            if world else f"This node sees {len(rs)} rank(s); the world's size was not recorded. ")
+    lines = {_where(r.get("user_frame")) for r in rs}
+    at = f" at {next(iter(lines))}" if len(lines) == 1 else ""
+    idle = (sec.get("stall") or {}).get("idle_s") or 0
+    yield (warning if world > len(rs) else error)(
+        f"{_ranks(rs)} all wait at set-up, before the first step, in {what}{at}, for {idle:.0f} s: a set-up hang "
+        "(the ranks do not reach each other), not a straggler",
+        detail=seen + "Causes, in the order to check: " + "; ".join(d["causes"]) + ". Read: " + "; ".join(d["read"])
+        + ". " + _native_hint(rs),
+        fix="export GLOO_SOCKET_IFNAME=<the interface that routes between the nodes>  # NCCL_SOCKET_IFNAME for NCCL; "
+            "the same MASTER_ADDR on every node, reachable from each (nc -zv $MASTER_ADDR $MASTER_PORT); rerun with "
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET",
+        subjects=_subjects(rs), evidence=dict(_evidence(snap, rs), wait=wait, world=world))
+
+
 @check("RUN026", "stall-in-teardown", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def stall_in_teardown(snap):
     """A rank's code has returned, and the rank hangs in its shutdown instead of exiting.
@@ -714,7 +789,7 @@ def stall_in_teardown(snap):
         destructor waits in.
     """
     rs = _stalled(snap)
-    down = [r for r in rs if r.get("state") == "teardown"]
+    down = [r for r in rs if r.get("state") == "teardown" or (r.get("teardown") or {}).get("how") == "after-exit"]
     if not down:
         return
     if any(x.get("state") in ("collective", "backward", "ddp-forward") for x in rs if x not in down):
@@ -723,14 +798,17 @@ def stall_in_teardown(snap):
     td = r.get("teardown") or {}
     frames = [{"file": f.get("file"), "func": f.get("func")} for f in [td.get("inner") or {}] if f]
     known = teardown.hang_of(frames, "\n".join(str(x.get("native") or "") for x in down))
+    past = teardown.after_exit() if td.get("how") == "after-exit" else {}
     if td.get("how") == "returned":
         how = (f"{td.get('func')}() returned at {_short(td.get('file'))}:{td.get('line')} and the rank frees its "
                "objects")
+    elif past:
+        how = f"{past['known']}; the interpreter shuts down"
     else:
         how = "its script ran to its end and the interpreter shuts down"
     inner = td.get("inner")
     at = (f"; innermost frame {_short(inner.get('file'))}:{inner.get('line')} in {inner.get('func')}" if inner else
-          "; no Python frame inside that line: a destructor in C (no Python frame of its own)")
+          "" if past else "; no Python frame inside that line: a destructor in C (no Python frame of its own)")
     others = [x for x in rs if x not in down]
     done = [x for x in _run(snap).get("ranks") or [] if not x.get("alive", True) and not x.get("end")]
     rest = ((f"; {_ranks(others)}: " + ", ".join(sorted({x.get('doing') or x.get('state') for x in others})))
@@ -740,6 +818,13 @@ def stall_in_teardown(snap):
         what, fix = known["what"], gloo.get("fix") or ""
     elif known:
         what, fix = known["what"], known["fix"]
+    elif past:
+        what = (f"What it waits in is not known (no stack past the exit handler). Where it is: {past['what']}. A "
+                "guess, to be confirmed with its native stack: " + (
+                    f"under Gloo, {teardown.hangs()[-1]['what']}" if td.get("pg_alive") is not False else
+                    "its process group was destroyed before its exit handler, so not torch's process-group teardown: "
+                    "a finalizer (a `__del__`, a weakref callback) or an exit handler registered before ddpdoctor's"))
+        fix = past["fix"].replace("PID", str(r.get("pid")))
     else:
         what = ("what it waits in is not in its Python stack. A guess, to be confirmed with its native stack: "
                 + (f"under Gloo, {teardown.hangs()[-1]['what']}" if td.get("how") == "returned" else
@@ -753,6 +838,99 @@ def stall_in_teardown(snap):
                 fix=fix, subjects=_subjects(down),
                 evidence=dict(_evidence(snap, rs), teardown={str(x.get("rank")): x.get("teardown") for x in down},
                               known=known.get("id")))
+
+
+WAITS = ("collective", "backward", "ddp-forward")
+
+
+@check("RUN027", "stall-rank-left-alone", family=FAMILY, when=("run",), needs=("run",), catalogue=("F8", "C3"))
+def rank_left_alone(snap):
+    """A rank still running alone after every other rank finished its work and exited cleanly.
+
+    What it checks
+        At a stall, the live ranks when every other rank has exited cleanly (no exception, no
+        signal: its script ran to its end). A lone rank in a collective (a call of its own, DDP's
+        gradient all-reduce in backward, DDP's forward sync) waits for ranks that are gone: it names
+        it, the line, and the cause its facts show against the exited ranks' (ddpdoctor/data/
+        left_alone.json, from torch's source): more batches (uneven data), more steps, or an extra
+        call after the others' last collective; a guess, said as such, when none shows. A lone rank
+        outside any collective (asleep, blocked or computing in its own code) is named with its line,
+        its step against theirs, and whether the ranks exchanged anything at all.
+
+    Why it matters
+        The other ranks' clean exits explain the stall: nothing will join the lone rank's
+        collective, and with Gloo nothing fails until the process group's timeout (30 minutes by
+        default); the job holds its nodes until then. Without the exits in view it looks like a
+        hang with no cause.
+
+    Example
+        shard = data[rank::world]        # rank 0 has one batch more than rank 1
+        for x, y in DataLoader(shard):   # rank 1 runs out and exits; rank 0 waits in backward
+            model(x).sum().backward()
+
+    Fix
+        Give every rank the same number of batches and steps (DistributedSampler(drop_last=True), or
+        `with model.join():`), and the same collectives; a rank that runs alone in its own code:
+        bound what it waits for (the line named).
+    """
+    sec = _run(snap)
+    rs = _stalled(snap)
+    if not rs or sec.get("extra_collective") or any(r.get("state") == "teardown" or r.get("teardown") for r in rs):
+        return  # RUN001 (a collective only it issued, under a rank condition) / RUN026 (its code returned)
+    ranks = sec.get("ranks") or []
+    if any(r.get("end") for r in ranks):
+        return  # a rank failed: RUN010 and its consequences
+    exited = [r for r in ranks if not r.get("alive", True) and r not in rs]
+    if not exited:
+        return
+    for fn in (collective_not_called_by_all, rank_outside_collective, dataloader_worker, rank_still_starting,
+               uneven_batches, collective_mismatch, rank_busy, collective_sequence_parted):
+        if list(fn(snap) or ()):
+            return
+    lone = rs[0]
+    gone = f"{_ranks(exited)} finished and exited cleanly"
+    steps = max((r.get("step") or 0) for r in exited)
+    at_steps = f"{_ranks([lone])} is at step {lone.get('step') or 0}; {_ranks(exited)} ended at step {steps}"
+    ev = dict(_evidence(snap, rs), exited={str(r.get("rank")): {"step": r.get("step"), "dataloader": r.get("dataloader"),
+                                                                "collectives": r.get("collectives")} for r in exited})
+    if all(r.get("state") in WAITS for r in rs):
+        cid = left_alone.cause_of(lone, exited)
+        c = left_alone.cause(cid) if cid else {}
+        dl = lone.get("dataloader") or {}
+        facts = (f"{at_steps}; batches fetched: " + ", ".join(
+            f"rank {r.get('rank')} {(r.get('dataloader') or {}).get('n')} of {(r.get('dataloader') or {}).get('len')}"
+            for r in [lone] + exited) + f"; collectives issued: " + ", ".join(
+            f"rank {r.get('rank')} {r.get('collectives') or 0}" for r in [lone] + exited) + "."
+            if dl else f"{at_steps}.")
+        why = (f"Cause: {c['what']}." if c else
+               "Its facts (batches, steps, collectives) match the others': a guess, to be confirmed at its line: "
+               "a call only this rank makes after the others' last (an evaluation or a save after the loop that "
+               "runs a collective), or a loop that ends by a per-rank condition.")
+        yield error(f"{_ranks(rs)} wait{'s' if len(rs) == 1 else ''} alone in {lone.get('doing')} at "
+                    f"{_where(lone.get('user_frame'))}, which no rank will join: {gone}",
+                    detail=f"{facts} {why} A collective needs every rank of its group; with Gloo nothing fails "
+                           f"until the process group's timeout ({lone.get('pg_timeout_s') or 1800:.0f} s).",
+                    fix=c.get("fix") or "Make every rank call the same collectives the same number of times (the "
+                        "evaluation / save on every rank, the same stop condition everywhere), and end with a "
+                        "dist.barrier() on every rank",
+                    subjects=_subjects(rs), evidence=dict(ev, cause=cid))
+        return
+    exchanged = any(r.get("coll_history") or r.get("collectives") for r in ranks) or any(
+        (r.get("framework") or {}).get("ddp") for r in ranks)
+    alone = ("" if exchanged else " The ranks exchanged no collective (no DDP gradient sync, no collective call "
+             "recorded): each ran on its own, so nothing made the others wait for it.")
+    busy = lone.get("state") == "busy"
+    cpu = lone.get("cpu_frac")
+    use = f" ({100 * cpu:.0f}% of a core)" if isinstance(cpu, (int, float)) else ""
+    what = (f"it computes{use}: work, which may yet end" if busy else
+            f"it uses no CPU{use}: it waits on something of its own (a sleep, a lock, I/O, a child process)")
+    yield (warning if busy else error)(
+        f"{_ranks(rs)} {'runs' if len(rs) == 1 else 'run'} alone, {lone.get('doing')} at "
+        f"{_where(lone.get('user_frame'))}, after {gone}: the job ends only when {'it does' if len(rs) == 1 else 'they do'}",
+        detail=f"{at_steps}; {what}.{alone} No rank waits for it, so no timeout will end it.",
+        fix=f"Find why {_where(lone.get('user_frame'))} does not return on {_ranks(rs)} (its stack is in "
+            "`--report FILE`) and bound it (a timeout on the read or the lock, a time limit on the work)",
+        subjects=_subjects(rs), evidence=ev)
 
 
 @check("RUN007", "stall-unexplained", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
@@ -779,7 +957,8 @@ def stall_unexplained(snap):
     if not rs:
         return
     for fn in (collective_not_called_by_all, rank_outside_collective, dataloader_worker, rank_still_starting,
-               uneven_batches, collective_mismatch, rank_busy, collective_sequence_parted, stall_in_teardown):
+               uneven_batches, collective_mismatch, rank_busy, collective_sequence_parted, stall_in_teardown,
+               rank_left_alone, stall_at_setup):
         if list(fn(snap) or ()):
             return
     groups = _groups(rs)
@@ -993,8 +1172,7 @@ def rank_died(snap):
     seen_only = frame_d is not None and not (exc.get("user") or end.get("fatal_frame") or r.get("stack"))
     title = f"{who} died first{step}: {how}" + (f" ({why})" if why else "") + \
         (f"; {kill['text']}" if kill.get("text") else "") + \
-        ((f", its last recorded line {_where(frame_d)} (no stack at its end)" if seen_only else f", at {_where(frame_d)}")
-         if frame_d else "") + \
+        ((_seen_line(r, frame_d, end) if seen_only else f", at {_where(frame_d)}") if frame_d else "") + \
         (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
          f"{_where(last_seen)}" if last_seen else "")
     detail = _order_text(sec, r) + " " + (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else "")
@@ -1021,6 +1199,23 @@ def rank_died(snap):
     yield error(title, detail=detail.strip(), fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
                           "order": d.get("order"), "last_collective": r.get("last_collective")})
+
+
+def _seen_line(r: dict, frame: dict, end: dict) -> str:
+    """RUN010's words for where a rank with no stack at its end (SIGKILL leaves none) was: the beacon's line is its
+    last collective's call site, the recorder's last note of a line. Inside that collective (the beacon says so) it is
+    where the rank died; completed, the rank had gone on and where it was is not recorded: the collective is said as
+    context, never as the place of the end."""
+    c = r.get("last_collective") or {}
+    at_coll = c.get("line") == f"{frame.get('file')}:{frame.get('line')}"
+    if at_coll and c.get("in"):
+        return f", at {_where(frame)} (inside {c.get('op')} #{c.get('seq')}, by its beacon; no stack at its end)"
+    if at_coll:
+        nxt = {"data": " into data loading"}.get(r.get("phase") or "", "")
+        return (f", where it was is not recorded (no stack at its end: {end.get('signal') or 'its end'} leaves none); "
+                f"it had completed its last collective ({c.get('op')} #{c.get('seq')} at {_where(frame)}) and gone "
+                f"on{nxt}")
+    return f", its last recorded line {_where(frame)} (no stack at its end)"
 
 
 _TOLD_TO_STOP = "the agent was told to stop"

@@ -38,3 +38,10 @@ def hang_of(frames: list, native: str = "") -> dict:
         if native and any(m in native for m in h.get("native") or ()):
             return h
     return {}
+
+
+@functools.lru_cache(maxsize=1)
+def after_exit() -> dict:
+    """What is known of a rank alive past ddpdoctor's own exit handler (teardown.json "after_exit"), with sources."""
+    with open(DATA, encoding="utf-8") as fh:
+        return json.load(fh).get("after_exit") or {}

@@ -131,9 +131,19 @@ def classify(p: dict, frames: list, n_workers: int) -> str:
         return "busy" if _busy(p) else "data"
     if frames and stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward")):
         return "ddp-forward"
+    if frames and in_ddp_init(frames):
+        return "ddp-init"  # its work is the collectives (C++): CPU there is the wait's (a loaded host's polling)
     if _busy(p):
         return "busy"
     return "outside"
+
+
+def in_ddp_init(frames: list) -> bool:
+    """The rank is inside DistributedDataParallel's constructor, which broadcasts rank 0's parameters and buffers and
+    checks their shapes across the ranks (pytorch/pytorch torch/nn/parallel/distributed.py __init__ ->
+    _verify_param_shape_across_processes, _sync_module_states; v2.13.0 cf30153c): a collective of every rank, in C++,
+    that the recorder counts none of."""
+    return stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("__init__",))
 
 
 def _describe_wait(r: dict) -> str:
@@ -143,10 +153,11 @@ def _describe_wait(r: dict) -> str:
         shape = f" shape {c.get('shape')} {c.get('dtype')}" if c.get("shape") is not None else ""
         return f"{c.get('op')} #{c.get('seq')}{shape}"
     return {"backward": "the DDP gradient all-reduce (backward)", "rendezvous": "init_process_group (rendezvous)",
-            "ddp-forward": "DDP's forward synchronisation", "exiting": "interpreter shutdown (after its last line)",
+            "ddp-forward": "DDP's forward synchronisation", "exiting": "interpreter shutdown, past ddpdoctor's exit handler (no stack is taken there)",
             "outside": "outside any collective", "data": "loading a batch in the rank",
             "data-workers": "waiting for a batch from DataLoader workers",
             "busy": "computing outside any collective",
+            "ddp-init": "DDP's constructor (the broadcast of rank 0's parameters and the shape check across ranks)",
             "teardown": "shutting down after its code returned",
             "before-init": "start-up, before init_process_group"}.get(st, st)
 
@@ -258,6 +269,12 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     frames = _frames(p)
     n_workers = len([w for w in workers if w.get("alive", True)])
     state = classify(p, frames, n_workers)
+    if state == "exiting" and p.get("alive", True):
+        # past the recorder's own exit handler (phase exit): no stack is taken there (Python may have unregistered
+        # faulthandler: a signal would kill it), so any dump and the beacon's line are from BEFORE its exit, stale
+        frames = []
+        p = dict(p, dump=None, native=None)
+        b = dict(b, pl=None)
     side = hook = None
     if state == "backward" and user_code_in_backward(frames, prefixes, info.get("injected")):
         state = "busy" if _busy(p) else "outside"  # its own hook / autograd Function, run by autograd: not DDP's wait
@@ -283,7 +300,7 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "state": state, "since_s": _since(b, now),
            "step": b.get("step") or 0, "last_collective": coll, "collectives": b.get("seq") or 0,
            "dataloader": b.get("dl"), "user_frame": user, "stack": stacks.fold(frames, prefixes) if frames else None,
-           "pg_timeout_s": b.get("pgt"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
+           "pg_timeout_s": b.get("pgt"), "world": b.get("world"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
            "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
            "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
            "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native")}
@@ -298,6 +315,9 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
         rec["gate_frame"] = gate  # a caller's `if rank == 0:` / `if ...is_main_process:` around what this rank does
     if down is not None:
         rec["teardown"] = down
+    if state == "exiting" and rec["alive"]:
+        # RUN026: what is known, not a stale stack; pgx: its process group was still alive at its exit handler
+        rec["teardown"] = {"how": "after-exit", "inner": None, "pg_alive": b.get("pgx")}
     rec["doing"] = _describe_wait(rec)
     if hook is not None:
         rec["hook_frame"] = hook
@@ -328,6 +348,32 @@ def parted(procs: list, now: float) -> bool:
     prefixes = tuple(sorted(prefixes))
     states = [rank_record(p, prefixes, now, workers.get(p["pid"], []))["state"] for p in ranks]
     return any(s in WAITING for s in states) and any(s not in WAITING for s in states)
+
+
+def same_setup_wait(procs: list, now: float) -> Optional[str]:
+    """Every rank, before the job's first step, in the same set-up wait: all inside DDP's constructor (their stacks,
+    just taken) -> 'ddp-init'; all inside the same collective (beacon phase coll, one sequence number, op and group) ->
+    'collective'. None otherwise, or without every rank's stack for the constructor. Every rank waiting and none
+    working is no job's start (loading, compiling: someone works): the transport between them does not connect (a
+    network interface, a firewall, a MASTER_ADDR another node cannot reach), or a rank this node does not see (another
+    node's) has not come. The supervisor counts it as a stall before the first step; RUN028 says it."""
+    ranks, workers, _ = roles(procs)
+    if len(ranks) < 2:
+        return None
+    bs = [p.get("beacon") or {} for p in ranks]
+    if any((b.get("step") or 0) > 0 or b.get("st") for b in bs):
+        return None
+    if all(b.get("phase") == "coll" for b in bs):
+        keys = {(b.get("seq"), (b.get("coll") or {}).get("op"), (b.get("coll") or {}).get("group")) for b in bs}
+        return "collective" if len(keys) == 1 else None
+    if any(not p.get("dump") for p in ranks):
+        return None
+    prefixes = set()
+    for p in procs:
+        prefixes.update((p.get("info") or {}).get("lib") or ())
+    prefixes = tuple(sorted(prefixes))
+    states = {rank_record(p, prefixes, now, workers.get(p["pid"], []))["state"] for p in ranks}
+    return "ddp-init" if states == {"ddp-init"} else None
 
 
 def worker_record(p: dict, prefixes) -> dict:

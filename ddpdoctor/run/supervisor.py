@@ -46,6 +46,11 @@ TREE_EARLY_S = 10.0
 # TREE_MAX_S at least: on a steady node the walk every 5 s found nothing new, and the walk before any ending
 # (and this process as the job's child subreaper) is what finds the job's processes.
 TREE_MAX_S = 60.0
+EXIT_HANG_S = 30.0  # a rank alive this long past its exit handler (and past the stall window) hangs in its shutdown
+
+# every rank in the same set-up wait (one collective, DDP's constructor) counts as a stall only after this long: a
+# loaded host makes a tiny model's DDP constructor outlast a short --stall-after (seen: 5 s, 4 jobs on 2 cores)
+SETUP_HANG_S = 60.0
 STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
@@ -879,8 +884,16 @@ class Supervisor:
 
     def _check_stall(self, now: float) -> None:
         ranks = [p for p in self._rank_procs() if p.alive and p.beacon]
-        if not ranks or all(p.beacon.get("phase") == "exit" for p in ranks):
-            return  # every rank has run its last line: a slow (Gloo) teardown is not a stall
+        if not ranks:
+            return
+        if all(p.beacon.get("phase") == "exit" for p in ranks):
+            # every rank has run its last line: a slow (Gloo) teardown is not a stall, but one that outlasts the stall
+            # window and EXIT_HANG_S is a hang past the exit handlers (RUN026 says what is known: no stack is taken)
+            if self.stall_open or now - max(p.beacon.get("t") or 0 for p in ranks) < max(self.threshold(), EXIT_HANG_S):
+                return
+            self.stall_open = True
+            self._report_stall(ranks, now, now - max(p.beacon.get("t") or 0 for p in ranks), self.threshold())
+            return
         if any(p.beacon.get("phase") == "exception" for p in ranks):
             return  # a rank is dying of an exception: the death report names it
         last = max(p.beacon.get("t") or 0 for p in ranks)
@@ -893,12 +906,12 @@ class Supervisor:
         limit = self.threshold()
         if idle < limit:
             return
-        if not self._apart(ranks, now, limit) and not self._parted_at_start(ranks, now, limit):
+        if not self._apart(ranks, now, limit, idle) and not self._parted_at_start(ranks, now, limit, idle):
             return
         self.stall_open = True
         self._report_stall(ranks, now, idle, limit)
 
-    def _apart(self, ranks: list, now: float, limit: float) -> bool:
+    def _apart(self, ranks: list, now: float, limit: float, idle: Optional[float] = None) -> bool:
         """A stall counts once steps exist (or a backward pass has ended: a job with no torch.optim step); before
         the first step only when the ranks are visibly apart (different phases or collectives), or a rank waits for DataLoader workers."""
         bs = [p.beacon for p in ranks]
@@ -912,9 +925,12 @@ class Supervisor:
             return True  # in collectives of different process groups
         if any(b.get("phase") == "data" and ((b.get("dl") or {}).get("workers") or 0) > 0 for b in bs):
             return True
+        if idle is not None and idle >= max(limit, SETUP_HANG_S) and len(bs) > 1 and \
+                all(b.get("phase") == "coll" for b in bs):
+            return True  # every rank inside the same collective and none completes it: a set-up hang (RUN028)
         return False
 
-    def _parted_at_start(self, ranks: list, now: float, limit: float) -> bool:
+    def _parted_at_start(self, ranks: list, now: float, limit: float, idle: Optional[float] = None) -> bool:
         """Before the first step, ranks whose beacons look alike (_apart: the same phase and collective count) may
         still be apart: one asleep in its own code inside the first backward (a module's full backward hook, a tensor
         hook, a DDP comm hook's callback) while the others wait in DDP's gradient all-reduce, which is C++ and counts
@@ -929,7 +945,9 @@ class Supervisor:
         self._start_probe_t = now
         before = {p.pid: p.dump for p in ranks}
         self.take_stacks(ranks)
-        apart = section.parted([p.facts() for p in ranks], now)
+        facts = [p.facts() for p in ranks]
+        apart = section.parted(facts, now) or (idle is not None and idle >= max(limit, SETUP_HANG_S)
+                                               and section.same_setup_wait(facts, now) is not None)
         if not apart:
             for p in ranks:
                 p.dump = before[p.pid]
