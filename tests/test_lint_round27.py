@@ -1,0 +1,24 @@
+"""Round 27 (issue 25, round 22 of the project): precision classes and misses left by fr136-fr153, each with a trigger
+and a quiet fixture (fixtures/lint/r27/)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpdoctor.lint.api import lint_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "r27"
+
+
+def found(name: str, rid: str):
+    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+
+
+def test_lint022_process_launches_handing_in_a_loopback_init_method_are_one_node_a_note():
+    # Process(target=main, kwargs={"local_rank": 0, ..., "init_method": "tcp://localhost:9999"}) read back as
+    # kwargs["init_method"]: every launch dials this machine (fr152 CodeMonk123/torch_dist_demo class)
+    assert found("process_kwargs_loopback_ok.py", "LINT022") == [(13, "info")]
+
+
+def test_lint022_a_launch_handing_in_another_address_keeps_the_warning():
+    assert found("process_kwargs_cluster_bad.py", "LINT022") == [(12, "warning")]
