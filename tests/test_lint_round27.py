@@ -22,3 +22,16 @@ def test_lint022_process_launches_handing_in_a_loopback_init_method_are_one_node
 
 def test_lint022_a_launch_handing_in_another_address_keeps_the_warning():
     assert found("process_kwargs_cluster_bad.py", "LINT022") == [(12, "warning")]
+
+
+def test_lint013_save_function_accelerator_save_with_safetensors_still_races_the_weights():
+    # transformers' save_pretrained uses save_function only with safe_serialization=False (True by default from
+    # 4.35): every rank writes the safetensors weights; the title says what is raced
+    [(line, sev)] = found("save_function_accelerator_bad.py", "LINT013")
+    assert (line, sev) == (22, "warning")
+    [f] = [f for f in lint_paths([str(FIX / "save_function_accelerator_bad.py")]).findings if f.id == "LINT013"]
+    assert f.evidence["save_function"] == "weights" and "safetensors" in f.title
+
+
+def test_lint013_save_function_accelerator_save_without_safetensors_races_only_the_config_a_note():
+    assert found("save_function_accelerator_ok.py", "LINT013") == [(21, "info")]
