@@ -35,3 +35,11 @@ def test_lint013_save_function_accelerator_save_with_safetensors_still_races_the
 
 def test_lint013_save_function_accelerator_save_without_safetensors_races_only_the_config_a_note():
     assert found("save_function_accelerator_ok.py", "LINT013") == [(21, "info")]
+
+
+def test_lint013_a_helper_gated_after_training_and_called_in_a_mode_that_returns_before_the_group_is_quiet():
+    assert found("helper_pre_group_mode_ok.py", "LINT013") == []
+
+
+def test_lint013_the_same_mode_that_goes_on_to_train_keeps_the_warning():
+    assert found("helper_pre_group_mode_bad.py", "LINT013") == [(15, "warning")]

@@ -12,7 +12,8 @@ from .. import conditions as cond
 from ..conditions import is_rankish
 from ..names import dotted, last_name
 from . import rule
-from ._common import is_distributed, is_trainer_script, launched_distributed, lightning_relaunch, names_the_rank, sharded
+from ._common import (INIT_PG, is_distributed, is_trainer_script, launched_distributed, lightning_relaunch, names_the_rank,
+                      sharded)
 from ._reach import Reach, last_gasp, reach
 
 # save_pretrained of these writes a few small JSON files; the model's weights are what matters.
@@ -561,12 +562,62 @@ def _per_rank_site(call: Call) -> bool:
     return False
 
 
+def _joins_later(scope, after: int, depth: int = 0) -> bool:
+    """A call in `scope` after line `after` joins the process group: init_process_group itself, or a function of this
+    module whose body does (three calls deep)."""
+    if depth > 3 or scope is None:
+        return False
+    module = scope
+    while module.parent is not None:
+        module = module.parent
+    for c in scope.calls:
+        if c.line <= after:
+            continue
+        if c.qual == INIT_PG:
+            return True
+        fn = module.functions.get(c.name) if isinstance(c.node.func, ast.Name) else None
+        if fn is not None and fn is not scope and _joins_later(fn, 0, depth + 1):
+            return True
+    return False
+
+
+def _pre_group_mode_site(call: Call) -> bool:
+    """Round 22 (fr150 Ivann1242/PAgent: `merge()` called under `if (...) and _is_main():` after training, and in
+    `if args.merge_only: merge(...); return` before `train()` joins the group; LINT013 judged wrong at first read):
+    a call site in an `if` branch that ends by returning (or exiting) before anything of its function joins the
+    process group, while a call after the branch does. That branch is a mode of the script that never forms a world:
+    one process, whatever the launcher. Only where nothing before the branch in the function joins."""
+    scope = call.scope
+    if scope is None or scope.kind != "function":
+        return False
+    if any(c.qual == INIT_PG and c.line < call.line for c in scope.calls):
+        return False
+    for node in ast.walk(scope.node):
+        if not isinstance(node, ast.If) or not node.body or is_rankish(node.test):
+            continue
+        if not any(st is call.node or any(n is call.node for n in ast.walk(st)) for st in node.body):
+            continue
+        last = node.body[-1]
+        ends = isinstance(last, ast.Return) or (
+            isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and
+            (dotted(last.value.func) or "") in ("sys.exit", "exit", "quit", "os._exit")) or (
+            isinstance(last, ast.Raise) and "SystemExit" in (dotted(getattr(last.exc, "func", last.exc)) or ""))
+        if ends and _joins_later(scope, getattr(node, "end_lineno", node.lineno)):
+            return True
+    return False
+
+
+def _safe_site(call: Call) -> bool:
+    """A call site LINT013 counts as safe besides a gated one: a per-rank file name, or a pre-group mode."""
+    return _per_rank_site(call) or _pre_group_mode_site(call)
+
+
 def gated_functions(index: ModuleIndex, t=None) -> Set[int]:
     """Functions of this file whose every call site is under a rank test (directly or transitively),
     or passes a per-rank file name, including callers in other modules linted in the same run
     (facts.ProjectFacts)."""
     if t is not None:
-        return t.facts.gated_functions(index, t.real_path, also=_per_rank_site)
+        return t.facts.gated_functions(index, t.real_path, also=_safe_site)
     return gated_scopes(index, None)
 
 
