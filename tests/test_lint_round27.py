@@ -43,3 +43,12 @@ def test_lint013_a_helper_gated_after_training_and_called_in_a_mode_that_returns
 
 def test_lint013_the_same_mode_that_goes_on_to_train_keeps_the_warning():
     assert found("helper_pre_group_mode_bad.py", "LINT013") == [(15, "warning")]
+
+
+def test_lint038_save_pretrained_with_is_main_process_still_writes_the_weights_into_each_ranks_folder():
+    # transformers' save_pretrained gates only the config on is_main_process; the shard loop writes on every caller
+    assert found("clock_dir_save_pretrained_bad.py", "LINT038") == [(24, "warning")]
+
+
+def test_lint038_save_pretrained_that_writes_only_on_the_main_process_leaves_empty_folders_a_note():
+    assert found("clock_dir_save_pretrained_ok.py", "LINT038") == [(23, "info")]

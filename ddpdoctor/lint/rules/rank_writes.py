@@ -682,6 +682,21 @@ def _save_function_facts() -> dict:
         return json.load(fh)["save_pretrained_save_function"]
 
 
+def weights_every_caller(call: Call) -> bool:
+    """`model.save_pretrained(out, is_main_process=...)` that still writes the weights on every caller: is_main_process
+    gates the config files only, and the shards go through safe_save_file on every process unless
+    safe_serialization=False hands them to a save_function that gates itself (accelerator.save). Round 22: fr139
+    DimaErmakov/finetune-Qwen2.5-VL-7B, whose own comment reports a second run folder holding model.safetensors, and
+    Y0sem1te/DRAD x3 (LINT038 judged debatable on the reading that only empty folders appear)."""
+    if call.name != "save_pretrained" or call.kw("is_main_process") is None:
+        return False
+    safe = call.kw("safe_serialization")
+    if not (isinstance(safe, ast.Constant) and safe.value is False):
+        return True
+    fn = dotted(call.kw("save_function")) or ""
+    return not (fn.endswith(".save") and "accelerat" in fn.rsplit(".", 1)[0].lower())
+
+
 def _save_function_gated(call: Call) -> Optional[str]:
     """`model.save_pretrained(out, save_function=accelerator.save)` with no is_main_process (round 22, fr151
     SparkJiao/MERIt x2, fr130: the HF no_trainer examples' save). accelerate's save writes on the main process only,
