@@ -52,3 +52,11 @@ def test_lint038_save_pretrained_with_is_main_process_still_writes_the_weights_i
 
 def test_lint038_save_pretrained_that_writes_only_on_the_main_process_leaves_empty_folders_a_note():
     assert found("clock_dir_save_pretrained_ok.py", "LINT038") == [(23, "info")]
+
+
+def test_lint019_a_return_under_a_rank_test_before_a_barrier_every_rank_enters():
+    assert found("rank0_return_before_barrier_bad.py", "LINT019") == [(16, "warning")]
+
+
+def test_lint019_a_return_decided_outside_the_rank_test_or_before_no_collective_is_quiet():
+    assert found("rank0_return_before_barrier_ok.py", "LINT019") == []
