@@ -60,3 +60,11 @@ def test_lint019_a_return_under_a_rank_test_before_a_barrier_every_rank_enters()
 
 def test_lint019_a_return_decided_outside_the_rank_test_or_before_no_collective_is_quiet():
     assert found("rank0_return_before_barrier_ok.py", "LINT019") == []
+
+
+def test_lint029_a_ddp_model_handed_on_through_a_trainer_objects_methods_to_module_get_loss():
+    assert found("module_method_through_trainer_bad.py", "LINT029") == [(24, "warning")]
+
+
+def test_lint029_the_same_hand_over_calling_the_ddp_model_itself_is_quiet():
+    assert found("module_method_through_trainer_ok.py", "LINT029") == []
