@@ -68,3 +68,11 @@ def test_lint029_a_ddp_model_handed_on_through_a_trainer_objects_methods_to_modu
 
 def test_lint029_the_same_hand_over_calling_the_ddp_model_itself_is_quiet():
     assert found("module_method_through_trainer_ok.py", "LINT029") == []
+
+
+def test_lint033_a_port_each_spawned_worker_draws_and_hands_to_its_setup_helper():
+    assert found("port_handed_to_setup_bad.py", "LINT033") == [(12, "warning")]
+
+
+def test_lint033_a_port_drawn_once_in_the_parent_and_handed_through_spawn_is_quiet():
+    assert found("port_handed_to_setup_ok.py", "LINT033") == []
