@@ -423,6 +423,8 @@ def ddp_forward_bypassed(t):
         wrapper thrown away at once: `model.lm = DDP(model.lm, ...)` and on the next line `model.lm = model.lm.module`
         in a file that runs a backward and all-reduces nothing by hand.
         A preview rule (round 16): a note by default, a warning with `--preview`.
+        Since round 22 the DDP model is followed through up to three hand-overs between
+        functions of the file, including methods of an object of the file's class (`trainer.train(model=model)`).
 
     Why it matters
         DDP synchronises gradients only for a backward prepared by its own forward: `DistributedDataParallel.forward`

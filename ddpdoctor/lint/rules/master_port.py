@@ -105,6 +105,8 @@ def master_port_per_process(t):
         a constant or a value read from the arguments or the environment, and (round 18) before an init of a group of
         one (`world_size=1`).
         A preview rule (round 17): a note by default, a warning with `--preview`.
+        Since round 22 also a value that is a parameter of its function, followed to the
+        file's calls of that function: a port each process draws and hands to `setup(rank, world_size, port)`.
 
     Why it matters
         env:// reads MASTER_ADDR and MASTER_PORT in each process (`_env_rendezvous_handler`,

@@ -505,6 +505,8 @@ def rank_conditional_loop_exit(t):
         own test is a hook registry's stop flag that only a user callback sets (YOLOv5's `callbacks.stop_training`,
         ddpdoctor/data/lint_hook_flags.json) is a note when no file linted sets it. A preview rule (round 8): a
         note by default, a warning with `--preview`.
+        Since round 22 also a `return` (or sys.exit) under a rank test outside any
+        loop, before a torch.distributed collective that the function runs on every rank after that block.
 
     Why it matters
         Collectives must be entered by every process of the group (torch/distributed/distributed_c10d.py), and

@@ -1012,7 +1012,10 @@ def write_on_every_rank(t):
         a library method nothing calls (a note) are not reported as every-rank writes; nor are a write in
         the parent process that spawns the ranks (before `mp.spawn`), code in a branch no caller takes
         (`if kind == "toy":` when every call passes another constant), and wandb runs grouped per process
-        (every `wandb.init` passes `group=`, W&B's documented multi-process pattern).
+        (every `wandb.init` passes `group=`, W&B's documented multi-process pattern). Since round 22 a helper
+        call site in a branch that returns before its function joins the group (a one-process mode) counts as
+        gated, and `save_pretrained(save_function=accelerator.save)` says what is raced: only config.json with
+        safe_serialization=False (a note), the safetensors weights too by default (data/lint_writers.json).
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or

@@ -277,6 +277,10 @@ def wallclock_dir_every_rank(t):
         together differ only across midnight (ddpdoctor/data/lint_clock.json). Since round 21 also a Lightning
         Trainer whose strategy re-runs the script per rank makes the script's own code every-rank. A preview
         rule (round 19): a note by default, a warning with `--preview` when the write runs on every rank.
+        Since round 22 a `save_pretrained(out, is_main_process=...)` there says that
+        is_main_process gates only the config (the safetensors weights are written on every rank: transformers
+        modeling_utils, data/lint_writers.json), and is a note when safe_serialization=False with
+        save_function=accelerator.save leaves the other ranks only an empty folder.
 
     Why it matters
         The ranks start a few hundred milliseconds apart (more across nodes), so each reads a different second
