@@ -76,3 +76,11 @@ def test_lint033_a_port_each_spawned_worker_draws_and_hands_to_its_setup_helper(
 
 def test_lint033_a_port_drawn_once_in_the_parent_and_handed_through_spawn_is_quiet():
     assert found("port_handed_to_setup_ok.py", "LINT033") == []
+
+
+def test_lint013_json_derived_from_imagefolder_class_to_idx_is_the_same_bytes_a_note():
+    assert found("class_index_json_ok.py", "LINT013") == [(16, "info")]
+
+
+def test_lint013_the_same_json_with_a_rank_dependent_entry_keeps_the_warning():
+    assert found("class_index_json_bad.py", "LINT013") == [(16, "warning")]

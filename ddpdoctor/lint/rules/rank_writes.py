@@ -799,6 +799,8 @@ def _same_bytes(call: Call) -> bool:
             return fixed(e.left) and fixed(e.right)
         if _loaded_back(call.scope, e):
             return True   # `f.write(ckpt['training_results'])`: read back from the checkpoint every rank loaded
+        if _same_everywhere(e, call.scope, frozenset()):
+            return True   # text derived only from what every rank computes alike (ImageFolder's class_to_idx)
         return isinstance(e, ast.Name) and e.id in reads and e.id not in others
 
     writes = 0
@@ -811,6 +813,96 @@ def _same_bytes(call: Call) -> bool:
             elif isinstance(n, ast.Call) and last_name(n.func) in ("dump", "safe_dump", "save", "print"):
                 return False
     return writes > 0
+
+
+@functools.lru_cache(maxsize=1)
+def _same_attributes() -> Dict[str, frozenset]:
+    """made_by qual -> the attributes the same in every process (data/lint_writers.json same_on_every_rank)."""
+    with open(_WRITERS_FILE, encoding="utf-8") as fh:
+        entries = json.load(fh)["same_on_every_rank"]["attributes"]
+    return {q: frozenset(e["attrs"]) for e in entries for q in e["made_by"]}
+
+
+_PURE_CALLS = ("json.dumps", "dict", "sorted", "list", "tuple", "str", "len", "enumerate", "zip", "range", "int")
+_PURE_METHODS = ("items", "keys", "values", "join", "format")
+
+
+def _same_everywhere(e: ast.AST, scope, bound: frozenset, depth: int = 0) -> bool:
+    """Round 22 (fr141 csds438-f21-project/Resnet_Car_Recognition: `cla_dict = dict((v, k) for k, v in
+    train_dataset.class_to_idx.items()); json_str = json.dumps(cla_dict, indent=4)` then `json_file.write(json_str)`
+    on every Ray worker, judged debatable): an expression built only from constants, pure builtins and comprehensions
+    over attributes every process computes alike from the same arguments (data/lint_writers.json
+    same_on_every_rank: torchvision's ImageFolder.class_to_idx, a sorted folder listing), through the names the
+    function assigns. At least one such attribute must be read: a bare constant is the older literal check's."""
+    return _pure(e, scope, bound, depth) == "attr"
+
+
+_MUTATORS = ("update", "append", "extend", "insert", "setdefault", "pop", "add", "__setitem__", "write")
+
+
+def _mutated(scope, name: str) -> bool:
+    """`d[k] = v`, `d.x = v`, `d[k] += v`, `d.update(...)`: the name's object is changed after its assignment."""
+    for n in ast.walk(scope.node):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AugAssign,
+                                                                                          ast.AnnAssign)) else []
+        for tg in targets:
+            if isinstance(tg, (ast.Subscript, ast.Attribute)) and isinstance(tg.value, ast.Name) and \
+                    tg.value.id == name:
+                return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MUTATORS and \
+                isinstance(n.func.value, ast.Name) and n.func.value.id == name:
+            return True
+    return False
+
+
+def _pure(e: ast.AST, scope, bound: frozenset, depth: int) -> Optional[str]:
+    """None: not known pure; "const": pure and constant; "attr": pure and reads a same-everywhere attribute."""
+    if depth > 12 or e is None:
+        return None
+    parts: list = []
+    if isinstance(e, ast.Constant):
+        return "const"
+    if isinstance(e, ast.Name):
+        if e.id in bound:
+            return "const"
+        value = scope.values.get(e.id)
+        if value is None or sum(1 for a in scope.assigns if e.id in a.targets) != 1 or _mutated(scope, e.id):
+            return None
+        return _pure(value, scope, bound, depth + 1)
+    if isinstance(e, ast.Attribute):
+        base = e.value
+        if isinstance(base, ast.Name) and base.id in scope.values:
+            made = scope.values[base.id]
+            qual = next((c.qual for c in scope.calls if isinstance(made, ast.Call) and c.line == made.lineno and
+                         c.node.col_offset == made.col_offset), None)
+            if qual and e.attr in _same_attributes().get(qual, ()):
+                return "attr"
+        return None
+    if isinstance(e, (ast.Tuple, ast.List)):
+        parts = list(e.elts)
+    elif isinstance(e, ast.Call):
+        name = dotted(e.func) or ""
+        if isinstance(e.func, ast.Attribute) and e.func.attr in _PURE_METHODS:
+            parts = [e.func.value]
+        elif name not in _PURE_CALLS:
+            return None
+        parts += list(e.args) + [k.value for k in e.keywords]
+    elif isinstance(e, (ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        names = set(bound)
+        for g in e.generators:
+            parts.append(g.iter)
+            parts += list(g.ifs)
+            names |= {n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        inner = [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]
+        got = [_pure(x, scope, bound, depth + 1) for x in parts] + [_pure(x, scope, frozenset(names), depth + 1)
+                                                                    for x in inner]
+        return None if None in got else ("attr" if "attr" in got else "const")
+    elif isinstance(e, ast.Subscript):
+        parts = [e.value, e.slice]
+    else:
+        return None
+    got = [_pure(x, scope, bound, depth + 1) for x in parts]
+    return None if None in got else ("attr" if "attr" in got else "const")
 
 
 def _settings_written(call: Call) -> bool:
@@ -1015,7 +1107,9 @@ def write_on_every_rank(t):
         (every `wandb.init` passes `group=`, W&B's documented multi-process pattern). Since round 22 a helper
         call site in a branch that returns before its function joins the group (a one-process mode) counts as
         gated, and `save_pretrained(save_function=accelerator.save)` says what is raced: only config.json with
-        safe_serialization=False (a note), the safetensors weights too by default (data/lint_writers.json).
+        safe_serialization=False (a note), the safetensors weights too by default (data/lint_writers.json); a
+        file that receives only text derived from attributes every rank computes alike (ImageFolder's
+        class_to_idx through json.dumps of a comprehension) is the same bytes: a note.
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
