@@ -34,7 +34,7 @@ from .. import conditions as cond
 from ..names import absolute_module, dotted, last_name
 from ._common import (C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS, DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual,
                       ray_worker_function, DIST_ARGS,
-                      is_training_args_qual, relaunches_script)
+                      is_training_args_qual, relaunches_script, spawn_sites)
 
 _DIST_QUALS = {INIT_PG, DDP, "torch.utils.data.DistributedSampler", "accelerate.Accelerator", "deepspeed.initialize",
                "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
@@ -208,6 +208,12 @@ def one_node_init(index: ModuleIndex, call, address_only: bool = False) -> Optio
     size = call.kw("world_size")
     if head is not None and head.startswith(_LOOPBACK):
         return f"init_process_group joins at {head.split('://', 1)[1].split(':')[0]} (line {call.line})"
+    launched = _launch_site_heads(index, call, method)
+    if launched and all(h is not None and h.startswith(_LOOPBACK) for h, _line in launched):
+        host = launched[0][0].split('://', 1)[1].split(':')[0]
+        lines = ", ".join(str(line) for _h, line in launched)
+        return (f"init_process_group joins at the init_method every launch in the file hands in, {host} "
+                f"(line{'s' if len(launched) > 1 else ''} {lines})")
     if (head is None or head.startswith("env://")) and not call.node.args[1:2] and any(
             e.scope is call.scope and e.node.lineno < call.line for e in loop_envs):
         e = next(e for e in loop_envs if e.scope is call.scope and e.node.lineno < call.line)
@@ -221,6 +227,56 @@ def one_node_init(index: ModuleIndex, call, address_only: bool = False) -> Optio
         return (f"init_process_group's world_size is this node's GPU count "
                 f"(`{dotted(_value_of(size, call)) or dotted(size)}`, line {call.line})")
     return None
+
+
+def _launch_site_heads(index: ModuleIndex, call, method) -> List[Tuple[Optional[str], int]]:
+    """The init_method handed in by every launch of the init's function in this module: `Process(target=main,
+    kwargs={..., 'init_method': 'tcp://localhost:9999'})` read back as `kwargs['init_method']` (or
+    `kwargs.get('init_method')`), or a parameter filled from `Process(target=f, args=(...))` / `mp.spawn(f,
+    args=(...))` (spawn prepends the index). (literal head or None, launch line) per launch; [] where the value is
+    not a parameter of the function or no launch in the module starts it (round 22: fr152 CodeMonk123/
+    torch_dist_demo, two Process launches with literal local ranks 0 and 1 at tcp://localhost: one node by
+    construction, LINT022 judged wrong at first read). torch/multiprocessing/spawn.py calls fn(i, *args);
+    multiprocessing.Process calls target(*args, **kwargs) (cpython Lib/multiprocessing/process.py run())."""
+    scope = call.scope
+    fn = scope.node if scope is not None else None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    key, param = None, None
+    if isinstance(method, ast.Name) and method.id in scope.values:
+        method = scope.values[method.id]
+    kwarg = fn.args.kwarg.arg if fn.args.kwarg else None
+    if isinstance(method, ast.Subscript) and isinstance(method.value, ast.Name) and method.value.id == kwarg and \
+            isinstance(method.slice, ast.Constant) and isinstance(method.slice.value, str):
+        key = method.slice.value
+    elif isinstance(method, ast.Call) and isinstance(method.func, ast.Attribute) and method.func.attr == "get" and \
+            isinstance(method.func.value, ast.Name) and method.func.value.id == kwarg and method.args and \
+            isinstance(method.args[0], ast.Constant) and isinstance(method.args[0].value, str):
+        key = method.args[0].value
+    elif isinstance(method, ast.Name) and method.id in scope.params and not any(
+            method.id in a.targets for a in scope.assigns):
+        param = method.id
+    if key is None and param is None:
+        return []
+    positional = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    out: List[Tuple[Optional[str], int]] = []
+    for site, target, kind in spawn_sites(index):
+        if not (isinstance(target, ast.Name) and target.id == fn.name):
+            continue
+        value = None
+        given = site.kw("kwargs") if kind == "process" else None
+        name = key or param
+        if isinstance(given, ast.Dict):
+            for k, v in zip(given.keys, given.values):
+                if isinstance(k, ast.Constant) and k.value == name:
+                    value = v
+        args = site.kw("args") if kind == "spawn" else (site.kw("args") or site.arg(3))
+        if value is None and param is not None and isinstance(args, ast.Tuple) and param in positional:
+            i = positional.index(param) - (1 if kind == "spawn" else 0)
+            if 0 <= i < len(args.elts) and not any(isinstance(a, ast.Starred) for a in args.elts[:i + 1]):
+                value = args.elts[i]
+        out.append((_literal_head(value) if value is not None else None, site.line))
+    return out
 
 
 _GPU_COUNT = re.compile(r"^(n_?gpus?|num_gpus?|ngpus?_per_node|gpus_per_node|n_gpus_per_node)$", re.I)

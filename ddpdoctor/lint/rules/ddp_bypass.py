@@ -28,6 +28,29 @@ _NOT_A_FORWARD = {
 }
 
 
+def _passes_to_method(index, call, name: str, scope):
+    """(method, parameter) when `call` is `obj.method(..., name, ...)` on an instance of a class of this file made in
+    the same function (`trainer = Trainer(...); trainer.train(model=model)`, round 22 fr151 KimRass/DDPM)."""
+    func = call.node.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    made = scope.values.get(func.value.id)
+    if not isinstance(made, ast.Call) or not isinstance(made.func, ast.Name):
+        return None
+    klass = index.module.classes.get(made.func.id)
+    method = klass.functions.get(func.attr) if klass is not None else None
+    if method is None:
+        return None
+    params = [p for p in method.params if p not in ("self", "cls")]
+    for i, arg in enumerate(call.node.args):
+        if dotted(arg) == name and i < len(params):
+            return method, params[i]
+    for kw in call.node.keywords:
+        if kw.arg and dotted(kw.value) == name and kw.arg in params:
+            return method, kw.arg
+    return None
+
+
 def _ddp_objects(index) -> list:
     """(name, scope, bound, wrap line) for the names that hold a DDP-wrapped model: the bound names (visible where they are used) and the
     parameters of this file's functions that a call hands one to (`train_epoch(model, loader)`)."""
@@ -41,9 +64,26 @@ def _ddp_objects(index) -> list:
             n = dotted(arg)
             if n not in names or not any(_visible(n, b[2], call.scope) for b in bindings if b[0] == n):
                 continue
-            passed = _passes_to(index, call, n, call.scope)
+            passed = _passes_to(index, call, n, call.scope) or _passes_to_method(index, call, n, call.scope)
             if passed is not None:
                 out.append((passed[1], passed[0], False, 0))
+    # round 22 (fr151 KimRass/DDPM: `trainer.train(model=model)` hands the DDP model on to
+    # `self.train_for_one_epoch(epoch, model, ...)`, whose `model.module.get_loss(x)` was both readers' miss): a
+    # parameter that holds it is followed through the calls of its own function, up to three hops
+    frontier = [(scope, param) for param, scope, bound, _line in out if not bound]
+    seen = {(id(scope), param) for scope, param in frontier}
+    for _hop in range(3):
+        nxt = []
+        for scope, param in frontier:
+            for call in scope.calls:
+                if not any(dotted(a) == param for a in list(call.node.args) + [k.value for k in call.node.keywords]):
+                    continue
+                passed = _passes_to(index, call, param, scope) or _passes_to_method(index, call, param, scope)
+                if passed is not None and (id(passed[0]), passed[1]) not in seen:
+                    seen.add((id(passed[0]), passed[1]))
+                    out.append((passed[1], passed[0], False, 0))
+                    nxt.append((passed[0], passed[1]))
+        frontier = nxt
     return out
 
 
@@ -383,6 +423,8 @@ def ddp_forward_bypassed(t):
         wrapper thrown away at once: `model.lm = DDP(model.lm, ...)` and on the next line `model.lm = model.lm.module`
         in a file that runs a backward and all-reduces nothing by hand.
         A preview rule (round 16): a note by default, a warning with `--preview`.
+        Since round 22 the DDP model is followed through up to three hand-overs between
+        functions of the file, including methods of an object of the file's class (`trainer.train(model=model)`).
 
     Why it matters
         DDP synchronises gradients only for a backward prepared by its own forward: `DistributedDataParallel.forward`

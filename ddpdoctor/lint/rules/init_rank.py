@@ -280,6 +280,9 @@ def init_rank_is_local_rank(t):
         wave 3). Quiet where, in the statement list that holds the init, the name's nearest assignment is a constant
         (`except KeyError: rank = 0` then the init: round 17). A preview rule (round 9): a note by default, a warning
         with `--preview`.
+        Since round 22 the init_method may be a parameter (or a `kwargs[...]` read) that
+        every launch of the file hands in (`Process(target=f, kwargs={..., "init_method": "tcp://localhost:9999"})`,
+        `args=(...)`, `mp.spawn` args): a loopback literal there is one node too (a note).
 
     Why it matters
         `rank` must be the global rank, 0..world_size-1 (torch/distributed/distributed_c10d.py). torchrun exports

@@ -56,6 +56,37 @@ def _varies(expr: Optional[ast.AST], scope, index, depth: int = 0) -> str:
     return ""
 
 
+def _varies_from_callers(expr: Optional[ast.AST], scope, index) -> str:
+    """The value is a parameter of its function (`def setup(rank, world_size, port): os.environ["MASTER_PORT"] =
+    f"{port}"`) and a call of this file hands it a value that differs per process (`port = torch.randint(12300,
+    12500, (1,)).item(); setup(rank, world_size, port)` in the spawned main: round 22, fr152 ircam-ismm/
+    learning-from-paired-tracks, the reader's miss). Every call site of the function is looked at; one that hands
+    in a varying value is enough, since that path runs in every process."""
+    if expr is None or scope is None or scope.kind != "function":
+        return ""
+    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id in scope.params and
+             n.id not in scope.values}
+    if not names:
+        return ""
+    fn = scope.node
+    positional = [a.arg for a in fn.args.posonlyargs + fn.args.args] if isinstance(fn, (ast.FunctionDef,
+                                                                                       ast.AsyncFunctionDef)) else []
+    for other in index.scopes:
+        for call in other.calls:
+            if index.function_of(call.node.func, other) is not scope:
+                continue
+            for name in names:
+                given = [k.value for k in call.node.keywords if k.arg == name]
+                if not given and name in positional:
+                    i = positional.index(name)
+                    if i < len(call.node.args) and not any(isinstance(a, ast.Starred) for a in call.node.args[:i + 1]):
+                        given = [call.node.args[i]]
+                got = _varies(given[0], other, index) if given else ""
+                if got:
+                    return f"{got} (handed to {scope.name}() as `{name}` at line {call.line})"
+    return ""
+
+
 def _world_of_one(call) -> bool:
     size = call.kw("world_size")
     return isinstance(size, ast.Constant) and size.value == 1 and type(size.value) is int
@@ -74,6 +105,8 @@ def master_port_per_process(t):
         a constant or a value read from the arguments or the environment, and (round 18) before an init of a group of
         one (`world_size=1`).
         A preview rule (round 17): a note by default, a warning with `--preview`.
+        Since round 22 also a value that is a parameter of its function, followed to the
+        file's calls of that function: a port each process draws and hands to `setup(rank, world_size, port)`.
 
     Why it matters
         env:// reads MASTER_ADDR and MASTER_PORT in each process (`_env_rendezvous_handler`,
@@ -110,7 +143,7 @@ def master_port_per_process(t):
         later = [c for c in later if not _world_of_one(c)]
         if not later:
             continue
-        what = _varies(e.value, e.scope, index)
+        what = _varies(e.value, e.scope, index) or _varies_from_callers(e.value, e.scope, index)
         if not what:
             continue
         seen.add(id(e.scope))

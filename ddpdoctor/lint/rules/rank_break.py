@@ -403,6 +403,51 @@ def _ungated_collective_after(index, scope: Scope, node: ast.AST, wrapped: bool,
     return None
 
 
+def _rank_return_before_collective(t, index):
+    """Round 22 (fr151 LucaIanniello/INEST-MANISKILL and xirl_conda pretrain_multi.py, both readers' miss): a `return`
+    (or sys.exit) in a block under a rank test, outside any loop, in a function that goes on, after the block, to a
+    torch.distributed collective every rank runs (`if rank == 0: setup(); if FLAGS.raw_imagenet: return` then
+    `dist.barrier()`): the ranks that return never enter it and the others wait until the process-group timeout.
+    Only torch.distributed collectives count here (a backward after the block is judged by the loop pass)."""
+    flags = index.flags
+    for scope in index.scopes:
+        if scope.kind != "function" or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if scope.ctx.rank0 or scope.ctx.gated:
+            continue
+        for st in scope.node.body:
+            if not isinstance(st, ast.If):
+                continue
+            test = st.test
+            if not_distributed(test) or not (body_rank0(test, flags) or body_others(test, flags)):
+                continue
+            exits = [e for e, _under in _exits(st.body, True, False, flags) if isinstance(e, ast.Return)]
+            exits += [n for b in st.body for n in ast.walk(b) if isinstance(n, ast.Call) and
+                      (dotted(n.func) or "") in ("sys.exit", "exit", "quit", "os._exit")]
+            if not exits:
+                continue
+            end = getattr(st, "end_lineno", st.lineno)
+            collective = next((c for c in scope.calls if c.line > end and not c.ctx.rank0 and not c.ctx.gated and
+                               (c.qual or "").startswith("torch.distributed.") and c.name in _COLLECTIVES), None)
+            if collective is None or t.facts.dead(scope, index):
+                continue
+            node = min(exits, key=lambda n: n.lineno)
+            yield t.finding(
+                "warning", node,
+                f"`return` under a rank test leaves {scope.name}() before the {collective.name} at line "
+                f"{collective.line}, which the other ranks enter: they block in it",
+                detail=(f"The block at line {st.lineno} runs on some ranks only and returns out of the function; "
+                        f"every rank that does not return goes on to `{collective.text or collective.name}` at line "
+                        f"{collective.line} and waits there for the ranks that left, until the process-group "
+                        "timeout."),
+                fix=("if rank == 0:\n    ...   # rank-0 work, no return\n"
+                     "stop = torch.tensor([int(leave)], device=device); torch.distributed.broadcast(stop, src=0)\n"
+                     "if stop.item():\n    return   # every rank leaves together"),
+                evidence={"block_line": st.lineno, "collective_line": collective.line, "source": _SOURCE},
+            )
+            break
+
+
 def _skip_finding(t, skip, why, loop, collective):
     """The finding for one per-rank `continue`/`break` before the loop's collective."""
     kind = "continue" if isinstance(skip, ast.Continue) else "break"
@@ -460,6 +505,8 @@ def rank_conditional_loop_exit(t):
         own test is a hook registry's stop flag that only a user callback sets (YOLOv5's `callbacks.stop_training`,
         ddpdoctor/data/lint_hook_flags.json) is a note when no file linted sets it. A preview rule (round 8): a
         note by default, a warning with `--preview`.
+        Since round 22 also a `return` (or sys.exit) under a rank test outside any
+        loop, before a torch.distributed collective that the function runs on every rank after that block.
 
     Why it matters
         Collectives must be entered by every process of the group (torch/distributed/distributed_c10d.py), and
@@ -479,7 +526,10 @@ def rank_conditional_loop_exit(t):
         `if stop.item(): break`.
     """
     index = t.index
-    if not index.scopes or not any(s.loops for s in index.scopes):
+    if not index.scopes:
+        return
+    yield from _rank_return_before_collective(t, index)
+    if not any(s.loops for s in index.scopes):
         return
     wrapped = t.facts.cache.get("rank_break.wrapped")
     if wrapped is None:  # some file of the run wraps a model in DDP/FSDP: a backward there is a collective

@@ -12,6 +12,7 @@ from . import rule
 from ..analysis import Call
 from ..names import dotted
 from ._every_rank import every_rank_calls, unproven
+from .rank_writes import weights_every_caller
 
 _SOURCE = ("Python documentation: datetime.datetime.now(), time.time(), time.strftime() read each process's own "
            "clock (docs.python.org/3/library/datetime.html, time.html); torch.distributed.broadcast_object_list "
@@ -276,6 +277,10 @@ def wallclock_dir_every_rank(t):
         together differ only across midnight (ddpdoctor/data/lint_clock.json). Since round 21 also a Lightning
         Trainer whose strategy re-runs the script per rank makes the script's own code every-rank. A preview
         rule (round 19): a note by default, a warning with `--preview` when the write runs on every rank.
+        Since round 22 a `save_pretrained(out, is_main_process=...)` there says that
+        is_main_process gates only the config (the safetensors weights are written on every rank: transformers
+        modeling_utils, data/lint_writers.json), and is a note when safe_serialization=False with
+        save_function=accelerator.save leaves the other ranks only an empty folder.
 
     Why it matters
         The ranks start a few hundred milliseconds apart (more across nodes), so each reads a different second
@@ -321,13 +326,22 @@ def wallclock_dir_every_rank(t):
                     if _lookup(tainted, n, call.scope, index) is not None),
                    key=lambda n: (len(n), n))
         origin = _lookup(tainted, name, call.scope, index)
+        # save_pretrained(is_main_process=..., safe_serialization=False, save_function=accelerator.save): the other
+        # ranks only create their (empty) folder; nothing of the run lands there (data/lint_writers.json)
+        empty = call.name == "save_pretrained" and call.kw("is_main_process") is not None and \
+            not weights_every_caller(call)
         yield t.finding(
-            "warning" if proof is not None else "info", call.node,
+            "warning" if proof is not None and not empty else "info", call.node,
             f"`{name}` is named from the wall clock (line {origin.lineno}) on every rank and written to here: "
-            "each rank can get its own folder" + unproven(t, call, proof),
+            "each rank can get its own folder" + unproven(t, call, proof)
+            + (" (only empty folders on the other ranks: is_main_process= with safe_serialization=False and "
+               "save_function=accelerator.save writes everything on the main process)" if empty else "")
+            + (" (is_main_process= gates only the config files: the safetensors weights are written by every rank, "
+               "into the folder it named)" if weights_every_caller(call) else ""),
             detail=("Every rank reads its own clock when it builds the name; ranks that start in different seconds "
                     "create different folders, so the run's checkpoints and logs scatter."),
             fix=("obj = [stamp if dist.get_rank() == 0 else None]; dist.broadcast_object_list(obj, src=0); "
                  "stamp = obj[0]   # or use os.environ['TORCHELASTIC_RUN_ID']"),
             evidence={"name": name, "clock_line": origin.lineno, "call": call.qual or call.text,
-                      "every_rank": proof.as_dict() if proof is not None else None, "source": _SOURCE})
+                      "every_rank": proof.as_dict() if proof is not None else None, "source": _SOURCE,
+                      **({"weights_every_rank": True} if weights_every_caller(call) else {})})
