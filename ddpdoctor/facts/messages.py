@@ -175,7 +175,12 @@ ANCHORS: Tuple[bytes, ...] = (
     # prefilter cannot find the level and date, but every such line carries "<file>.cc:<line>] ". An E- or F-line whose
     # failure words are no keyword ("failed", "Timed out", "FAILED") in the middle of a large log, past the head and
     # before the last 16 KiB, was not read (round 21, triage24); NCCL's own lines ("init.cc:1079") already carry "NCCL"
-    b".cc:")
+    b".cc:",
+    # a configuration refusal printed alone, no exception name, no traceback: Hydra's run_and_report writes a
+    # CompactHydraException as str(ex) ("Could not override 'trainer.gpu'.", hydra/_internal/config_loader_impl.py
+    # @2c03d1b) and its OmegaConf cause's str() ("Missing mandatory value: model.channels", omegaconf/base.py
+    # @63b6304), then exits 1 (round 22, triage25)
+    b"Could not override '", b"Missing mandatory value")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:
@@ -786,6 +791,11 @@ def match_all(line: str) -> List[MessageMatch]:
     if not line:
         return []
     found = _index().match_all(line)
+    if len(found) > 1 and any(mm.entry.get("fallback") for mm in found):
+        # an entry marked "fallback" reads a whole family by its exception's name alone (Lightning's
+        # MisconfigurationException, any message): where a more specific entry reads the same line, it has the say
+        specific = [mm for mm in found if not mm.entry.get("fallback")]
+        found = specific or found
     found.sort(key=lambda mm: (-(mm.end - mm.start), _ROLE_ORDER.get(mm.role, 9)))
     return found
 
