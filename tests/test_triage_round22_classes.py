@@ -13,7 +13,9 @@
 - An end line followed by a new phase the log stops in (the Trainer reloading its best model, a JIT extension build)
   cannot show health (LOG029).
 The fixtures under fixtures/triage/rules (LOG023/LOG024/LOG027/LOG029 *accelerate*, *hydra*, *omegaconf*,
-*configuration_error_alone*, *end_line_then_extension_build_cut*) are the trigger and quiet files of these classes.
+*configuration_error_alone*, LOG029_quiet_best_model_loaded_then_train_metrics) are the trigger and quiet files of
+these classes; the end-then-cut trigger is the test below (a trigger fixture is padded with progress after it, and a
+log that goes on training has left that phase).
 """
 import pytest
 
