@@ -22,6 +22,9 @@ in the same loop, alternated with this tree's (grep, this tree, that tree, each 
 taken in the same minutes compare, and the CPU time ratios to grep's of both trees are printed; the verdicts must agree.
 
     python benchmarks/bench_triage.py [--size-mb 1024] [--runs 3] [--pattern 'Watchdog caught'] [--compare-with TREE]
+
+`--glog SHARE` makes the log glog-heavy: SHARE of its noise lines are glog INFO lines ("I1207 ... gpu_compiler.cc:42] ..."),
+each carrying the '.cc:' keyword (round 22: what that keyword costs, with `--compare-with` a tree without it).
 """
 from __future__ import annotations
 
@@ -77,9 +80,22 @@ def failure() -> str:
     return text
 
 
-def generate(path: str, size: int, seed: int = 1) -> None:
+def glog_lines(rng: random.Random, n: int) -> list:
+    """`n` INFO lines in glog's head ("I1207 12:00:01.123456  4242 file.cc:42] ", google/glog src/logging.cc
+    LogMessage::Init), as XLA, TensorFlow, gRPC and Paddle write them: each carries the '.cc:' prefilter keyword."""
+    files = ("gpu_compiler.cc", "service.cc", "pjrt_stream_executor_client.cc", "cuda_dnn.cc", "bfc_allocator.cc",
+             "executor.cc", "client.cc", "rendezvous.cc")
+    return [f"I1207 {10 + i % 12:02d}:{i % 60:02d}:{(i * 7) % 60:02d}.{rng.randint(0, 999999):06d} {4000 + i % 8:5d} "
+            f"{files[i % len(files)]}:{100 + (i * 13) % 900}] step {i} compiled module jit_train_step "
+            f"in {rng.random() * 3:.3f}s, {rng.randint(1, 64)} buffers\n" for i in range(n)]
+
+
+def generate(path: str, size: int, seed: int = 1, glog: float = 0.0) -> None:
+    """`glog`: the share of the noise lines that are glog INFO lines (0: none, the goal's log)."""
     rng = random.Random(seed)
     block_lines = noise_lines(rng)
+    if glog > 0:
+        block_lines += glog_lines(rng, int(len(block_lines) * glog / (1 - glog)) if glog < 1 else len(block_lines))
     rng.shuffle(block_lines)
     block = "".join(block_lines).encode()
     head, tail = startup().encode(), failure().encode()
@@ -119,6 +135,8 @@ def main() -> int:
     ap.add_argument("--pattern", default="Watchdog caught collective operation timeout")
     ap.add_argument("--keep", action="store_true", help="keep the generated log (its path is printed)")
     ap.add_argument("--compare-with", metavar="TREE", help="another checkout of ddpdoctor, run alternated with this one")
+    ap.add_argument("--glog", type=float, default=0.0, metavar="SHARE",
+                    help="a glog-heavy log: SHARE (0-1) of the noise lines are glog INFO lines naming a .cc file")
     args = ap.parse_args()
     grep = shutil.which("grep")
     if grep is None:
@@ -131,7 +149,7 @@ def main() -> int:
     kw = os.path.join(tmp, "keywords")
     try:
         t0 = time.perf_counter()
-        generate(path, args.size_mb << 20)
+        generate(path, args.size_mb << 20, glog=args.glog)
         with open(kw, "wb") as fh:
             fh.write(b"\n".join(ANCHORS) + b"\n")
         size = os.path.getsize(path)

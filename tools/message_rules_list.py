@@ -1121,4 +1121,64 @@ RULES = [
       "/ torchao, DeepSpeed not installed, context parallelism without FSDP2.",
       "Install what the message names (pip install deepspeed / transformer_engine / torchao), pick bf16 on GPUs without "
       "FP8, or enable FSDP2 (fsdp_version=2) for cp_size > 1."),
+    # ================================================================ accelerate's own refusals (round 22, triage25)
+    # Every raise in state.py, accelerator.py, utils/launch.py, commands/launch.py and utils/dataclasses.py at
+    # 16cb6eb that the rules above left out (the api_misuse rule stops at 45): each family with the class of what it
+    # refuses. Order matters (the first rule that matches keeps the message): DeepSpeed-config and parallel-size
+    # disagreements, then devices, mixed precision, the launcher's values, FSDP's settings, the rest of the config.
+    R(AC, r"src/accelerate/utils/dataclasses\.py$", r"DeepSpeed config|deepspeed_config_file|ZeRO optimization config|"
+      r"not found in kwargs", "config_mismatch", "accelerate.deepspeed_config",
+      "accelerate's DeepSpeed plugin found the DeepSpeed config file and accelerate's own settings in disagreement, or "
+      "a key it needs missing: a value in the JSON that differs from the launch's (--mixed_precision, "
+      "gradient_accumulation_steps, batch sizes), an \"auto\" it cannot fill, accelerate config variables set beside "
+      "deepspeed_config_file, no zero_optimization section.",
+      "Set the clashing keys to \"auto\" in the DeepSpeed config (train_micro_batch_size_per_gpu, "
+      "gradient_accumulation_steps, bf16/fp16 \"enabled\"), or make them equal to accelerate's; with "
+      "deepspeed_config_file, put the settings in the JSON and drop them from the accelerate config.", how=EXC),
+    R(AC, r"src/accelerate/accelerator\.py$", r"tp_size in the plugin .* should be same as model's tp size",
+      "config_mismatch", "accelerate.world_size",
+      "The tensor-parallel size accelerate's plugin was given differs from the size the model was sharded with: the "
+      "parallel sizes do not fit the world the job runs in.",
+      "Give the plugin (TorchTensorParallelPlugin / ParallelismConfig tp_size) the size the model was loaded with "
+      "(from_pretrained(..., tp_plan='auto') under the same number of processes); tp_size must divide the world size.",
+      how=EXC),
+    R(AC, r"src/accelerate/(?:state|accelerator|utils/launch|commands/launch|utils/dataclasses)\.py$",
+      r"no available devices found|a supported device|MPS device", "cuda_setup", "accelerate.device",
+      "accelerate found no device in this process that can do what its configuration asks: no accelerator visible "
+      "(no CUDA, XPU, MLU, NPU, MUSA or HPU), or bf16 asked of a device (or a torch build) that has none.",
+      "Check the devices this process sees (nvidia-smi; echo $CUDA_VISIBLE_DEVICES; python -c 'import torch; "
+      "print(torch.cuda.is_available())'), or run on CPU (accelerate launch --cpu).", how=EXC),
+    R(AC, r"src/accelerate/(?:state|accelerator|utils/launch|commands/launch|utils/dataclasses)\.py$",
+      r"mixed precision|mixed_precision|\bfp8\b|`fp8`|FP8|\bbf16\b|MS-AMP|TransformerEngine|transformer_engine|"
+      r"TorchAO|opt_level|fp8_format|amax_compute_algo", "api_misuse", "accelerate.precision",
+      "accelerate refused the mixed-precision setting it was given: a mode it does not know, bf16 on a device or torch "
+      "that has none, FP8 without Transformer Engine / MS-AMP / torchao installed, or an FP8 recipe value outside the "
+      "allowed set. A setting of the job, refused before training, not a GPU fault.",
+      "Use one of accelerate's modes (--mixed_precision no|fp16|bf16|fp8); bf16 needs an Ampere or newer GPU (or a CPU "
+      "with bf16) and a recent torch; for fp8 pip install transformer_engine (or torchao / msamp) first, else bf16.",
+      how=EXC),
+    R(AC, r"src/accelerate/(?:utils/launch|commands/launch)\.py$", r"Unknown dynamo backend|SageMaker",
+      "launch_misconfigured", "accelerate.launch.bad_value",
+      "accelerate launch refused a value of its own arguments before any process ran: a dynamo backend it does not "
+      "know, a SageMaker launch of something that is not a python script or with store_true flags.",
+      "Fix the argument the message names (accelerate config writes a valid set): --dynamo_backend one of the listed "
+      "names (or no); under SageMaker a training script file and explicitly typed arguments.", how=EXC),
+    R(AC, r"src/accelerate/(?:accelerator|utils/dataclasses)\.py$",
+      r"FSDP|fsdp|reshard_after_forward|forward_prefetch|cpu_offload|auto wrap policy|transformer layer class|"
+      r"min_num_params|mixed_precision_policy|LOCAL_STATE_DICT|DTensor|tensor parallel|Context parallelism|"
+      r"cp_comm_strategy|sp_seq_length|sp_attn_implementation|TP requires", "api_misuse", "accelerate.sharding",
+      "accelerate refused its sharding or parallelism settings (FSDP1/FSDP2, tensor, context or sequence parallelism): "
+      "a value outside what that version supports, a layer class to wrap that the model does not have, a model with "
+      "DTensor parameters handed to DDP, or a torch/transformers too old for the feature.",
+      "Fix the setting the message names in the accelerate config (fsdp_config: fsdp_version, "
+      "fsdp_transformer_layer_cls_to_wrap = the model's decoder layer class, e.g. LlamaDecoderLayer; "
+      "fsdp_state_dict_type SHARDED_STATE_DICT or FULL_STATE_DICT), or upgrade torch/transformers to the version it names.",
+      how=EXC),
+    R(AC, r"src/accelerate/(?:state|accelerator|utils/launch|commands/launch|utils/dataclasses)\.py$", r".",
+      "api_misuse", "accelerate.config",
+      "accelerate refused a value of its configuration or of how it was called (a kwargs handler given twice, "
+      "DummyOptim without an optimizer in the DeepSpeed config, a Megatron-LM model or optimizer it does not support, "
+      "quantisation settings of the wrong type, a checkpoint folder that exists or is missing); the message says what "
+      "it expected.",
+      "Follow the message; `accelerate env` shows the configuration in force.", how=EXC),
 ]

@@ -160,7 +160,10 @@ SOURCES = [
     {"repo": "deepspeedai/DeepSpeed", "commit": "edaa7221267243c7be7fb49c5d5f5c4fb97b4641", "project": "DeepSpeed",
      "how": "raise/assert/logger texts of deepspeed/ (ast)", "extract": _deepspeed},
     {"repo": "huggingface/accelerate", "commit": "16cb6eb80dd9aa8b4df1a63ef57863e455d53b83", "project": "accelerate",
-     "how": "raise/logger texts of src/accelerate (ast)", "extract": _accelerate},
+     "how": "raise/logger texts of src/accelerate (ast); round 22 (triage25): every raise of state.py, accelerator.py, "
+            "utils/launch.py, commands/launch.py, utils/dataclasses.py, classed as DeepSpeed config / world size / "
+            "mixed precision / device / launcher / sharding / config (tools/mine_messages.py --add-repo)",
+     "extract": _accelerate},
     {"repo": "huggingface/transformers", "commit": "v5.25.0", "ref": "v5.25.0: the installed wheel, which records no hash",
      "project": "transformers",
      "how": "raise/logger texts of the Trainer, TrainingArguments and the DeepSpeed integration (ast)",

@@ -643,12 +643,49 @@ def sources_table() -> Dict[str, dict]:
     return out
 
 
+def add_repo(root: str, out: str, repo: str) -> int:
+    """--add-repo: extract one repo's messages, curate them with that repo's rules, append what `out` lacks."""
+    import tools.messages_rules as mr
+
+    cands: List[Candidate] = []
+    for spec in SOURCES:
+        if spec["repo"] == repo:
+            for c in spec["extract"](root):
+                c.commit = spec["commit"]
+                cands.append(c)
+    saved = list(RULES)
+    try:
+        RULES[:] = [r for r in saved if r["repo"] == repo]
+        entries, problems = curate(cands, root)
+    finally:
+        RULES[:] = saved
+    entries, dropped = check_entries(entries)
+    with open(out, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    ids = {e["id"] for e in doc["entries"]}
+    texts = {(e["source"]["repo"], " ".join(e["format"].split())) for e in doc["entries"]}
+    added = [e for e in entries if e["id"] not in ids and (repo, " ".join(e["format"].split())) not in texts]
+    doc["entries"].extend(added)
+    with open(out, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1, ensure_ascii=False)
+        fh.write("\n")
+    print(f"{len(cands)} messages extracted from {repo}, {len(entries)} kept by its rules, {len(added)} added")
+    for p in problems + dropped:
+        print("warning:", p)
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", required=True)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "ddpdoctor", "data", "messages.json"))
     ap.add_argument("--candidates", help="write every extracted message as JSON lines")
+    ap.add_argument("--add-repo", help="only this repo's sources (REPO as owner/name, --root holding just its tree): "
+                    "keep --out's entries and add the ones its rules keep that --out lacks (same id or same format "
+                    "text), without the other sources")
     args = ap.parse_args(argv)
+    if args.add_repo:
+        return add_repo(args.root, args.out, args.add_repo)
     cands = extract(args.root)
     if args.candidates:
         with open(args.candidates, "w") as fh:

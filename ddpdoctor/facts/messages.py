@@ -175,7 +175,21 @@ ANCHORS: Tuple[bytes, ...] = (
     # prefilter cannot find the level and date, but every such line carries "<file>.cc:<line>] ". An E- or F-line whose
     # failure words are no keyword ("failed", "Timed out", "FAILED") in the middle of a large log, past the head and
     # before the last 16 KiB, was not read (round 21, triage24); NCCL's own lines ("init.cc:1079") already carry "NCCL"
-    b".cc:")
+    # a configuration refusal printed alone, no exception name, no traceback: Hydra's run_and_report writes a
+    # CompactHydraException as str(ex) ("Could not override 'trainer.gpu'.", hydra/_internal/config_loader_impl.py
+    # @2c03d1b) and its OmegaConf cause's str() ("Missing mandatory value: model.channels", omegaconf/base.py
+    # @63b6304), then exits 1 (round 22, triage25)
+    b"Could not override '", b"Missing mandatory value",
+    # The glog-head keywords, last (GLOG_HEAD: the reader keeps a line they find only when it opens with glog's level
+    # E, F or W and its date, "E1207 ", "[W1207 "; an I-line past the head is skipped as before). ".cc:" is C++ glog and
+    # absl (above). ".py:" is absl-Python's head, the same format with the Python file: absl/logging/__init__.py
+    # get_absl_log_prefix, '%c%02d%02d %02d:%02d:%02d.%06d %5d %s:%d] ' (abseil/abseil-py @3e45907), which JAX, t5x,
+    # TensorFlow's Python side and MaxText log through: "E1207 12:00:02.123456 140 coordinator.py:88] Connection to the
+    # coordination service ... failed" mid-log was not read (round 22, triage25)
+    b".cc:", b".py:")
+# the keywords that count only on a line that opens with glog's E/F/W level and date (the reader's own copy:
+# ddpdoctor.triage.reader.GLOG_HEAD, which the search process reads without importing this module)
+GLOG_HEAD: Tuple[bytes, ...] = (b".cc:", b".py:")
 
 
 def _signal_texts() -> Dict[str, Tuple[str, ...]]:
@@ -248,8 +262,16 @@ class MessageMatch:
         return classes().get(self.entry["class"], {}).get("role", "cause")
 
 
+_PLAIN_ANCHOR_STR = tuple(a.decode() for a in ANCHORS if a not in GLOG_HEAD)
+_GLOG_HEAD_STR = tuple(a.decode() for a in GLOG_HEAD)
+# glog's level E, F or W then its date, opening the line (bracketed as c10d writes it): what a GLOG_HEAD keyword needs
+GLOG_LEVEL = re.compile(r"\[?[EFW]\d{4}")
+
+
 def has_anchor(text: str) -> bool:
-    return any(a in text for a in _ANCHOR_STR)
+    """The line carries a keyword the reader finds (a GLOG_HEAD keyword only on a glog E/F/W line, as the reader)."""
+    return any(a in text for a in _PLAIN_ANCHOR_STR) or (
+        GLOG_LEVEL.match(text) is not None and any(a in text for a in _GLOG_HEAD_STR))
 
 
 # a run of characters that `_required_words` takes one at a time as literal text (outside a group) or ignores (inside)
@@ -786,6 +808,11 @@ def match_all(line: str) -> List[MessageMatch]:
     if not line:
         return []
     found = _index().match_all(line)
+    if len(found) > 1 and any(mm.entry.get("fallback") for mm in found):
+        # an entry marked "fallback" reads a whole family by its exception's name alone (Lightning's
+        # MisconfigurationException, any message): where a more specific entry reads the same line, it has the say
+        specific = [mm for mm in found if not mm.entry.get("fallback")]
+        found = specific or found
     found.sort(key=lambda mm: (-(mm.end - mm.start), _ROLE_ORDER.get(mm.role, 9)))
     return found
 

@@ -1458,6 +1458,14 @@ _SETUP = _messages.Prefiltered(re.compile(
                     # C++/CUDA ops built and loaded before the first step: torch.utils.cpp_extension's "Loading extension
                     # module cpu_adam..." and DeepSpeed's op_builder/builder.py "Time to load cpu_adam op: 60.9 seconds"
                     r"Loading extension module \w+\.\.\.|Time to load \w+ op: |"
+                    # the same JIT build's earlier lines, which a log cut during the build ends on (torch/utils/
+                    # cpp_extension.py @cf30153: "Using %s as PyTorch extensions root...", "Emitting ninja build file
+                    # %s...", "Building extension module %s...", "Detected CUDA files, patching ldflags"; round 22)
+                    r"as PyTorch extensions root\.\.\.|Emitting ninja build file |Building extension module \w+\.\.\.|"
+                    r"Detected CUDA files, patching ldflags|"
+                    # the Trainer reloading its best checkpoint after "Training completed" (transformers trainer.py
+                    # v5.25.0 _load_best_model: "Loading best model from %s (score: %s)."): a new phase after the end
+                    r"\bLoading best model from \S+ \(score: |"
                     r"trainable params: [\d,]+ \|\| all params|"   # peft's count, printed before training
                     r"\bStarting (?:trainer|training)\b|"   # a framework's last line before its first step
                     # mmengine's (and mmcv 1.x's) runner before its first iteration (mmengine/runner/runner.py,

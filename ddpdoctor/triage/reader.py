@@ -413,6 +413,7 @@ def _hyperscan():
                         db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                         db.compile(expressions=list(anchors), ids=list(range(len(anchors))), flags=[0] * len(anchors),
                                    literal=True)
+                        _set_glog_from(db, anchors)
                         if path:
                             _hs_save(hyperscan, db, path)
                     if src and not os.path.exists(src):
@@ -521,9 +522,22 @@ def _hs_load(hyperscan, path: str, anchors: Optional[Tuple[bytes, ...]] = None, 
                 data = fh.read()
         db = hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK)
         db.scratch = hyperscan.Scratch(db)   # a compiled database has its own; a loaded one none
-        return db if _hs_probe(hyperscan, db, anchors) else None
+        if not _hs_probe(hyperscan, db, anchors):
+            return None
+        _set_glog_from(db, _anchors() if anchors is None else anchors)
+        return db
     except Exception:  # noqa: BLE001 - none yet, another platform's, damaged: compile
         return None
+
+
+def _set_glog_from(db, anchors: Tuple[bytes, ...]) -> None:
+    """The id of the first GLOG_HEAD keyword (they stand last in ANCHORS): matches from it on are kept only on a glog
+    E/F/W line (`_search`). None where they do not stand last (every match kept, as before round 22)."""
+    n = len(GLOG_HEAD)
+    _GLOG_FROM[id(db)] = len(anchors) - n if tuple(anchors[-n:]) == GLOG_HEAD else None
+
+
+_GLOG_FROM: dict = {}   # id(database) -> its first GLOG_HEAD id (a hyperscan.Database takes no attribute of ours)
 
 
 def _hs_load_src(hyperscan, path: str):
@@ -561,6 +575,39 @@ def _hs_save(hyperscan, db, path: str, anchors: Optional[Tuple[bytes, ...]] = No
 SCAN_BLOCK = 256 << 10   # bytes per Hyperscan call, each counted right after it (`_search`)
 
 
+# Keywords that count only on a line opening with glog's level E, F or W and its date ("E1207 ", "[W1207 "): glog's and
+# absl-Python's line heads name their source file (".cc:", ".py:"), and a glog-heavy log has one on every INFO line, each
+# handed on for nothing (round 22: the cost measured in docs/measured/triage.md). The same tuple as
+# ddpdoctor.facts.messages.GLOG_HEAD (tests/test_triage_round22_classes.py), kept here so that the search process need
+# not import the catalogue; they stand last in ANCHORS.
+GLOG_HEAD = (b".cc:", b".py:")
+_GLOG_LEVEL: list = []
+
+
+def _glog_level():
+    if not _GLOG_LEVEL:
+        import re
+
+        from ..recache import own_patterns
+
+        with own_patterns():
+            _GLOG_LEVEL.append(re.compile(rb"\[?[EFW]\d{4}"))
+    return _GLOG_LEVEL[0]
+
+
+def _glog_kept(buf, ends: list, cut: int, base: int) -> list:
+    """The match ends (relative to `base`) of GLOG_HEAD keywords whose line opens with glog's E/F/W level."""
+    rx = _glog_level()
+    out = []
+    for to in ends:
+        ls = buf.rfind(b"\n", base, base + to) + 1
+        if ls == 0 and base:
+            ls = base
+        if rx.match(buf, max(ls, base), base + cut) is not None:
+            out.append(to)
+    return out
+
+
 def _search(buf, cut: int, scratch=None, count=None, base: int = 0) -> Tuple[set, int]:
     """(the start offsets of the lines of buf[base:base + cut] that contain an anchor, relative to `base`; the newlines
     there, by `count(start, end)` over buf's own offsets, or 0 without one), with Hyperscan.
@@ -575,9 +622,15 @@ def _search(buf, cut: int, scratch=None, count=None, base: int = 0) -> Tuple[set
     db = _hyperscan()
     ends: list = []
     got: list = []
+    glog: list = []
     hit = got.append
+    glog_hit = glog.append
+    first_glog = _GLOG_FROM.get(id(db))
     kw = {} if scratch is None else {"scratch": scratch}
-    kw["match_event_handler"] = lambda _id, _frm, to, _fl, _ctx: hit(to)
+    if first_glog is None:
+        kw["match_event_handler"] = lambda _id, _frm, to, _fl, _ctx: hit(to)
+    else:
+        kw["match_event_handler"] = lambda _id, _frm, to, _fl, _ctx: hit(to) if _id < first_glog else glog_hit(to)
     counted = 0
     at = 0
     with memoryview(buf) as view:
@@ -595,6 +648,9 @@ def _search(buf, cut: int, scratch=None, count=None, base: int = 0) -> Tuple[set
             if got:
                 ends.extend(at + to for to in got)
                 got.clear()
+            if glog:
+                ends.extend(_glog_kept(buf, [at + to for to in glog], cut, base))
+                glog.clear()
             if count is not None:
                 counted += count(base + at, base + end)
             at = end
@@ -625,14 +681,17 @@ def _anchor_lines(buf: bytearray, find, cut: int, scratch=None, base: int = 0) -
     if base:
         raise ValueError("a region inside a buffer is searched with Hyperscan only")
     starts = set()
+    level = _glog_level()
     for needle in _anchors():
+        glog = needle in GLOG_HEAD
         pos = find(needle, 0, cut)
         while pos >= 0:
             ls = buf.rfind(b"\n", 0, pos) + 1
             le = buf.find(b"\n", pos, cut)
             if le < 0:
                 le = cut
-            starts.add(ls)
+            if not glog or level.match(buf, ls, cut) is not None:
+                starts.add(ls)
             pos = find(needle, le, cut) if le < cut else -1
     return starts
 
