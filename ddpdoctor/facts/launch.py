@@ -52,7 +52,7 @@ KEPT = {
                    "config_file", "multi_gpu", "use_deepspeed", "use_fsdp", "rdzv_backend", "same_network",
                    "mixed_precision", "cpu", "tpu", "use_megatron_lm", "mpirun_hostfile", "num_cpu_threads_per_process"},
     "deepspeed": {"num_gpus", "num_nodes", "hostfile", "include", "exclude", "master_addr", "master_port", "launcher",
-                  "node_rank", "no_ssh", "bind_cores_to_rank"},
+                  "node_rank", "no_ssh", "bind_cores_to_rank", "no_local_rank"},
 }
 _SHORT = {"srun": {"-N": "nodes", "-n": "ntasks", "-c": "cpus_per_task", "-G": "gpus"}, "deepspeed": {"-H": "hostfile",
           "-i": "include", "-e": "exclude"}}

@@ -1,0 +1,53 @@
+"""check26 (issue 26, round 22): the classes batches 114-115 lacked, each with a trigger and a quiet fixture.
+Pure: snapshots are built by the factory over recorded facts; no process is started."""
+from __future__ import annotations
+
+from factory import findings_of, make_snapshot
+
+# -- ENV019 arm: a launcher that always passes --local_rank (DeepSpeed's launcher/launch.py) into a script whose
+# argparse has no local-rank option (data/launchers.json passes_local_rank) --
+
+DS_RANK_1 = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": "29500", "CROSS_RANK": "0", "CROSS_SIZE": "1"}
+
+
+def _script(strict=True, known=False, args=()):
+    facts = {"local_rank_args": list(args), "parse_known_args": known, "reads_local_rank_env": False,
+             "strict_parse_args": [{"path": "train.py", "line": 12, "what": "parser.parse_args()"}] if strict else []}
+    return {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": facts}
+
+
+def _ds(env=DS_RANK_1, argv=None, **lint):
+    from ddpdoctor.facts.launch import parse_command
+
+    launch = {"commands": [dict(parse_command(argv.split()), depth=1)], "depth_read": 1} if argv else \
+        {"commands": [], "depth_read": 0}
+    return make_snapshot(env=env, packages={"torch": "2.0.1", "deepspeed": "0.9.5"}, lint=_script(**lint),
+                         launch=launch)
+
+
+def test_deepspeed_launcher_into_a_script_without_local_rank_is_named_whatever_torch():
+    [f] = findings_of(_ds(), "ENV019")
+    assert f.severity == "warning"
+    assert "deepspeed's launcher passes --local_rank=N" in f.title and "train.py:12" in f.title
+    assert f.evidence["source"]["path"] == "deepspeed/launcher/launch.py"
+    assert "--no_local_rank" in f.fix and 'add_argument("--local_rank"' in f.fix
+    # known from the command too (check -- deepspeed ...), without the launcher's variables
+    [g] = findings_of(_ds(env={}, argv="deepspeed --num_gpus 2 train.py --args a.json"), "ENV019")
+    assert "deepspeed --num-gpus 2" in g.detail
+
+
+def test_deepspeed_launcher_quiet_when_the_script_accepts_or_ignores_it():
+    assert findings_of(_ds(args=[{"flags": ["--local_rank"], "path": "train.py", "line": 3}]), "ENV019") == []
+    assert findings_of(_ds(known=True), "ENV019") == []  # parse_known_args leaves it unread
+    assert findings_of(_ds(strict=False), "ENV019") == []  # read: nothing parses sys.argv strictly
+    assert findings_of(_ds(env={}, argv="deepspeed --no_local_rank --num_gpus 2 train.py"), "ENV019") == []
+    torchrun = {"TORCHELASTIC_RUN_ID": "x", "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    assert findings_of(_ds(env=torchrun), "ENV019") == []  # torchrun passes no argument
+
+
+def test_deepspeed_launcher_spelling_is_its_own_not_torchs():
+    # torch 2.0's torch.distributed.launch passes --local-rank, but DeepSpeed's launcher passes --local_rank
+    [f] = findings_of(_ds(args=[{"flags": ["--local-rank"], "path": "train.py", "line": 3}]), "ENV019")
+    assert "DeepSpeed's launcher passes --local_rank=N" in f.title
