@@ -51,3 +51,38 @@ def test_deepspeed_launcher_spelling_is_its_own_not_torchs():
     # torch 2.0's torch.distributed.launch passes --local-rank, but DeepSpeed's launcher passes --local_rank
     [f] = findings_of(_ds(args=[{"flags": ["--local-rank"], "path": "train.py", "line": 3}]), "ENV019")
     assert "DeepSpeed's launcher passes --local_rank=N" in f.title
+
+
+# -- GPU001 arm: a container launch asking a host with no NVIDIA driver for GPUs (data/containers.json: docker/cli
+# opts.go --gpus; moby daemon/devices.go + nvidia_linux.go register 'gpu' only with the toolkit's hook) --
+
+def _box(argv: str, gpus=None):
+    from ddpdoctor.facts.launch import parse_command
+
+    words = argv.split()
+    return make_snapshot(gpus=gpus or {"unavailable": "no NVIDIA driver library (libnvidia-ml.so.1)"},
+                         launch={"commands": [dict(parse_command(words), depth=1)], "depth_read": 1})
+
+
+def test_docker_gpus_on_a_host_without_nvidia_driver_is_a_warning_naming_the_request():
+    [f] = findings_of(_box("docker run --gpus=all --rm -v /a:/b sd-image a prompt"), "GPU001")
+    assert f.severity == "warning" and "`docker run --gpus=all` asks this host for NVIDIA GPUs" in f.title
+    assert "could not select device driver" in f.title and f.evidence["gpu_request"] == "--gpus=all"
+    [g] = findings_of(_box("podman run --device nvidia.com/gpu=all img"), "GPU001")
+    assert g.severity == "warning" and "--device nvidia.com/gpu=all" in g.title
+
+
+def test_docker_without_gpus_or_on_a_gpu_host_is_quiet():
+    [f] = findings_of(_box("docker run --rm -v /a:/b sd-image --device cpu"), "GPU001")
+    assert f.severity == "info"  # nothing asks for GPUs: the CPU-only note
+    healthy = make_snapshot(gpus={"driver_version": "550.54.15", "count": 0, "devices": [], "pairs": []},
+                            launch=_box("docker run --gpus all img").get("launch"))
+    assert [x for x in findings_of(healthy, "GPU001") if x.severity != "info"] == []
+
+
+def test_container_command_reads_the_image_past_value_options():
+    from ddpdoctor.facts.launch import parse_command
+
+    cmd = parse_command("docker run --rm -it --gpus all -v /a:/b --shm-size 8g img python t.py".split())
+    assert cmd["program"] == "img" and cmd["options"] == {"gpus": "all"}
+    assert parse_command("docker ps".split()) is None
