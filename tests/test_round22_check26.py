@@ -86,3 +86,32 @@ def test_container_command_reads_the_image_past_value_options():
     cmd = parse_command("docker run --rm -it --gpus all -v /a:/b --shm-size 8g img python t.py".split())
     assert cmd["program"] == "img" and cmd["options"] == {"gpus": "all"}
     assert parse_command("docker ps".split()) is None
+
+
+# -- PKG014: libraries that compile their CUDA kernels at first use (data/runtime_builds.json: xlstm cuda_init.py,
+# nvdiffrast ops.py) count as 'something compiles at run time' --
+
+def _kit(ninja_path=None, **versions):
+    return make_snapshot(packages={"torch": "2.5.1+cu124", "torch_build": {"cuda": "12.4", "hip": None},
+                                   "cuda_toolkit": {"home": "/usr/local/cuda", "from": "CUDA_HOME", "version": "12.4.131"},
+                                   "ninja": {"path": ninja_path, "package": None, "package_bin": None}, **versions})
+
+
+def test_a_library_compiling_at_first_use_without_ninja_is_a_warning_naming_it():
+    [f] = [x for x in findings_of(_kit(xlstm="2.0.2"), "PKG014") if "ninja" in x.title.lower()]
+    assert f.severity == "warning" and "xlstm 2.0.2" in f.title
+    assert "NX-AI/xlstm xlstm/blocks/slstm/src/cuda_init.py" in f.title
+    [g] = [x for x in findings_of(_kit(nvdiffrast="0.3.3"), "PKG014") if "ninja" in x.title.lower()]
+    assert "nvdiffrast 0.3.3" in g.title
+
+
+def test_no_runtime_builder_or_ninja_found_is_quiet():
+    assert [x for x in findings_of(_kit(), "PKG014") if "ninja" in x.title.lower()] == []
+    assert [x for x in findings_of(_kit(ninja_path="/usr/bin/ninja", xlstm="2.0.2"), "PKG014")
+            if x.severity != "info"] == []
+
+
+def test_runtime_builders_are_gathered():
+    from ddpdoctor.gather.packages import DISTRIBUTIONS
+
+    assert {"xlstm", "nvdiffrast"} <= set(DISTRIBUTIONS)

@@ -302,3 +302,11 @@ def consumer_p2p_defects() -> Tuple[dict, ...]:
 def nccl_disables_unreported_p2p() -> dict:
     """The row saying NCCL itself turns P2P off where NVML reports it not OK (its source and effect)."""
     return next(r for r in rows("consumer_p2p") if r.get("nvml_not_ok"))
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_builders() -> tuple:
+    """data/runtime_builds.json: the libraries that compile their CUDA kernels with torch.utils.cpp_extension at first
+    use, each with its source (PKG014's 'something compiles at run time')."""
+    with open(DATA.parent / "runtime_builds.json", encoding="utf-8") as fh:
+        return tuple(json.load(fh)["packages"])

@@ -197,13 +197,18 @@ def deepspeed_ops_built_for_another_torch(snap):
 
 def _jit_builders(snap, pk) -> list:
     """What compiles a CUDA extension when the job runs: DeepSpeed installed with no pre-built ops (its ops are built
-    just in time, op_builder/builder.py jit_load), and the script's torch.utils.cpp_extension load() calls."""
+    just in time, op_builder/builder.py jit_load), the script's torch.utils.cpp_extension load() calls, and the
+    installed libraries that compile their own kernels at first use (data/runtime_builds.json: xlstm, nvdiffrast)."""
     out = []
     versions = pk.get("versions") or {}
     built = pk.get("deepspeed_build") if isinstance(pk.get("deepspeed_build"), dict) else {}
     if versions.get("deepspeed") and not built.get("installed_ops"):
         out.append(f"DeepSpeed {versions['deepspeed']}'s ops (none pre-built: compiled at their first use)")
     out += [f"{r.get('path')}:{r.get('line')} {r.get('what')}" for r in script_asks(snap, "extension_builds")]
+    for row in gpu_versions.runtime_builders():  # libraries that compile their kernels at first use (check26)
+        if versions.get(row["distribution"]):
+            out.append(f"{row['distribution']} {versions[row['distribution']]} ({row['what']}, compiled with "
+                       f"torch.utils.cpp_extension at first use: {row['source']['repo']} {row['source']['path']})")
     return out
 
 
