@@ -115,3 +115,26 @@ def test_runtime_builders_are_gathered():
     from ddpdoctor.gather.packages import DISTRIBUTIONS
 
     assert {"xlstm", "nvdiffrast"} <= set(DISTRIBUTIONS)
+
+
+# -- GPU032 arm: torch's NVRTC of CUDA 11.1-11.7 asked for sm_89/sm_90 before torch 1.13 clamped it
+# (data/gpu_versions.json nvrtc_arch_clamp: aten/src/ATen/native/cuda/jit_utils.cpp, pytorch/pytorch#87595) --
+
+def _nvrtc(torch, cuda, cc=(8, 9)):
+    dev = {"index": 0, "name": "NVIDIA GeForce RTX 4060 Ti", "cuda_capability": list(cc), "pci_bus_id": "00000000:01:00.0",
+           "memory_total": 16 * 2**30, "memory_used": 0}
+    return make_snapshot(packages={"torch": torch, "torch_build": {"cuda": cuda, "hip": None}},
+                         gpus={"driver_version": "555.42.02", "cuda_driver": "12.5", "count": 1, "devices": [dev],
+                               "pairs": []})
+
+
+def test_nvrtc_of_cuda_11_3_on_sm_89_before_torch_1_13_is_a_warning_naming_both():
+    [f] = [x for x in findings_of(_nvrtc("1.11.0+cu113", "11.3"), "GPU032") if "NVRTC" in x.title]
+    assert f.severity == "warning" and "cuda capability 8.9" in f.title and "CUDA 11.3" in f.title
+    assert "invalid value for --gpu-architecture" in f.title and f.evidence["nvrtc_max_arch"] == "sm_86"
+
+
+def test_nvrtc_quiet_when_clamped_known_or_the_gpu_is_older():
+    assert [x for x in findings_of(_nvrtc("1.13.1+cu117", "11.7"), "GPU032") if "NVRTC" in x.title] == []
+    assert [x for x in findings_of(_nvrtc("1.12.1+cu118", "11.8"), "GPU032") if "NVRTC" in x.title] == []
+    assert [x for x in findings_of(_nvrtc("1.11.0+cu113", "11.3", cc=(8, 6)), "GPU032") if "NVRTC" in x.title] == []
