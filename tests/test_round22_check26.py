@@ -138,3 +138,36 @@ def test_nvrtc_quiet_when_clamped_known_or_the_gpu_is_older():
     assert [x for x in findings_of(_nvrtc("1.13.1+cu117", "11.7"), "GPU032") if "NVRTC" in x.title] == []
     assert [x for x in findings_of(_nvrtc("1.12.1+cu118", "11.8"), "GPU032") if "NVRTC" in x.title] == []
     assert [x for x in findings_of(_nvrtc("1.11.0+cu113", "11.3", cc=(8, 6)), "GPU032") if "NVRTC" in x.title] == []
+
+
+# -- PKG014 arm: DeepSpeed's op builder refuses another minor of torch's CUDA major outside its list
+# (data/deepspeed_cuda_check.json from every release tag of deepspeedai/DeepSpeed op_builder/builder.py) --
+
+def _dsk(ds, toolkit, torch_cuda, env=None, installed_ops=None):
+    pk = {"torch": f"2.0.0+cu{torch_cuda.replace('.', '')}", "deepspeed": ds,
+          "torch_build": {"cuda": torch_cuda, "hip": None},
+          "cuda_toolkit": {"home": "/usr/local/cuda", "from": "CUDA_HOME", "version": toolkit + ".99"},
+          "ninja": {"path": "/usr/bin/ninja", "package": None, "package_bin": None}}
+    if installed_ops is not None:
+        pk["deepspeed_build"] = {"installed_ops": installed_ops}
+    return make_snapshot(env=env, packages=pk)
+
+
+def _refused(snap):
+    return [f for f in findings_of(snap, "PKG014") if f.title.startswith("DeepSpeed ")]
+
+
+def test_deepspeed_refuses_a_minor_outside_its_list():
+    [f] = _refused(_dsk("0.3.13", "11.0", "11.1"))
+    assert f.severity == "warning" and "installed CUDA 11.0 does not match the CUDA 11.1" in f.title
+    assert f.evidence["rule_from"] == "0.3.8" and "accepts no other minor" in f.detail
+    [g] = _refused(_dsk("0.19.6", "13.0", "13.1"))  # cuda_minor_mismatch_ok has never listed CUDA 13
+    assert "DS_SKIP_CUDA_CHECK=1" in g.fix
+
+
+def test_deepspeed_minor_quiet_when_listed_accepted_skipped_or_prebuilt():
+    assert _refused(_dsk("0.9.0", "11.7", "11.8")) == []  # both in 0.7.4+'s list
+    assert _refused(_dsk("0.3.13", "11.1", "11.0")) == []  # the pair 0.3.8-0.3.16 accept by name
+    assert _refused(_dsk("0.19.6", "13.0", "13.1", env={"DS_SKIP_CUDA_CHECK": "1"})) == []
+    assert _refused(_dsk("0.19.6", "13.0", "13.1", installed_ops={"cpu_adam": True})) == []
+    assert _refused(_dsk("0.3.1", "11.0", "11.1")) == []  # before the check existed
