@@ -35,6 +35,11 @@ def test_deepspeed_launcher_into_a_script_without_local_rank_is_named_whatever_t
     # known from the command too (check -- deepspeed ...), without the launcher's variables
     [g] = findings_of(_ds(env={}, argv="deepspeed --num_gpus 2 train.py --args a.json"), "ENV019")
     assert "deepspeed --num-gpus 2" in g.detail
+    # lint facts of an older reader with no record of the parse calls: said as an 'if'
+    lint = _script()
+    del lint["facts"]["strict_parse_args"]
+    [h] = findings_of(make_snapshot(env=DS_RANK_1, packages={"torch": "2.0.1"}, lint=lint), "ENV019")
+    assert "its parse calls were not recorded" in h.detail and "path:train.py" in h.subjects
 
 
 def test_deepspeed_launcher_quiet_when_the_script_accepts_or_ignores_it():
