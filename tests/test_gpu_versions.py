@@ -27,7 +27,8 @@ def test_every_row_names_its_source():
                            "rocm_user_kernel_window",  # round 21 (check23): GPU036, torch's ROCm vs the host's
                            "rocm_wheel_target_torch",  # round 21 (check24): GPU036, targets the wheels gained later
                            "torch_bundled_cudnn",  # round 21 (check24): PKG016, the cuDNN in torch/lib before 2.1
-                           "conda_torch_build_string"}  # round 22 (check25): PKG016, a conda torch's cuDNN
+                           "conda_torch_build_string",  # round 22 (check25): PKG016, a conda torch's cuDNN
+                           "nvrtc_arch_clamp"}  # round 22 (check26): GPU032, torch's NVRTC and the GPU's arch
     for name, table in tables.items():
         assert table["rows"], name
         for row in table["rows"]:

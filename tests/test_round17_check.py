@@ -120,7 +120,11 @@ def test_pkg014_toolkit_major_against_torch_trigger_and_quiet():
     class: DeepSpeed without pre-built ops compiles them with CUDA_HOME's toolkit."""
     found = findings_of(_toolkit_machine("11.7.1"), "PKG014")
     assert found and found[0].severity == "warning" and "torch is built for CUDA 12.1" in found[0].title
-    assert not findings_of(_toolkit_machine("12.4.0"), "PKG014")  # same major: cpp_extension only warns
+    # same major: cpp_extension only warns, and DeepSpeed 0.14.3+ lists 12.1 and 12.4 as compatible minors
+    assert not findings_of(_toolkit_machine("12.4.0", deepspeed="0.14.3"), "PKG014")
+    # ... which DeepSpeed 0.12.0 did not (its cuda_minor_mismatch_ok for 12: 12.0, 12.1; check26)
+    [ds] = findings_of(_toolkit_machine("12.4.0"), "PKG014")
+    assert ds.title.startswith("DeepSpeed 0.12.0 refuses") and ds.evidence["rule_from"] == "0.9.3"
     # nothing compiles at run time: said as info only
     assert [f.severity for f in findings_of(_toolkit_machine("11.7.1", deepspeed=None), "PKG014")] == ["info"]
     script = {"extension_builds": [{"path": "train.py", "line": 4, "what": "torch.utils.cpp_extension.load(...)"}]}

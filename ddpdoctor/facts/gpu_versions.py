@@ -302,3 +302,41 @@ def consumer_p2p_defects() -> Tuple[dict, ...]:
 def nccl_disables_unreported_p2p() -> dict:
     """The row saying NCCL itself turns P2P off where NVML reports it not OK (its source and effect)."""
     return next(r for r in rows("consumer_p2p") if r.get("nvml_not_ok"))
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_builders() -> tuple:
+    """data/runtime_builds.json: the libraries that compile their CUDA kernels with torch.utils.cpp_extension at first
+    use, each with its source (PKG014's 'something compiles at run time')."""
+    with open(DATA.parent / "runtime_builds.json", encoding="utf-8") as fh:
+        return tuple(json.load(fh)["packages"])
+
+
+@functools.lru_cache(maxsize=1)
+def _deepspeed_cuda_rows() -> tuple:
+    with open(DATA.parent / "deepspeed_cuda_check.json", encoding="utf-8") as fh:
+        return tuple(json.load(fh)["rows"])
+
+
+def deepspeed_cuda_rule(deepspeed_version) -> Optional[dict]:
+    """The row of data/deepspeed_cuda_check.json that holds for this DeepSpeed release (its op builder's
+    assert_no_cuda_mismatch rule), or None before the check existed / for an unreadable version."""
+    have = release(deepspeed_version)
+    if not have:
+        return None
+    out = None
+    for row in _deepspeed_cuda_rows():
+        if release(row["deepspeed_from"]) <= have:
+            out = row
+    return out
+
+
+def deepspeed_refuses(row: dict, toolkit: tuple, torch_cuda: tuple) -> bool:
+    """Whether that DeepSpeed rule refuses a toolkit of (major, minor) under torch built for (major, minor)."""
+    sys_v, torch_v = f"{toolkit[0]}.{toolkit[1]}", f"{torch_cuda[0]}.{torch_cuda[1]}"
+    if sys_v == torch_v:
+        return False
+    ok = row["minor_mismatch_ok"].get(str(toolkit[0])) or []
+    if sys_v in ok and torch_v in ok:
+        return False
+    return not any(p["toolkit"] == sys_v and p["torch"] == torch_v for p in row["accepted_pairs"])

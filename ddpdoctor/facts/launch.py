@@ -52,7 +52,7 @@ KEPT = {
                    "config_file", "multi_gpu", "use_deepspeed", "use_fsdp", "rdzv_backend", "same_network",
                    "mixed_precision", "cpu", "tpu", "use_megatron_lm", "mpirun_hostfile", "num_cpu_threads_per_process"},
     "deepspeed": {"num_gpus", "num_nodes", "hostfile", "include", "exclude", "master_addr", "master_port", "launcher",
-                  "node_rank", "no_ssh", "bind_cores_to_rank"},
+                  "node_rank", "no_ssh", "bind_cores_to_rank", "no_local_rank"},
 }
 _SHORT = {"srun": {"-N": "nodes", "-n": "ntasks", "-c": "cpus_per_task", "-G": "gpus"}, "deepspeed": {"-H": "hostfile",
           "-i": "include", "-e": "exclude"}}
@@ -305,7 +305,7 @@ def parse_command(argv: list) -> Optional[dict]:
         # --nnodes 2 ...`): recorded with its engine facts, as `check -- CMD` records it (pipeline.check)
         serving = serving_command(argv)
         if not serving:
-            return None
+            return container_command(argv)
         out = {"launcher": serving["engine"], "options": {}, "program": None, "serving": serving}
         if serving.get("model"):
             out["script_models"] = {serving["model_option"]: serving["model"]}
@@ -699,3 +699,68 @@ def serving_nodes(snap) -> Optional[tuple]:
 def serving_of(snap) -> list:
     """[(command, serving fact)] for the recorded inference-server launches (commands[].serving)."""
     return [(cmd, cmd["serving"]) for cmd in commands(snap) if isinstance(cmd.get("serving"), dict)]
+
+
+@functools.lru_cache(maxsize=1)
+def container_table() -> dict:
+    """data/containers.json: the container CLIs' run commands and the options that ask the host for NVIDIA GPUs."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "containers.json")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def container_command(argv: list) -> Optional[dict]:
+    """{launcher: <runtime>, options: {gpus?: value, cdi_gpus?: value}, program: image, container: {runtime, command,
+    gpu_request}} for `docker run [opts] IMAGE ...` (and podman/nerdctl, data/containers.json), else None. A GPU
+    request is `--gpus V` / `--gpus=V`, or a CDI device `--device nvidia.com/gpu=...`; the image is the first word
+    that is not an option nor the value of one the table lists (`value_options`, docker's common ones: an unlisted
+    option's value may be taken for the image, which only the `program` field shows)."""
+    argv = [str(a) for a in argv or []]
+    if not argv:
+        return None
+    first = os.path.basename(argv[0])
+    for row in container_table()["runtimes"]:
+        for command in row["commands"]:
+            parts = command.split()
+            if first != parts[0] or argv[1:len(parts)] != parts[1:]:
+                continue
+            rest = argv[len(parts):]
+            options: dict = {}
+            image = None
+            i = 0
+            while i < len(rest):
+                name, eq, value = rest[i].partition("=")
+                if not rest[i].startswith("-"):
+                    image = rest[i]
+                    break
+                if name in row["gpu_options"] or name == "--device":
+                    value = value if eq else (rest[i + 1] if i + 1 < len(rest) else "")
+                    i += 1 if eq else 2
+                    if name == "--device":
+                        if value.startswith(row["cdi_device_prefix"]):
+                            options["cdi_gpus"] = value
+                    else:
+                        options["gpus"] = value
+                    continue
+                i += 1 if eq or name not in row.get("value_options", ()) else 2
+            request = (f"{name_of(row, options)}") if options else None
+            return {"launcher": row["name"], "options": options, "program": image,
+                    "container": {"runtime": row["name"], "command": command, "gpu_request": request}}
+    return None
+
+
+def name_of(row: dict, options: dict) -> str:
+    """`--gpus=all` / `--device nvidia.com/gpu=all` as the command wrote the request."""
+    if "gpus" in options:
+        return f"--gpus={options['gpus']}"
+    return f"--device {options['cdi_gpus']}"
+
+
+def container_gpu_request(snap) -> Optional[dict]:
+    """The nearest recorded container launch that asks for GPUs: {runtime, command, gpu_request, row}, else None."""
+    for cmd in commands(snap):
+        box = cmd.get("container")
+        if isinstance(box, dict) and box.get("gpu_request"):
+            row = next((r for r in container_table()["runtimes"] if r["name"] == box.get("runtime")), None)
+            return dict(box, row=row)
+    return None

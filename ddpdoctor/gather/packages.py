@@ -30,6 +30,18 @@ DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed
                  "auto-gptq", "liger-kernel", "unsloth", "mamba-ssm")
 
 
+def _runtime_builders() -> tuple:
+    """check26: the libraries that compile their CUDA kernels at first use (data/runtime_builds.json, PKG014)."""
+    import json
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "runtime_builds.json")
+    with open(path, encoding="utf-8") as fh:
+        return tuple(row["distribution"] for row in json.load(fh)["packages"])
+
+
+DISTRIBUTIONS = DISTRIBUTIONS + tuple(d for d in _runtime_builders() if d not in DISTRIBUTIONS)
+
+
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
     "versions": OBJ, "versions.*": STR, "torch_build": OBJ, "torch_build.*": STR,

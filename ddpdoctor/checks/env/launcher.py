@@ -729,6 +729,67 @@ def _no_local_rank_argument(snap, facts, torch):
                   evidence={"parse_args": strict[:4], "torch": ".".join(map(str, torch[:2])), "launcher": "manual"})
 
 
+def _local_rank_passers(snap):
+    """(row, its recorded command or None) for the launcher that started this rank when it is one that always passes
+    `--local_rank=N` (launchers.json `passes_local_rank`; torch.distributed.launch, which passes it only before torch
+    2.0 or without --use-env, is judged by the arms of ENV019 that read torch's version)."""
+    from ddpdoctor.facts.launch import command_of
+    from ddpdoctor.facts.launchers import launchers
+
+    kind = (snap.get("launcher") or {}).get("kind") if "launcher" in snap else None
+    for row in launchers():
+        if not row.get("passes_local_rank") or row["options"] == "torchrun":
+            continue
+        cmd = command_of(snap, row["options"]) if "launch" in snap else None
+        if cmd is not None and (cmd.get("options") or {}).get("no_local_rank"):
+            continue
+        if cmd is None and kind != row["name"]:
+            continue
+        yield row, cmd
+
+
+def _launcher_passes_local_rank(snap, facts):
+    """ENV019 for a rank started by a launcher that ALWAYS appends `--local_rank=N` to the script's arguments, whatever
+    torch's version (data/launchers.json `passes_local_rank` with its source: DeepSpeed's launcher/launch.py
+    `if not args.no_local_rank: cmd.append(f"--local_rank={local_rank}")`), into a script whose argparse declares no
+    local-rank option and that does not parse_known_args: argparse exits 'unrecognized arguments: --local_rank=0' on
+    every rank (yangjianxin1/Firefly#30). The launcher is known from its command (check's parent chain, or
+    `check -- deepspeed ...`) or from the variables only it exports (gather.launcher: CROSS_RANK/LOCAL_SIZE). A script
+    whose parse calls were read and that calls no parse_args() on sys.argv is quiet (nothing rejects the argument)."""
+    if facts.get("parse_known_args"):
+        return
+    strict = [p for p in facts.get("strict_parse_args") or () if isinstance(p, dict)]
+    if "strict_parse_args" in facts and not strict:
+        return  # read, and nothing parses sys.argv strictly
+    for row, cmd in _local_rank_passers(snap):
+        passes = row["passes_local_rank"]
+        how = described_launch(cmd) if cmd is not None else f"{row['name']}'s launcher (its variables are set)"
+        lint = snap.get("lint") if "lint" in snap else None
+        script = strict[0].get("path") if strict else next(iter((lint or {}).get("scripts") or ()), None)
+        where = f"{strict[0].get('path')}:{strict[0].get('line')}" if strict else (script or "the script")
+        yield warning(f"{row['name']}'s launcher passes {passes['option'].split('=')[0]}=N to every rank, but {where} "
+                      f"declares no --local_rank argument: argparse exits 'unrecognized arguments: --local_rank=0'",
+                      detail=(f"This rank was started by {how}. It appends {passes['option']} to the script's "
+                              f"arguments unless started with {passes['unless']} ({passes['source']['repo']} "
+                              f"{passes['source']['path']}), whatever torch's version. The script's argparse has no "
+                              "local-rank option and does not use parse_known_args, so "
+                              + ("parse_args() rejects it on every rank." if strict else
+                                 "if it parses sys.argv with parse_args() (its parse calls were not recorded), every "
+                                 "rank exits at start-up.")),
+                      fix=('parser.add_argument("--local_rank", "--local-rank", type=int, '
+                           f'default=int(os.environ.get("LOCAL_RANK", 0)))   # or: {row["name"]} {passes["unless"]} ...'),
+                      subjects=[f"path:{script}"] if script else [],
+                      evidence={"launcher": row["name"], "passes": passes["option"], "parse_args": strict[:4],
+                                "source": passes["source"]})
+        return
+
+
+def described_launch(cmd: dict) -> str:
+    from ddpdoctor.facts.launch import described
+
+    return described(cmd)
+
+
 @check("ENV019", "local-rank-argument-spelling", family="launcher", needs=("packages",), reads=("lint",))
 def local_rank_argument_spelling(snap):
     """The script takes its local rank as an argument spelled the way this torch's launcher does not pass it.
@@ -764,12 +825,23 @@ def local_rank_argument_spelling(snap):
     facts = lint_facts(snap)
     args = [a for a in facts.get("local_rank_args") or () if isinstance(a, dict)]
     torch = release((snap["packages"].get("versions") or {}).get("torch"))
+    if not args and facts and "local_rank_args" in facts:
+        found = list(_launcher_passes_local_rank(snap, facts))
+        if found:
+            yield from found
+            return
     if not args and len(torch) >= 2:
         yield from _no_local_rank_argument(snap, facts, torch)
     if not args or len(torch) < 2:
         return
     flags = {f for a in args for f in a.get("flags") or ()}
-    passed = "--local-rank" if torch >= (2, 0) else "--local_rank"
+    if next(_local_rank_passers(snap), None) is not None:
+        if "--local_rank" in flags:
+            return  # DeepSpeed's launcher passes --local_rank=N whatever torch's version: this spelling is the one
+        passed, who = "--local_rank", "DeepSpeed's launcher"
+    else:
+        passed = "--local-rank" if torch >= (2, 0) else "--local_rank"
+        who = f"torch {'.'.join(map(str, torch[:2]))}'s torch.distributed.launch"
     if passed in flags:
         return
     top = args[0]
@@ -778,7 +850,7 @@ def local_rank_argument_spelling(snap):
     env_too = bool(facts.get("reads_local_rank_env"))
     sev = info if known or env_too else warning
     version = ".".join(map(str, torch[:2]))
-    yield sev(f"{where} accepts only {', '.join(sorted(flags))}, but torch {version}'s torch.distributed.launch passes "
+    yield sev(f"{where} accepts only {', '.join(sorted(flags))}, but {who} passes "
               f"{passed}=N",
               detail=(("The script also reads LOCAL_RANK, so under torchrun (which passes no argument) it works; only "
                        "torch.distributed.launch breaks it. " if env_too and not known else "")

@@ -424,7 +424,11 @@ def gpu_arch_vs_torch_build(snap):
         installed, no unversioned libcuda.so beside the driver library the process loaded (Triton
         links its launcher with -lcuda: "/usr/bin/ld: cannot find -lcuda"), a warning. A library
         whose own kernels are Triton's, imported by that script (Unsloth, Liger Kernel:
-        data/triton_libraries.json), is judged the same way.
+        data/triton_libraries.json), is judged the same way. And the kernels torch compiles at run time with
+        the NVRTC of its own CUDA release (the jiterator, the TorchScript fuser): torch before 1.13 passes the GPU's
+        own architecture to NVRTC 11.1-11.7, which knows GPUs up to sm_86, so an sm_89/sm_90 GPU gets "nvrtc:
+        error: invalid value for --gpu-architecture (-arch)" although the sm_86 cubins run (data/gpu_versions.json
+        nvrtc_arch_clamp: jit_utils.cpp codegenOutputQuery, pytorch/pytorch#87595); a warning.
 
         Where the snapshot holds the architectures torch's libtorch_cuda.so and the compiled extensions
         really carry (packages.cuda_archs: the cubins and PTX of their .nv_fatbin), each GPU is judged
@@ -516,6 +520,7 @@ def gpu_arch_vs_torch_build(snap):
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "newest_arch_of_toolkit": f"sm_{newest}",
                       "wheel_archs": _arch_range(wheel) if wheel else None,
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_new]})
+    yield from _nvrtc_beyond_its_arch(snap, version, build, cuda, v.devices, {i for i, _, _ in too_new})
     if too_old:
         yield warning(
             f"torch {version} (CUDA {build.get('cuda')} build) likely has no kernels for {names(too_old)}: PyTorch's "
@@ -532,6 +537,40 @@ def gpu_arch_vs_torch_build(snap):
             subjects=subjects([i for i, _, _ in too_old], "pkg:torch"),
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "wheel_archs": sorted(wheel),
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_old]})
+
+
+def _nvrtc_beyond_its_arch(snap, version, build, cuda, devices, reported):
+    """GPU032 for the kernels torch compiles at run time with NVRTC (the jiterator, the TorchScript fuser): a torch
+    release that passes the GPU's own architecture to an NVRTC that does not know it (data/gpu_versions.json
+    nvrtc_arch_clamp: CUDA 11.1-11.7 before torch 1.13, pytorch/pytorch#87595) fails there with "nvrtc: error: invalid
+    value for --gpu-architecture (-arch)", while the build's precompiled cubins of the same major still run. A GPU
+    whose major the build has no kernels for at all is the error above, not this."""
+    have = gpu_versions.release(version)
+    for row in gpu_versions.rows("nvrtc_arch_clamp"):
+        lo, hi = _cuda_tuple(row["nvrtc_from"]), _cuda_tuple(row["nvrtc_to"])
+        if not (lo <= cuda <= hi) or not have or have >= gpu_versions.release(row["torch_clamps_from"]):
+            continue
+        beyond = [(d.get("index"), d.get("name"), _capability(d)) for d in devices
+                  if _capability(d) is not None and _capability(d) > row["max_arch"] and d.get("index") not in reported]
+        if not beyond:
+            continue
+        labels = ", ".join(sorted({_cc_label(n, c) for _, n, c in beyond}))
+        yield warning(
+            f"torch {version}'s NVRTC (CUDA {build.get('cuda')}) cannot compile for {labels}: its run-time compiled "
+            f"kernels fail with 'nvrtc: error: invalid value for --gpu-architecture (-arch)'",
+            detail=(f"torch compiles some kernels when first used (the jiterator: prod and other reductions of some "
+                    f"dtypes, special functions; the TorchScript CUDA fuser) with the NVRTC of its CUDA {build.get('cuda')} "
+                    f"build, which knows GPUs up to sm_{row['max_arch']}. torch releases before "
+                    f"{row['torch_clamps_from']} pass the GPU's own architecture (compute_{max(c for _, _, c in beyond)}) "
+                    "instead of clamping it (aten/src/ATen/native/cuda/jit_utils.cpp codegenOutputQuery; "
+                    "pytorch/pytorch#87595). The build's precompiled sm_"
+                    f"{row['max_arch']} kernels still run on this GPU, so only those run-time compiled ops fail."),
+            fix="pip install torch --index-url https://download.pytorch.org/whl/cu118   # a CUDA 11.8+ build (its NVRTC "
+                f"knows sm_89/sm_90), or torch {row['torch_clamps_from']}+ of the same CUDA (clamps to sm_{row['max_arch']})",
+            subjects=subjects([i for i, _, _ in beyond], "pkg:torch"),
+            evidence={"torch": version, "torch_cuda": build.get("cuda"), "nvrtc_max_arch": f"sm_{row['max_arch']}",
+                      "torch_clamps_from": row["torch_clamps_from"], "source": row["source"]["path"],
+                      "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in beyond]})
 
 
 def _torch_archs_known(snap) -> bool:

@@ -40,7 +40,12 @@ def no_nvidia_driver(snap):
         an Intel-only laptop), or NVIDIA GPUs sit on the PCI bus (sysfs, which
         a container sees too). A container started without
         `--gpus` (or without the NVIDIA Container Toolkit) looks exactly like this, and torch then
-        silently trains on the CPU. See NVIDIA/nvidia-docker#1279.
+        silently trains on the CPU. See NVIDIA/nvidia-docker#1279. The other way round, a container launch read
+        by check (`check -- docker run --gpus all IMAGE ...`) that asks a host with no NVIDIA driver for GPUs is a
+        warning naming the request: Docker registers its 'gpu' device capability only with the NVIDIA Container
+        Toolkit's hook, and stops with 'could not select device driver "" with capabilities: [[gpu]]'
+        (data/containers.json: docker/cli opts.go, moby daemon/devices.go and nvidia_linux.go;
+        fboulnois/stable-diffusion-docker#82, an Intel-only laptop).
 
     Example
         `docker run image python train.py` without `--gpus all` on a GPU host.
@@ -130,7 +135,32 @@ def no_nvidia_driver(snap):
     uses = script_asks(snap, "cuda_uses")
     if uses:
         expected.append(f"the training script uses CUDA ({uses[0].get('path')}:{uses[0].get('line')} {uses[0].get('what')})")
+    # a container launch that asks this host for GPUs (`check -- docker run --gpus all IMAGE ...`, data/containers.json):
+    # Docker matches the request to a device driver it registered only when the NVIDIA Container Toolkit's hook is on
+    # its PATH; with no NVIDIA driver here the request cannot be met (moby daemon/devices.go, daemon/nvidia_linux.go)
+    from ddpdoctor.facts.launch import container_gpu_request
+
+    box = container_gpu_request(snap) if "launch" in snap else None
     evidence = {"reason": kind, "nvml_error": gpus.get("nvml_error"), "gpu_expected_because": expected}
+    if box is not None and kind != "version_mismatch":
+        row = box.get("row") or {}
+        said = f": {row['name'].capitalize()} stops with '{row['unmatched_error']}'" if row.get("unmatched_error") else ""
+        yield warning(f"`{box['command']} {box['gpu_request']}` asks this host for NVIDIA GPUs, but it has no usable "
+                      f"NVIDIA driver ({gpus['unavailable']}){said}",
+                      detail=(f"The launch asks {row.get('name', box['runtime'])} for GPUs ({box['gpu_request']}). The "
+                              "container runtime hands GPUs to a container through the NVIDIA Container Toolkit, which "
+                              "needs the host's NVIDIA driver (nvidia-smi working on the host); NVML does not answer "
+                              "here, so the request cannot be met and the container does not start"
+                              + (" (" + ", ".join(expected) + ")" if expected else "")
+                              + ". A machine without an NVIDIA GPU (integrated Intel/AMD graphics only) can never meet "
+                                "it."),
+                      fix=(f"without an NVIDIA GPU: drop {box['gpu_request'].split('=')[0].split()[0]} and run the "
+                           "image on the CPU; with one: install the NVIDIA driver (nvidia-smi must work), then the "
+                           "NVIDIA Container Toolkit: sudo nvidia-ctk runtime configure --runtime=docker && "
+                           "sudo systemctl restart docker"),
+                      subjects=[], evidence=dict(evidence, container=box["runtime"], gpu_request=box["gpu_request"],
+                                                 sources=[x.get("path") for x in row.get("sources") or ()]))
+        return
     if kind == "version_mismatch":
         yield error("the NVIDIA driver's library and kernel module disagree: CUDA will fail too",
                     detail=f"{gpus['unavailable']}. This happens after a driver upgrade without a reboot; "

@@ -197,14 +197,59 @@ def deepspeed_ops_built_for_another_torch(snap):
 
 def _jit_builders(snap, pk) -> list:
     """What compiles a CUDA extension when the job runs: DeepSpeed installed with no pre-built ops (its ops are built
-    just in time, op_builder/builder.py jit_load), and the script's torch.utils.cpp_extension load() calls."""
+    just in time, op_builder/builder.py jit_load), the script's torch.utils.cpp_extension load() calls, and the
+    installed libraries that compile their own kernels at first use (data/runtime_builds.json: xlstm, nvdiffrast)."""
     out = []
     versions = pk.get("versions") or {}
     built = pk.get("deepspeed_build") if isinstance(pk.get("deepspeed_build"), dict) else {}
     if versions.get("deepspeed") and not built.get("installed_ops"):
         out.append(f"DeepSpeed {versions['deepspeed']}'s ops (none pre-built: compiled at their first use)")
     out += [f"{r.get('path')}:{r.get('line')} {r.get('what')}" for r in script_asks(snap, "extension_builds")]
+    for row in gpu_versions.runtime_builders():  # libraries that compile their kernels at first use (check26)
+        if versions.get(row["distribution"]):
+            out.append(f"{row['distribution']} {versions[row['distribution']]} ({row['what']}, compiled with "
+                       f"torch.utils.cpp_extension at first use: {row['source']['repo']} {row['source']['path']})")
     return out
+
+
+def _deepspeed_refuses_minor(snap, pk, kit, have, torch_cuda, build, where, evidence):
+    """PKG014 for a toolkit of torch's CUDA major but another minor that the installed DeepSpeed's op builder refuses
+    (data/deepspeed_cuda_check.json, read from every release tag: 0.3.8-0.3.16 accept only an exact match or toolkit
+    11.1 with torch 11.0; from 0.4.0 both minors must be in cuda_minor_mismatch_ok of that major, which never lists
+    13.x; DS_SKIP_CUDA_CHECK=1 from 0.9.3), while its ops compile at run time or a DS_BUILD_* switch asks for a
+    build. Xirider/finetune-gpt2xl#1: DeepSpeed 0.3.x, toolkit 11.0, torch 1.8 built with 11.1."""
+    version = (pk.get("versions") or {}).get("deepspeed")
+    row = gpu_versions.deepspeed_cuda_rule(version) if version else None
+    if row is None or not gpu_versions.deepspeed_refuses(row, have[:2], torch_cuda[:2]):
+        return
+    env = env_of(snap)
+    if row.get("skip_env") and env.get(row["skip_env"]) == "1":
+        return
+    built = pk.get("deepspeed_build") if isinstance(pk.get("deepspeed_build"), dict) else {}
+    switches = sorted(k for k in env if k.startswith("DS_BUILD_") and env.get(k) not in ("", "0"))
+    if built.get("installed_ops") and not switches:
+        return  # pre-built ops: nothing compiles, the check never runs
+    sys_v, torch_v = f"{have[0]}.{have[1]}", f"{torch_cuda[0]}.{torch_cuda[1]}"
+    ok = row["minor_mismatch_ok"].get(str(have[0])) or []
+    yield warning(f"DeepSpeed {version} refuses the CUDA toolkit at {where}: installed CUDA {sys_v} does not match the "
+                  f"CUDA {build.get('cuda')} torch was compiled with",
+                  detail=(f"DeepSpeed's op builder compares the toolkit's major.minor with torch's before compiling an op "
+                          f"and raises \"Installed CUDA version {sys_v} does not match the version torch was compiled "
+                          f"with {build.get('cuda')}, unable to compile cuda/cpp extensions without a matching cuda "
+                          "version\" (op_builder/builder.py assert_no_cuda_mismatch). "
+                          + (f"DeepSpeed {version} accepts another minor only within CUDA {', '.join(ok)}" if ok else
+                             f"DeepSpeed {version} accepts no other minor of CUDA {have[0]}")
+                          + (f" (or {', '.join(p['toolkit'] + ' with torch ' + p['torch'] for p in row['accepted_pairs'])})"
+                             if row["accepted_pairs"] else "")
+                          + f"; rule of DeepSpeed {row['deepspeed_from']}+ (data/deepspeed_cuda_check.json). "
+                          + ("Its ops are not pre-built, so the first one used compiles." if not switches else
+                             f"{', '.join(switches)} asks for a build.")),
+                  fix=(f"export CUDA_HOME=<a CUDA {torch_v} toolkit>   # or install torch built for CUDA {sys_v}"
+                       + (f"; or {row['skip_env']}=1 to accept the pair at your own risk" if row.get("skip_env") else
+                          "; or a newer DeepSpeed, whose list of compatible minors is longer")),
+                  subjects=["pkg:deepspeed", "pkg:cuda-toolkit", "pkg:torch"],
+                  evidence=dict(evidence, deepspeed=version, rule_from=row["deepspeed_from"], toolkit_cuda=sys_v,
+                                torch_cuda=torch_v))
 
 
 # DeepSpeed's build switches for its CPU ops, the TorchCPUOpBuilder ops that link -lcurand (op_builder/cpu_adam.py,
@@ -384,7 +429,10 @@ def cuda_toolkit_mismatch(snap):
         CUDA versions." (pytorch/pytorch torch/utils/cpp_extension.py _check_cuda_version, CUDA_MISMATCH_MESSAGE);
         DeepSpeed's op builder refuses first ("Installed CUDA version X does not match the version torch was
         compiled with Y, unable to compile cuda/cpp extensions without a matching cuda version": op_builder/
-        builder.py assert_no_cuda_mismatch). A toolkit older than the GPU's architecture fails in nvcc itself
+        builder.py assert_no_cuda_mismatch); within one major too, unless both minors are in that DeepSpeed
+        release's list of compatible minors (0.3.8-0.3.16: exact match only; from 0.4.0 cuda_minor_mismatch_ok,
+        which has never listed CUDA 13; DS_SKIP_CUDA_CHECK=1 from 0.9.3): data/deepspeed_cuda_check.json, read
+        from every release tag (Xirider/finetune-gpt2xl#1: toolkit 11.0, torch built with 11.1). A toolkit older than the GPU's architecture fails in nvcc itself
         ("nvcc fatal : Unsupported gpu architecture 'compute_89'": deepspeedai/DeepSpeedExamples#634, fused_adam
         on an sm_89 GPU with CUDA 11.7).
 
@@ -445,6 +493,8 @@ def cuda_toolkit_mismatch(snap):
                        f"{'.'.join(map(str, have[:2]))}",
                    subjects=["pkg:cuda-toolkit", "pkg:torch"], evidence=evidence)
         return
+    if torch_cuda and len(have) >= 2 and len(torch_cuda) >= 2:
+        yield from _deepspeed_refuses_minor(snap, pk, kit, have, torch_cuda, build, where, evidence)
     newest = gpu_versions.newest_arch(have)
     devices = [d for d in ((snap.get("gpus") or {}).get("devices") or [])
                if isinstance(d, dict) and isinstance(d.get("cuda_capability"), (list, tuple))
