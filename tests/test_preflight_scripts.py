@@ -158,9 +158,22 @@ DATALOADER_CASES = [
 ]
 
 
-@pytest.mark.timeout(450)
-def test_dataloader_and_h5py_faults(tmp_path):
-    results = run_many(tmp_path, [(n, a) for n, a, _ in DATALOADER_CASES])
+TRAINER_CASES = [
+    ("fault_trainer_args.py", ["--fault", "reentrant"], {"RT032"}),
+    ("fault_trainer_args.py", ["--fault", "reentrant", "--fixed"], set()),
+    ("fault_trainer_args.py", ["--fault", "fp16-cpu"], {"RT033"}),
+    ("fault_trainer_args.py", ["--fault", "fp16-cpu", "--fixed"], set()),
+]
+
+
+@pytest.mark.timeout(600)
+def test_dataloader_h5py_and_trainer_argument_faults(tmp_path):
+    """The DataLoader/h5py cases and the TrainingArguments cases in ONE interpreter (run_many): each script's main()
+    runs with the fork guard reset, as in its own process; a second interpreter cost another `import torch` and
+    transformers' Trainer (the two lists were two tests until round 22, with the same assertions)."""
+    results = run_many(tmp_path, [(n, a) for n, a, _ in DATALOADER_CASES + TRAINER_CASES])
+    for name, argv, expected in TRAINER_CASES:
+        assert ids_of(results[(name, " ".join(argv))]) == expected, (name, argv)
     for name, argv, expected in DATALOADER_CASES:
         doc = results[(name, " ".join(argv))]
         assert ids_of(doc) == expected, (name, argv, doc["preflight"]["findings"])
@@ -172,20 +185,6 @@ def test_dataloader_and_h5py_faults(tmp_path):
     fixed = results[("fault_dataloader_workers.py", "--fault iterable --fixed")]["extra"]
     assert fixed["samples"] == fixed["distinct"]
 
-
-TRAINER_CASES = [
-    ("fault_trainer_args.py", ["--fault", "reentrant"], {"RT032"}),
-    ("fault_trainer_args.py", ["--fault", "reentrant", "--fixed"], set()),
-    ("fault_trainer_args.py", ["--fault", "fp16-cpu"], {"RT033"}),
-    ("fault_trainer_args.py", ["--fault", "fp16-cpu", "--fixed"], set()),
-]
-
-
-@pytest.mark.timeout(450)
-def test_trainer_argument_faults(tmp_path):
-    results = run_many(tmp_path, [(n, a) for n, a, _ in TRAINER_CASES])
-    for name, argv, expected in TRAINER_CASES:
-        assert ids_of(results[(name, " ".join(argv))]) == expected, (name, argv)
 
 
 @pytest.mark.timeout(270)

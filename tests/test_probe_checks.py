@@ -277,3 +277,28 @@ def test_prb001_names_the_rank_outside_collectives_at_a_timeout():
                                       {"rank": 1, "phase": "train", "live": {"step": 3, "phase": "data", "for_s": 9}}])}
     (f,) = ids_of(snapshot(runs), "PRB001")
     assert f.subjects == ("rank:1",) and "stuck in data (step 4)" in f.title
+
+
+def test_recorded_sleeping_rank_is_the_straggler():
+    """A real probe run's records, judged again (the judge is a pure function of them): rank 1's forward slept 0.15 s a
+    step (`--inject sleep@1=0.15`, 6 steps, no baseline; recorded by the command in the file's "how"). Not combined with
+    oversubscription: idle OpenMP threads of the waiting rank then spin and steal the cores, which makes the picture
+    genuinely ambiguous (measured: rank 0 looked slower). The gatherer of the same verdict runs for real in
+    tests/test_probe_faults.py (a slow-data rank: PRB007 with its slowest phase "data")."""
+    import json
+    import os
+
+    from ddpdoctor.probe.report import report_from_runs
+
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                           "probe_sleep_at_forward_rank1.runs.json")) as fh:
+        rec = json.load(fh)
+    rep = report_from_runs(rec["runs"], rec["config"]).to_dict()
+    by_id = {}
+    for f in rep["findings"]:
+        by_id.setdefault(f["id"], []).append(f)
+    shown = [(f["id"], f["subjects"], f["title"]) for f in rep["findings"]]
+    strag = by_id.get("PRB007", [])
+    assert [f["subjects"][0] for f in strag] == ["rank:1"], shown
+    assert strag[0]["evidence"]["slowest_phase"] == "forward", shown
+    assert not by_id.get("PRB005") and not by_id.get("PRB009"), shown
