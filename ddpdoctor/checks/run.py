@@ -97,24 +97,59 @@ def _line_of(r) -> str:
     return f"{_ranks([r])}: {r.get('doing')} at {_where(r.get('user_frame'))}{step}"
 
 
+def _train_dl(r) -> tuple:
+    """(the rank's TRAINING loader {n, len, end}, whether the rank has left it for another loader). The recorder keeps
+    the loader a rank left after optimizer steps were taken in it (run/recorder.py S.dl_tr: "train_loader"); the
+    current loader is the training one when steps were taken since it began ("s0") or it is that loader again (a
+    new epoch); else the rank is in another loader (the Trainer's epoch-end evaluation: huggingface/transformers
+    v5.25.0 src/transformers/trainer.py _run_epoch -> _maybe_log_save_evaluate -> evaluate, after the epoch's loop)
+    and its training loader is the one it left."""
+    dl = r.get("dataloader") or {}
+    tr = r.get("train_loader")
+    if not tr or not dl:
+        return dl, False
+    if isinstance(dl.get("s0"), int) and isinstance(r.get("step"), int) and r["step"] > dl["s0"]:
+        return dl, False
+    if (dl.get("len"), dl.get("bs")) == (tr.get("len"), tr.get("bs")):
+        return dl, False
+    return tr, True
+
+
+def _ran_out(r) -> bool:
+    """The rank's training loader ended short of its length, or ended and the rank left the training loop for another
+    loader. A loader consumed in full (n of n) whose rank is still in it is not: accelerate's DataLoaderShard fetches
+    one batch ahead ("We iterate one batch ahead to check when we are at the end": huggingface/accelerate v1.16.0
+    src/accelerate/data_loader.py DataLoaderShard.__iter__), so the end flag is up during the last step itself."""
+    tdl, left = _train_dl(r)
+    n, ln = tdl.get("n"), tdl.get("len")
+    return bool(tdl.get("end")) and (left or (isinstance(n, int) and isinstance(ln, int) and n < ln))
+
+
 def _uneven(rs) -> bool:
-    """Different loader lengths, or one rank's loader ran out while another's still fetches. With the
-    same length everywhere, a rank still fetching that has taken at least as many optimizer steps
-    as the one that ran out is in the next epoch, not short of data: the ended rank waits in
+    """Different training-loader lengths, or one rank's training loader ran out while another's still fetches. With
+    the same length everywhere, a rank still fetching that has taken at least as many optimizer steps as the one
+    that ran out, and fetched no more batches, is in the next epoch, not short of data: the ended rank waits in
     something only it calls at the epoch's end (a rank-0 save's barrier: RUN001's case)."""
     withdl = [r for r in rs if r.get("dataloader")]
     if len(withdl) < 2:
         return False
-    lens = {r["dataloader"].get("len") for r in withdl}
+    tdls = {id(r): _train_dl(r)[0] for r in withdl}
+    lens = {tdls[id(r)].get("len") for r in withdl}
     if len(lens - {None}) > 1:
         return True
-    ended = [r for r in withdl if r["dataloader"].get("end")]
-    going = [r for r in withdl if not r["dataloader"].get("end")]
+    ended = [r for r in withdl if _ran_out(r)]
+    if ended:
+        going = [r for r in withdl if not _ran_out(r)]
+    else:
+        ended = [r for r in withdl if tdls[id(r)].get("end")]
+        going = [r for r in withdl if not tdls[id(r)].get("end")]
     if not ended or not going:
         return False
     if len(lens) == 1 and None not in lens:
         last = max(r.get("step") or 0 for r in ended)
-        if all(isinstance(r.get("step"), int) and r["step"] >= last for r in going):
+        most = max(tdls[id(r)].get("n") or 0 for r in ended)
+        if all(isinstance(r.get("step"), int) and r["step"] >= last and (tdls[id(r)].get("n") or 0) <= most
+               for r in going):
             return False
     return True
 
@@ -462,9 +497,12 @@ def uneven_batches(snap):
     """Ranks got different numbers of batches: one ran out of data while the others still train.
 
     What it checks
-        At a stall, the DataLoader of each rank: its length, the batches fetched in this epoch, and
-        whether it ran out. Different lengths, or one rank's loader exhausted while another still
-        fetches, with the ranks waiting in different collectives.
+        At a stall, the TRAINING DataLoader of each rank: its length, the batches fetched in this
+        epoch, and whether it ran out. Different lengths, or one rank's loader exhausted while another
+        still fetches, with the ranks waiting in different collectives. A rank that left its training
+        loader for another one (the Trainer's epoch-end evaluation) is judged by the training loader
+        it left, not by the evaluation's progress; a loader fetched in full (n of n) whose rank is
+        still in its last step has not run out.
 
     Why it matters
         DDP runs one gradient all-reduce per backward. A rank with one batch more waits in an
@@ -481,22 +519,33 @@ def uneven_batches(snap):
     rs = _stalled(snap)
     if not rs or not _uneven(rs):
         return
+    ended = [r for r in rs if _ran_out(r)]
+    if not ended:
+        ended = [r for r in rs if _train_dl(r)[0].get("end")]
+    if not ended:  # different lengths: the shorter loader is the one that runs out
+        shortest = min(_train_dl(r)[0].get("len") or 0 for r in rs)
+        ended = [r for r in rs if _train_dl(r)[0].get("len") == shortest]
     rows = []
     for r in rs:
+        tdl, left = _train_dl(r)
         dl = r.get("dataloader") or {}
-        rows.append(f"{_ranks([r])}: {dl.get('n')} batch(es) fetched of {dl.get('len')}"
-                    + (" (ran out)" if dl.get("end") else "") + f", {r.get('doing')} at {_where(r.get('user_frame'))}")
-    ended = [r for r in rs if (r.get("dataloader") or {}).get("end")]
-    if not ended:  # different lengths: the shorter loader is the one that runs out
-        shortest = min((r.get("dataloader") or {}).get("len") or 0 for r in rs)
-        ended = [r for r in rs if (r.get("dataloader") or {}).get("len") == shortest]
+        rows.append(f"{_ranks([r])}: {tdl.get('n')} training batch(es) fetched of {tdl.get('len')}"
+                    + (" (ran out)" if r in ended else " (all fetched: still in its last step)"
+                       if tdl.get("end") else "")
+                    + (f", then left the training loop for another DataLoader (batch {dl.get('n')} of {dl.get('len')}:"
+                       f" an evaluation)" if left else "") + f", {r.get('doing')} at {_where(r.get('user_frame'))}")
     more = [r for r in rs if r not in ended]
     e, m = ended[0], (more or [None])[0]
+    etdl, eleft = _train_dl(e)
+    mtdl = _train_dl(m)[0] if m else {}
+    of = f" of {etdl.get('len')}" if eleft or (etdl.get("n") or 0) < (etdl.get("len") or 0) else ""
     yield error(
-        f"uneven batches: {_ranks(ended)} ran out of data after {(e.get('dataloader') or {}).get('n')} batch(es) and "
-        f"wait{'s' if len(ended) == 1 else ''} in {e.get('doing')} at {_where(e.get('user_frame'))}"
+        f"uneven batches: {_ranks(ended)} ran out of data after {etdl.get('n')}{of} batch(es)"
+        + (", left the training loop" if eleft else "")
+        + f" and wait{'s' if len(ended) == 1 else ''} in {e.get('doing')} at {_where(e.get('user_frame'))}"
+        + (" (in another DataLoader, with no optimizer step in it: an evaluation)" if eleft else "")
         + (f", while {_ranks(more)} still train{'s' if len(more) == 1 else ''} (batch "
-           f"{(m.get('dataloader') or {}).get('n')} of {(m.get('dataloader') or {}).get('len')}: {m.get('doing')} at "
+           f"{mtdl.get('n')} of {mtdl.get('len')}: {m.get('doing')} at "
            f"{_where(m.get('user_frame'))})" if m else ""),
         detail="; ".join(rows) + ".",
         fix="Use DistributedSampler(dataset, drop_last=True) so every rank gets the same number of batches, "

@@ -95,7 +95,7 @@ class _State:
     attributes an instance's dict leaves CPython 3.11's shared keys, and every `S.x` of the fast paths became a
     hinted dict lookup (~20 instructions more per load or store than a slot's; ~30 of them per step)."""
     __slots__ = ("off", "dir", "pid", "kind", "writer", "rank", "world", "rank_hint", "phase", "pt", "pl", "step",
-                 "st", "sd", "sdm", "coll", "in_coll", "seq", "inside", "dl", "dl_id", "dl_desc", "ev", "pg_timeout",
+                 "st", "sd", "sdm", "coll", "in_coll", "seq", "inside", "dl", "dl_id", "dl_desc", "dl_tr", "ev", "pg_timeout",
                  "t", "preflight_done", "preflight_saved", "dl_mp", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
                  "sp_t0", "sp_cost", "sp_cost_n", "sp_due_s", "sp_cyc", "sp_meas", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
@@ -132,6 +132,10 @@ class _State:
         # call and an audit event, ~300 instructions)
         self.dl_id = 0
         self.dl_desc = None  # what S.dl describes (length, workers, ...): a new epoch of it keeps the cold part
+        # the last loader the rank LEFT after optimizer steps were taken while it was S.dl (its training loader), frozen
+        # when another loader (an evaluation's) took its place: {n, len, end, bs, step}; None until that happens.
+        # A rank in its evaluation loader is not a rank still training (RUN005: who ran out is read from this)
+        self.dl_tr = None
         self.ev = 0
         self.pg_timeout = None
         self.t = time.time()
@@ -284,7 +288,7 @@ def _publish_cold() -> None:
     if w is None:
         return
     w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
-            "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit, "thr": S.threads,
+            "coll": S.coll, "dl": S.dl, "dlt": S.dl_tr, "pgt": S.pg_timeout, "pgx": S.pg_at_exit, "thr": S.threads,
             "xc": S.exit_code, "fw": S.fw, "groups": S.groups[:16], "sites": S.sites[-16:],
             "site0": max(0, len(S.sites) - 16), "ml": S.ml})
     _publish()
@@ -1594,8 +1598,12 @@ def _patch_dataloader(mod) -> None:
                 else:
                     _dl_fields(0, False)
                 return
+            prev = S.dl
+            if prev is not None and S.step > (prev.get("s0") or 0):  # steps taken while it was the loader: training's
+                S.dl_tr = {"n": prev["n"] + S.nb, "len": prev["len"], "end": prev["end"], "bs": prev["bs"],
+                           "step": S.step}
             S.dl_desc = desc
-            S.dl = {"n": -S.nb, "len": n, "end": False, "workers": desc[1], "bs": desc[2], "pin": desc[3],
+            S.dl = {"n": -S.nb, "len": n, "end": False, "s0": S.step, "workers": desc[1], "bs": desc[2], "pin": desc[3],
                     "persistent": desc[4], "prefetch": desc[5]}
             _publish_cold()
             if desc[1]:
