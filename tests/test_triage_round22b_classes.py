@@ -1,0 +1,51 @@
+"""Round 22 (issue 24, triage26): classes from the sources, each with a trigger and a quiet case.
+
+- A traceback is not training progress: a frame's source line ("raise TrainingFailed(f"step {step} failed") from e")
+  and the exception line under the last frame ("TrainingFailed: step 1200 failed") of a chained traceback ("The above
+  exception was the direct cause of the following exception") name a step, but the process did not go on after the
+  inner cause (CPython Lib/traceback.py @v3.12.0: StackSummary.format prints each frame's source indented under its
+  'File "x.py", line N, in f' header, optional carets under it, then format_exception_only's "Name: message" at
+  column 0). The innermost known cause (CUDA OOM, NCCL, the store) is the failure, the wrapper folded under it.
+"""
+import pytest
+
+from triage_loud import brief as _ids, loud_findings as _found
+
+_INNER_OOM = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/lib/trainer.py", line 120, in step\n'
+    "    loss = self.model(batch)\n"
+    '  File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1518, in _wrapped_call_impl\n'
+    "    return self._call_impl(*args, **kwargs)\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB"
+    " of which 1.02 GiB is free.\n"
+    "\n"
+    "The above exception was the direct cause of the following exception:\n"
+    "\n"
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/run.py", line 30, in <module>\n'
+    "    trainer.fit()\n"
+    '  File "/home/u/lib/trainer.py", line 140, in fit\n'
+    '    raise TrainingFailed(f"step {self.step} failed") from e\n'
+)
+_WRAPPER_END = {
+    "py310": "lib.trainer.TrainingFailed: step 1200 failed\n",
+    # Python 3.11+: carets under the frame's source, then the exception line
+    "py311_carets": "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\nlib.trainer.TrainingFailed: step 1200 failed\n",
+    "message_is_a_loss": "RuntimeError: loss: 0.000 at step 1200, giving up\n",
+}
+
+
+@pytest.mark.parametrize("end", sorted(_WRAPPER_END))
+def test_a_chained_traceback_naming_a_step_is_not_progress_after_its_cause(tmp_path, end):
+    found = _found(tmp_path, _INNER_OOM + _WRAPPER_END[end])
+    assert found and found[0].id == "LOG005" and found[0].severity == "error", _ids(found)
+    assert "went_on_at" not in found[0].evidence, found[0].evidence
+
+
+def test_quiet_progress_after_the_traceback_still_shows_the_process_went_on(tmp_path):
+    # the same caught OOM, then the loop printing its next steps: the process survived it (a warning)
+    text = (_INNER_OOM + _WRAPPER_END["py310"] + "step 1201 loss 2.31\nstep 1202 loss 2.29\n")
+    found = _found(tmp_path, text)
+    oom = [f for f in found if f.id == "LOG005"]
+    assert oom and oom[0].severity == "warning", _ids(found)
