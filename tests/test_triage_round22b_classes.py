@@ -6,6 +6,11 @@
   inner cause (CPython Lib/traceback.py @v3.12.0: StackSummary.format prints each frame's source indented under its
   'File "x.py", line N, in f' header, optional carets under it, then format_exception_only's "Name: message" at
   column 0). The innermost known cause (CUDA OOM, NCCL, the store) is the failure, the wrapper folded under it.
+- Refusals not mined before, catalogued by class (ddpdoctor/data/messages.json, each with repo, path, commit):
+  DeepSpeed's pydantic config models ("<n> validation error(s) for DeepSpeed...Config", deepspeed/runtime/zero/config.py)
+  and vLLM's parallel sizes against the model (vllm/config.py verify_with_parallel_config) are configuration (LOG024);
+  TensorRT-LLM's "mpiSize == tp * pp" / GPUs per node (worldConfig.cpp) and Unsloth's multi-GPU refusal
+  (unsloth/tokenizer_utils.py) are the launch (LOG023).
 """
 import pytest
 
@@ -49,3 +54,46 @@ def test_quiet_progress_after_the_traceback_still_shows_the_process_went_on(tmp_
     found = _found(tmp_path, text)
     oom = [f for f in found if f.id == "LOG005"]
     assert oom and oom[0].severity == "warning", _ids(found)
+
+
+# --- refusals of the serving/fine-tuning stacks and of DeepSpeed's pydantic config, by class ------------------------
+from ddpdoctor.facts import messages  # noqa: E402
+
+
+@pytest.mark.parametrize("line,cls,repo", [
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig", "config_mismatch",
+     "deepspeedai/DeepSpeed"),
+    ("ValueError: Total number of attention heads (40) must be divisible by tensor parallel size (3).",
+     "config_mismatch", "vllm-project/vllm"),
+    ("ValueError: Total number of hidden layers (30) must be divisible by pipeline parallel size (4).",
+     "config_mismatch", "vllm-project/vllm"),
+    ("[TensorRT-LLM][ERROR] Assertion failed: mpiSize == tp * pp (/x/worldConfig.cpp:99)", "launch_misconfigured",
+     "NVIDIA/TensorRT-LLM"),
+    ("RuntimeError: Unsloth currently does not support multi GPU setups - but we are working on it!",
+     "launch_misconfigured", "unslothai/unsloth"),
+])
+def test_refusals_of_the_stacks_are_catalogued_by_class(line, cls, repo):
+    best = messages.match(line)
+    assert best is not None and best.cls == cls, (line, best and best.entry["id"])
+    assert best.entry["source"]["repo"] == repo and len(best.entry["source"]["commit"]) == 40
+
+
+@pytest.mark.parametrize("line", [
+    # pydantic's header for a model that is not DeepSpeed's config: not a DeepSpeed config refusal
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for ChatCompletionRequest",
+    # the same words in prose, not the refusal
+    "note: tensor parallel size should divide the number of attention heads",
+])
+def test_quiet_lines_near_the_refusals_are_not_them(line):
+    best = messages.match(line)
+    assert best is None or not best.entry["id"].startswith(
+        ("deepspeed.config.pydantic", "vllm.config.", "tensorrt_llm.", "unsloth.")), best.entry["id"]
+
+
+def test_a_refusal_in_a_log_is_reported_as_its_class_not_a_bare_exception(tmp_path):
+    text = ("Traceback (most recent call last):\n"
+            '  File "/home/u/serve.py", line 10, in <module>\n'
+            "    llm = LLM(model=path, tensor_parallel_size=3)\n"
+            "ValueError: Total number of attention heads (32) must be divisible by tensor parallel size (3).\n")
+    found = _found(tmp_path, text)
+    assert found and found[0].id == "LOG024", _ids(found)
