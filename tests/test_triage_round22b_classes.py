@@ -6,6 +6,8 @@
   inner cause (CPython Lib/traceback.py @v3.12.0: StackSummary.format prints each frame's source indented under its
   'File "x.py", line N, in f' header, optional carets under it, then format_exception_only's "Name: message" at
   column 0). The innermost known cause (CUDA OOM, NCCL, the store) is the failure, the wrapper folded under it.
+- Hydra's compact report of an instantiated target's exception ("Error in call to target 'x':" then repr(e) on the next
+  line, hydra/_internal/instantiate/_instantiate2.py @2c03d1b) is read as that exception, so the catalogue classes it.
 - Refusals not mined before, catalogued by class (ddpdoctor/data/messages.json, each with repo, path, commit):
   DeepSpeed's pydantic config models ("<n> validation error(s) for DeepSpeed...Config", deepspeed/runtime/zero/config.py)
   and vLLM's parallel sizes against the model (vllm/config.py verify_with_parallel_config) are configuration (LOG024);
@@ -97,3 +99,40 @@ def test_a_refusal_in_a_log_is_reported_as_its_class_not_a_bare_exception(tmp_pa
             "ValueError: Total number of attention heads (32) must be divisible by tensor parallel size (3).\n")
     found = _found(tmp_path, text)
     assert found and found[0].id == "LOG024", _ids(found)
+
+
+# --- Hydra's compact report: "Error in call to target 'x':" and the cause's repr below it ----------------------------
+_HYDRA = ("Error executing job with overrides: ['experiment=llama_8gpu']\n"
+          "Error in call to target 'lightning.pytorch.trainer.trainer.Trainer':\n"
+          "{cause}\n"
+          "full_key: trainer\n"
+          "\n"
+          "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
+
+
+@pytest.mark.parametrize("cause,rule", [
+    # the catalogue's class of the cause, its message unescaped ('\n' inside the repr)
+    ("MisconfigurationException('You requested gpu: [0, 1, 2, 3, 4, 5, 6, 7]\\n But your machine only has: [0, 1]')",
+     "LOG024"),
+    ('OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB")',
+     "LOG005"),
+    # a cause no entry knows: the exception's own class, not "unexplained"
+    ("KeyError('input_ids')", "LOG004"),
+])
+def test_hydra_instantiate_cause_is_read_as_its_exception(tmp_path, cause, rule):
+    found = _found(tmp_path, _HYDRA.format(cause=cause))
+    assert found and found[0].id == rule and found[0].severity == "error", _ids(found)
+
+
+def test_quiet_a_repr_line_not_under_hydras_header_is_no_exception(tmp_path):
+    # the same repr printed by a program's own log (a dict of counters), not under Hydra's header: no failure
+    text = ("epoch 1 step 10 loss 2.31\n" "KeyError('input_ids')\n" "epoch 1 step 20 loss 2.20\n")
+    found = _found(tmp_path, text)
+    assert not any(f.severity == "error" for f in found), _ids(found)
+
+
+
+def test_a_cause_repr_carries_a_reader_keyword_past_the_head():
+    # the reader hands on a line past its head only with a keyword: every "*Error(...)" / "*Exception(...)" repr has one
+    for cause in ("KeyError('input_ids')", "MisconfigurationException('Trainer(devices=8) but this machine has 4')"):
+        assert messages.has_anchor(cause), cause
