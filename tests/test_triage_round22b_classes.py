@@ -10,7 +10,8 @@
   line, hydra/_internal/instantiate/_instantiate2.py @2c03d1b) is read as that exception, so the catalogue classes it.
 - Refusals not mined before, catalogued by class (ddpdoctor/data/messages.json, each with repo, path, commit):
   DeepSpeed's pydantic config models ("<n> validation error(s) for DeepSpeed...Config", deepspeed/runtime/zero/config.py)
-  and vLLM's parallel sizes against the model (vllm/config.py verify_with_parallel_config) are configuration (LOG024);
+  refuse how DeepSpeed was configured (api_misuse, LOG027); vLLM's parallel sizes against the model (vllm/config.py
+  verify_with_parallel_config) are two settings that disagree (config_mismatch, LOG024);
   TensorRT-LLM's "mpiSize == tp * pp" / GPUs per node (worldConfig.cpp) and Unsloth's multi-GPU refusal
   (unsloth/tokenizer_utils.py) are the launch (LOG023).
 """
@@ -63,7 +64,7 @@ from ddpdoctor.facts import messages  # noqa: E402
 
 
 @pytest.mark.parametrize("line,cls,repo", [
-    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig", "config_mismatch",
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig", "api_misuse",
      "deepspeedai/DeepSpeed"),
     ("ValueError: Total number of attention heads (40) must be divisible by tensor parallel size (3).",
      "config_mismatch", "vllm-project/vllm"),
