@@ -1,6 +1,7 @@
 """The library behind `ddpdoctor triage`: paths in, a Report out, root cause first."""
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
 import re
@@ -239,6 +240,37 @@ def _debugger_joined(head, line):
     return dataclasses.replace(head, text=f"{head.text.rstrip()}: {line.text.strip()}") if m else None
 
 
+# Hydra's compact report of an exception raised by an instantiated target (facebookresearch/hydra
+# hydra/_internal/instantiate/_instantiate2.py @2c03d1b: InstantiationException(f"Error in call to target '{t}':\n
+# {repr(e)}" [+ "\nfull_key: k"]), printed as str(ex) by hydra/_internal/utils.py run_and_report without
+# HYDRA_FULL_ERROR, under "Error executing job with overrides: [...]"): the line below the header is the cause's repr,
+# "KeyError('input_ids')", "MisconfigurationException('You requested gpu: ...\\n But your machine only has: ...')".
+# Read as the exception it is ("Name: message"), its message unescaped, so the catalogue classes the cause.
+_HYDRA_TARGET_HEAD = re.compile(r"^\s*Error in (?:call to target '[^']{1,300}'|creating partial\(.{1,300}\) object):\s*$")
+_REPR_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Z]\w*)\((.*)\)\s*$")
+
+
+def _hydra_cause(head, line):
+    """The cause's repr under Hydra's "Error in call to target 'x':" as "Name: message" (line's place kept), or None."""
+    if not _HYDRA_TARGET_HEAD.match(head.text):
+        return None
+    m = _REPR_EXC.match(line.text)
+    if m is None:
+        return None
+    args = m.group(2).strip()
+    msg = args
+    if args[:1] in ("'", '"') and len(args) < 20000:
+        try:
+            val = ast.literal_eval(args)   # a literal only: the repr of the exception's args
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            val = None
+        if isinstance(val, tuple):
+            val = ", ".join(str(v) for v in val)
+        if isinstance(val, str):
+            msg = " ".join(val.split())
+    return dataclasses.replace(line, text=f"{m.group(1)}: {msg}" if msg else f"{m.group(1)}:")
+
+
 def _join_wrapped(lines: list, sep: str = " "):
     return dataclasses.replace(lines[0], text=sep.join([lines[0].text.rstrip()] + [ln.text.strip() for ln in lines[1:]]))
 
@@ -283,6 +315,7 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
     held: list = []   # a watchdog line a terminal or a web page wrapped: (lineno, offset, raw), joined with the next
 
     pending: list = []   # an exception line no catalogue entry knows, and the lines after it: its message, wrapped?
+    hydra: list = []     # Hydra's "Error in call to target 'x':" just fed: the next line is its cause's repr
 
     def flush() -> None:
         for held_line in pending:
@@ -290,6 +323,18 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
         pending.clear()
 
     def take(line) -> None:
+        if hydra:
+            head = hydra.pop()
+            cause = (_hydra_cause(head, line) if line.lineno == head.lineno + 1 and _same_stream(line, head)
+                     else None)
+            if cause is not None:
+                job.feed_line(cause, events(cause))
+                return
+        if "Error in " in line.text and _HYDRA_TARGET_HEAD.match(line.text):
+            flush()
+            hydra.append(line)
+            job.feed_line(line, events(line))
+            return
         if pending:
             last = pending[-1]
             if line.lineno == last.lineno + 1 and _same_stream(line, last) and (

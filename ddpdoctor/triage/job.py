@@ -656,7 +656,17 @@ class Job:
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
-        if (is_progress(line.text) and not line.text.startswith("wandb: ")) or any(ev.kind == "overflow_skip" for ev in evs):
+        lf = self.last_frame.get(key)
+        frame_source = (lf is not None and lf is not line and lf.src == line.src and 'File "' in lf.text
+                        and ((line.text[:1] in (" ", "\t") and lf.lineno == line.lineno - 1)
+                             or (lf.lineno >= line.lineno - 3 and _TB_END_LINE.match(line.text) is not None)))
+        if ((is_progress(line.text) and not line.text.startswith("wandb: ") and not frame_source)
+                or any(ev.kind == "overflow_skip" for ev in evs)):
+            # (a frame's source line under its 'File "x.py", line N, in f', and the exception line under the last
+            # frame, are the traceback, not a step: "raise TrainingFailed(f"step {step} failed") from e" and
+            # "TrainingFailed: step 1200 failed" in a chained traceback. CPython Lib/traceback.py @v3.12.0
+            # StackSummary.format prints each frame's source indented under its header, then
+            # TracebackException.format_exception_only "Qualified.Name: message" at column 0)
             # (a "wandb: " line is Weights & Biases' own termlog, never a step: its footer's rows "wandb:   train/loss
             # 0.123" are the run's last values, printed by wandb.finish after the loop, failed or not:
             # wandb/sdk/wandb_run.py @cbe86604 Run._footer_history_summary_info)
@@ -1430,6 +1440,8 @@ _PROGRESS = _messages.Prefiltered(re.compile(r"(?<!\d)\d+%\|[^|]*\|\s*\d+/\d+|" 
                        # the DeiT/MAE MetricLogger.log_every "{header}  [{i}/{len}]" under the header "Epoch: [N]"
                        # (Alpha-VLLM/LLaMA2-Accessory accessory/util/misc.py @0e6ac40)
                        r"\b[Ee]poch: \[\d+\]\s+\[\s*\d+/\d+\]"))
+# the exception line that ends a Python traceback: "module.Qualified.Name: message" at column 0 (any class name)
+_TB_END_LINE = re.compile(r"[A-Za-z_][\w.]{0,200}: ")
 # A tqdm bar that has not moved ("Training Epoch:   0%|          | 0/188 [00:00<?, ?it/s]"): printed before the first
 # step, so it shows no step done; a job that hangs in its first collective prints one and nothing after.
 _ZERO_BAR = re.compile(r"(?<![\d.])0%\|[^|]*\|\s*0/\d+(?:\s*\[[^\]]*\])?")
