@@ -381,6 +381,39 @@ def _host_compiler_too_old(snap, pk):
                   evidence={"host_compiler": cc, "torch": version, "needs": need, "builders": builders})
 
 
+def _host_compiler_too_new_for_nvcc(snap, pk, kit):
+    """The host GCC (packages.host_compiler) newer than the CUDA toolkit's nvcc accepts (data/nvcc_host_compilers.json,
+    crt/host_config.h's ceiling per CUDA release): every .cu file nvcc compiles stops in host_config.h. A warning
+    when something compiles at run time or the toolkit was chosen for building (CUDA_HOME/CUDA_PATH set, an nvcc on
+    PATH); info for a default /usr/local/cuda nothing uses."""
+    cc = pk.get("host_compiler") if isinstance(pk.get("host_compiler"), dict) else {}
+    if cc.get("kind") != "gcc" or not kit.get("version"):
+        return
+    have = gpu_versions.release(cc.get("version"))
+    ceiling = gpu_versions.nvcc_gcc_max(kit.get("version"))
+    if not have or ceiling is None or have[0] <= ceiling:
+        return
+    builders = _jit_builders(snap, pk)
+    how = str(kit.get("from") or "")  # the gatherer's: CUDA_HOME, CUDA_PATH, "nvcc on PATH", "/usr/local/cuda"
+    chosen = how in ("CUDA_HOME", "CUDA_PATH") or how.startswith("nvcc")
+    make = warning if builders or chosen else info
+    cuda = ".".join(str(x) for x in gpu_versions.release(kit.get("version"))[:2])
+    why = (("; what compiles at run time here: " + "; ".join(builders[:3])) if builders else
+           f"; the toolkit is the one {kit.get('from')} names, so builds here use it" if chosen else
+           "; nothing found that compiles at run time, so it matters only to an extension built later")
+    yield make(f"The host compiler is GCC {cc.get('version')} ({cc.get('cmd')}), newer than the GCC {ceiling} the "
+               f"CUDA {cuda} toolkit's nvcc at {kit.get('home')} accepts",
+               detail=("nvcc compiles the host side of every .cu file with the GCC on PATH (or -ccbin / $CC as torch's "
+                       "cpp_extension passes it) and its crt/host_config.h refuses a newer one: \"#error -- unsupported "
+                       f"GNU version! gcc versions later than {ceiling} are not supported!\" (the newest GCC per CUDA "
+                       "release: data/nvcc_host_compilers.json)" + why + "."),
+               fix=(f"install GCC {ceiling} (apt install g++-{ceiling}, conda install -c conda-forge gxx_linux-64={ceiling}) "
+                    f"and export CC=gcc-{ceiling} CXX=g++-{ceiling} NVCC_PREPEND_FLAGS='-ccbin g++-{ceiling}' before the "
+                    "build; or use a CUDA toolkit whose nvcc accepts GCC " + str(have[0])),
+               subjects=["pkg:host-compiler", "pkg:cuda-toolkit"],
+               evidence={"host_compiler": cc, "toolkit": kit, "gcc_max": ceiling, "builders": builders})
+
+
 def _toolkit_newer_than_driver(snap, kit: dict, have: tuple, where: str, evidence: dict):
     """PKG014's finding for a toolkit newer than the CUDA the driver supports (gpus.cuda_driver): what it compiles
     carries PTX/cubins of that release, which the older driver refuses - "the provided PTX was compiled with an
@@ -469,6 +502,7 @@ def cuda_toolkit_mismatch(snap):
         yield from _no_cuda_toolkit(snap, pk)
         return
     yield from _toolkit_links_missing(snap, pk, kit)
+    yield from _host_compiler_too_new_for_nvcc(snap, pk, kit)
     have = gpu_versions.release(kit.get("version"))
     if not have:
         return

@@ -1,0 +1,45 @@
+"""check27 (issue 26, round 22): the classes batches 116-117 lacked, each with a trigger and a quiet fixture.
+Pure: snapshots are built by the factory over recorded facts; no process is started."""
+from __future__ import annotations
+
+from factory import findings_of, make_snapshot
+
+from ddpdoctor.facts import gpu_versions
+
+# -- PKG014 arm: the host GCC newer than the toolkit's nvcc accepts (crt/host_config.h's ceiling per CUDA release:
+# data/nvcc_host_compilers.json) --
+
+
+def _kit(toolkit="9.0.176", gcc="7.3.0", where="CUDA_HOME", torch="1.1.0", cuda="9.0", **extra):
+    return make_snapshot(packages={"torch": torch, "torch_build": {"cuda": cuda, "hip": None},
+                                   "cuda_toolkit": {"home": "/usr/local/cuda-9.0", "from": where, "version": toolkit},
+                                   "host_compiler": {"cmd": "c++", "kind": "gcc", "version": gcc, "from": "PATH"},
+                                   **extra})
+
+
+def _too_new(snap):
+    return [f for f in findings_of(snap, "PKG014") if "newer than the GCC" in f.title]
+
+
+def test_nvcc_gcc_ceiling_table_reads_the_header_rows():
+    assert gpu_versions.nvcc_gcc_max("9.0.176") == 6 and gpu_versions.nvcc_gcc_max("10.1") == 8
+    assert gpu_versions.nvcc_gcc_max("12.1.105") == 12 and gpu_versions.nvcc_gcc_max("12.9") == 14
+    assert gpu_versions.nvcc_gcc_max("11.4") is None  # 11.4.0 vs 11.4.1 differ: not judged
+    assert gpu_versions.nvcc_gcc_max("8.0") is None and gpu_versions.nvcc_gcc_max("13.0") is None
+
+
+def test_gcc_newer_than_nvcc_accepts_is_a_warning_naming_both():
+    [f] = _too_new(_kit())
+    assert f.severity == "warning"
+    assert "GCC 7.3.0" in f.title and "GCC 6" in f.title and "CUDA 9.0" in f.title
+    assert "gcc versions later than 6 are not supported" in f.detail and "g++-6" in f.fix
+    assert f.evidence["gcc_max"] == 6
+    [g] = _too_new(_kit(toolkit="12.1.105", gcc="13.2.0", where="nvcc on PATH", torch="2.3.0", cuda="12.1"))
+    assert "GCC 12" in g.title and g.severity == "warning"
+
+
+def test_gcc_within_the_ceiling_or_unjudged_is_quiet_and_a_default_toolkit_only_info():
+    assert _too_new(_kit(gcc="6.4.0")) == []
+    assert _too_new(_kit(toolkit="11.4.48", gcc="11.2.0", torch="1.12.1", cuda="11.3")) == []  # not judged
+    [f] = _too_new(_kit(where="/usr/local/cuda"))  # a default toolkit nothing compiles with
+    assert f.severity == "info"
