@@ -43,3 +43,30 @@ def test_gcc_within_the_ceiling_or_unjudged_is_quiet_and_a_default_toolkit_only_
     assert _too_new(_kit(toolkit="11.4.48", gcc="11.2.0", torch="1.12.1", cuda="11.3")) == []  # not judged
     [f] = _too_new(_kit(where="/usr/local/cuda"))  # a default toolkit nothing compiles with
     assert f.severity == "info"
+
+
+# -- PKG014's builders: the job is itself a setuptools build (`python setup.py build develop`: build_ext compiles the
+# package's extensions now; data/runtime_builds.json setup_commands, from setuptools' build/install/develop) --
+
+def _setup(argv: str, **packages):
+    from ddpdoctor.facts.launch import parse_program
+
+    cmd = parse_program(argv.split())
+    launch = {"commands": [dict(cmd, depth=1)] if cmd else [], "depth_read": 1}
+    return make_snapshot(packages=dict({"torch": "1.13.1+cu117", "torch_build": {"cuda": "11.7", "hip": None},
+                                        "cuda_toolkit": {}}, **packages), launch=launch)
+
+
+def test_setup_py_build_counts_as_compiling_now():
+    from ddpdoctor.facts.launch import parse_program
+
+    assert parse_program("python setup.py build develop --no-deps".split())["setup_commands"] == ["build", "develop"]
+    [f] = findings_of(_setup("python setup.py install"), "PKG014")
+    assert f.severity == "warning" and "No CUDA toolkit found" in f.title
+    assert "`setup.py install`" in f.title and "CUDA_HOME" in f.detail
+
+
+def test_setup_py_without_a_build_command_or_a_training_script_is_quiet():
+    assert findings_of(_setup("python setup.py --version"), "PKG014") == []
+    assert findings_of(_setup("python setup.py sdist"), "PKG014") == []
+    assert findings_of(_setup("python train.py install"), "PKG014") == []

@@ -364,3 +364,9 @@ def nvcc_gcc_max(toolkit_version) -> Optional[int]:
         if version_tuple(row["cuda"])[:2] <= mm:
             best = row
     return None if best is None else int(best["gcc_max"])
+
+
+def setup_build_commands() -> tuple:
+    """data/runtime_builds.json setup_commands: the setuptools commands that run build_ext (PKG014's builders)."""
+    with open(DATA.parent / "runtime_builds.json", encoding="utf-8") as fh:
+        return tuple(json.load(fh).get("setup_commands", {}).get("commands") or ())

@@ -356,6 +356,10 @@ def _with_program_options(out: dict, rest: list) -> dict:
     models = script_model_dirs(rest)
     if models:
         out["script_models"] = models
+    if os.path.basename(str(out.get("program") or "")) == "setup.py":  # check27: `python setup.py build develop`
+        words = [w for w in rest if not w.startswith("-")][:8]
+        if words:
+            out["setup_commands"] = words
     return out
 
 

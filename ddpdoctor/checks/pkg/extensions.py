@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ddpdoctor.facts import gpu_versions
 from ddpdoctor.facts.env import env_of, script_asks
+from ddpdoctor.facts.launch import commands
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
@@ -209,6 +210,12 @@ def _jit_builders(snap, pk) -> list:
         if versions.get(row["distribution"]):
             out.append(f"{row['distribution']} {versions[row['distribution']]} ({row['what']}, compiled with "
                        f"torch.utils.cpp_extension at first use: {row['source']['repo']} {row['source']['path']})")
+    building = set(gpu_versions.setup_build_commands())
+    for cmd in commands(snap):  # the job is itself a build: `python setup.py build develop` (check27)
+        words = [str(w) for w in cmd.get("setup_commands") or ()]
+        if building & set(words):
+            out.append(f"`{cmd.get('program')} {' '.join(words)}` (setuptools' build_ext compiles the package's "
+                       "extensions now)")
     return out
 
 
