@@ -70,3 +70,31 @@ def test_setup_py_without_a_build_command_or_a_training_script_is_quiet():
     assert findings_of(_setup("python setup.py --version"), "PKG014") == []
     assert findings_of(_setup("python setup.py sdist"), "PKG014") == []
     assert findings_of(_setup("python train.py install"), "PKG014") == []
+
+
+# -- pip building a local tree (`pip install .`) is a build too; torch's CUDAExtension links -lcudart, so a toolkit
+# without the unversioned libcudart.so (no -dev package) fails whoever builds, not only DeepSpeed --
+
+def test_pip_install_of_a_local_tree_is_recorded_and_an_index_package_or_requirements_file_is_not():
+    from ddpdoctor.facts.launch import parse_program
+
+    assert parse_program("pip install -e .".split())["setup_commands"] == ["install", "."]
+    assert parse_program("python -m pip install ./ext --no-build-isolation".split())["launcher"] == "pip"
+    assert parse_program("pip install bmtrain".split()) is None
+    assert parse_program("pip install -r ./requirements.txt".split()) is None
+
+
+NO_DEV = {"home": "/opt/conda/envs/e", "from": "CUDA_HOME", "version": "12.1.105",
+          "missing_links": {"cudart": "libcudart.so.12"}}
+
+
+def test_cudart_without_dev_link_is_a_warning_when_a_cuda_extension_builds():
+    [f] = [f for f in findings_of(_setup("pip install .", torch="2.3.0+cu121", torch_build={"cuda": "12.1", "hip": None},
+                                         cuda_toolkit=NO_DEV), "PKG014") if "libcudart.so" in f.title]
+    assert f.severity == "warning" and "-lcudart" in f.title and "`pip install .`" in f.title
+    assert "libcudart.so.12" in f.detail and "cuda-cudart-dev" in f.fix
+
+
+def test_cudart_without_dev_link_is_quiet_when_nothing_builds():
+    snap = _setup("python train.py", torch="2.3.0+cu121", torch_build={"cuda": "12.1", "hip": None}, cuda_toolkit=NO_DEV)
+    assert [f for f in findings_of(snap, "PKG014") if "libcudart" in f.title] == []

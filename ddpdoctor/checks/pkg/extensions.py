@@ -214,7 +214,7 @@ def _jit_builders(snap, pk) -> list:
     for cmd in commands(snap):  # the job is itself a build: `python setup.py build develop` (check27)
         words = [str(w) for w in cmd.get("setup_commands") or ()]
         if building & set(words):
-            out.append(f"`{cmd.get('program')} {' '.join(words)}` (setuptools' build_ext compiles the package's "
+            out.append(f"`{cmd.get('program') or cmd.get('launcher')} {' '.join(words)}` (setuptools' build_ext compiles the package's "
                        "extensions now)")
     return out
 
@@ -279,6 +279,7 @@ def _toolkit_links_missing(snap, pk, kit):
     built = pk.get("deepspeed_build") if isinstance(pk.get("deepspeed_build"), dict) else {}
     jit = bool(versions.get("deepspeed")) and not built.get("installed_ops")
     if not switches and not jit:
+        yield from _cudart_missing_for_cuda_extension(snap, pk, kit, missing)
         return
     why = (f"{', '.join(switches)} set: DeepSpeed's CPU ops are built at install" if switches
            else f"DeepSpeed {versions['deepspeed']} has no pre-built ops: its CPU ops compile at their first use")
@@ -295,6 +296,30 @@ def _toolkit_links_missing(snap, pk, kit):
                        + "   # or install the toolkit's -dev packages (e.g. cuda-libraries-dev)"),
                   subjects=["pkg:cuda-toolkit"] + (["pkg:deepspeed"] if versions.get("deepspeed") else []),
                   evidence={"toolkit": kit, "missing_links": missing, "build_switches": switches, "jit": jit})
+
+
+def _cudart_missing_for_cuda_extension(snap, pk, kit, missing):
+    """PKG014: a toolkit with libcudart.so.N but no unversioned libcudart.so while something other than DeepSpeed
+    builds a CUDA extension (a setup.py/pip build of a local tree, a cpp_extension load(), a run-time builder): torch's
+    CUDAExtension links `-L<CUDA_HOME>/lib64 -lcudart` (torch/utils/cpp_extension.py CUDAExtension: libraries +=
+    ['cudart', 'c10_cuda', 'torch_cuda'], library_dirs += library_paths(device_type='cuda')), so the link stops with
+    "ld: cannot find -lcudart" (ivan-chai/torch-linear-assignment#2: a conda CUDA_HOME without cuda-cudart-dev)."""
+    if "cudart" not in missing:
+        return
+    builders = _jit_builders(snap, pk)
+    if not builders:
+        return
+    lib = kit.get("home") or "the toolkit"
+    yield warning(f"The CUDA toolkit at {lib} has no unversioned libcudart.so, and {builders[0]} links -lcudart",
+                  detail=("torch's CUDAExtension links every CUDA extension with -L<CUDA_HOME>/lib64 -lcudart "
+                          "(torch/utils/cpp_extension.py CUDAExtension); the linker finds -lcudart only as libcudart.so, "
+                          f"which the toolkit's -dev package provides. Found only {missing['cudart']}: \"ld: cannot find "
+                          "-lcudart: No such file or directory\". What compiles here: " + "; ".join(builders[:3]) + "."),
+                  fix=(f"install the toolkit's runtime dev files (conda install -c nvidia cuda-cudart-dev, or apt install "
+                       f"cuda-cudart-dev-<X-Y>), or point CUDA_HOME at a full toolkit (/usr/local/cuda); or "
+                       f"cd {lib}/lib64 && ln -s {missing['cudart']} libcudart.so"),
+                  subjects=["pkg:cuda-toolkit"],
+                  evidence={"toolkit": kit, "missing_links": missing, "builders": builders})
 
 
 def _ninja_missing(snap, pk):
