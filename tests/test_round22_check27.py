@@ -98,3 +98,31 @@ def test_cudart_without_dev_link_is_a_warning_when_a_cuda_extension_builds():
 def test_cudart_without_dev_link_is_quiet_when_nothing_builds():
     snap = _setup("python train.py", torch="2.3.0+cu121", torch_build={"cuda": "12.1", "hip": None}, cuda_toolkit=NO_DEV)
     assert [f for f in findings_of(snap, "PKG014") if "libcudart" in f.title] == []
+
+
+# -- GPU032 arm: an installed library that calls torch.compile by default (data/triton_libraries.json
+# compile_by_default: nnU-Net v2's trainer, _do_i_compile) on a GPU below Triton's 7.0 floor --
+
+def _pascal(env=None, os_name="Linux", **packages):
+    snap = make_snapshot(env=env or {}, host={"os": os_name}, packages=dict({"torch": "2.3.0+cu121", "triton": "2.3.0"},
+                                                                             **packages))
+    g = {"driver_version": "535.171.04", "cuda_driver": "12.2", "count": 1,
+         "devices": [{"index": 0, "name": "NVIDIA GeForce GTX 1080 Ti", "cuda_capability": [6, 1],
+                      "pci_bus_id": "00000000:01:00.0", "memory_total_mib": 11264}]}
+    snap.sections["gpus"] = g
+    return snap
+
+
+def test_library_compiling_by_default_on_a_gpu_below_tritons_floor_is_an_error_naming_both():
+    fs = [f for f in findings_of(_pascal(nnunetv2="2.4.2"), "GPU032") if "Triton" in f.title]
+    assert len(fs) == 1, fs
+    f = fs[0]
+    assert f.severity == "error" and "nnU-Net v2" in f.title and "sm_61" in f.title
+    assert "7.0" in f.detail and "nnUNet_compile=f" in f.title
+
+
+def test_library_compiling_by_default_quiet_when_turned_off_or_not_installed_or_on_windows():
+    assert [f for f in findings_of(_pascal(env={"nnUNet_compile": "f"}, nnunetv2="2.4.2"), "GPU032")
+            if "Triton" in f.title] == []
+    assert [f for f in findings_of(_pascal(), "GPU032") if "Triton" in f.title] == []
+    assert [f for f in findings_of(_pascal(os_name="Windows", nnunetv2="2.4.2"), "GPU032") if "Triton" in f.title] == []
