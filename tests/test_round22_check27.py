@@ -126,3 +126,22 @@ def test_library_compiling_by_default_quiet_when_turned_off_or_not_installed_or_
             if "Triton" in f.title] == []
     assert [f for f in findings_of(_pascal(), "GPU032") if "Triton" in f.title] == []
     assert [f for f in findings_of(_pascal(os_name="Windows", nnunetv2="2.4.2"), "GPU032") if "Triton" in f.title] == []
+
+
+# -- GPU032: PyTorch's CUDA 11.0-11.5 wheels' architectures (pytorch/builder manywheel/build_cuda.sh before #977:
+# "3.7;5.0;6.0;7.0" + "7.5;8.0(;8.6)"): a sm_35 GPU under a cu113 wheel is below the build's oldest --
+
+def _cu113(capability, name):
+    snap = _pascal(torch="1.12.1+cu113", torch_build={"cuda": "11.3", "hip": None})
+    snap.sections["gpus"]["devices"][0].update(name=name, cuda_capability=list(capability))
+    return snap
+
+
+def test_cu113_wheel_on_a_sm35_gpu_is_named_below_the_builds_oldest():
+    fs = [f for f in findings_of(_cu113((3, 5), "NVIDIA GTX TITAN Black"), "GPU032") if "sm_35" in f.title]
+    assert fs and fs[0].severity in ("warning", "error"), [f.title for f in findings_of(_cu113((3, 5), "x"), "GPU032")]
+    assert gpu_versions.release("11.3") and "sm_37" in (fs[0].title + fs[0].detail)
+
+
+def test_cu113_wheel_on_a_gpu_it_carries_is_quiet():
+    assert [f for f in findings_of(_cu113((6, 1), "NVIDIA GeForce GTX 1080 Ti"), "GPU032") if "sm_61" in f.title] == []
