@@ -340,3 +340,33 @@ def deepspeed_refuses(row: dict, toolkit: tuple, torch_cuda: tuple) -> bool:
     if sys_v in ok and torch_v in ok:
         return False
     return not any(p["toolkit"] == sys_v and p["torch"] == torch_v for p in row["accepted_pairs"])
+
+
+@functools.lru_cache(maxsize=1)
+def _nvcc_host_compiler_table() -> dict:
+    with open(DATA.parent / "nvcc_host_compilers.json", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def nvcc_gcc_max(toolkit_version) -> Optional[int]:
+    """The newest GCC major this CUDA toolkit's nvcc accepts (crt/host_config.h's `#error -- unsupported GNU version!
+    gcc versions later than N are not supported!`; data/nvcc_host_compilers.json), or None where not judged (before
+    the first row, after last_judged, a release in not_judged, an unreadable version)."""
+    have = version_tuple(str(toolkit_version or ""))
+    if len(have) < 2:
+        return None
+    table = _nvcc_host_compiler_table()
+    mm = tuple(have[:2])
+    if f"{mm[0]}.{mm[1]}" in table.get("not_judged", ()) or mm > version_tuple(table["last_judged"])[:2]:
+        return None
+    best = None
+    for row in table["rows"]:
+        if version_tuple(row["cuda"])[:2] <= mm:
+            best = row
+    return None if best is None else int(best["gcc_max"])
+
+
+def setup_build_commands() -> tuple:
+    """data/runtime_builds.json setup_commands: the setuptools commands that run build_ext (PKG014's builders)."""
+    with open(DATA.parent / "runtime_builds.json", encoding="utf-8") as fh:
+        return tuple(json.load(fh).get("setup_commands", {}).get("commands") or ())

@@ -356,6 +356,10 @@ def _with_program_options(out: dict, rest: list) -> dict:
     models = script_model_dirs(rest)
     if models:
         out["script_models"] = models
+    if os.path.basename(str(out.get("program") or "")) == "setup.py":  # check27: `python setup.py build develop`
+        words = [w for w in rest if not w.startswith("-")][:8]
+        if words:
+            out["setup_commands"] = words
     return out
 
 
@@ -363,10 +367,40 @@ def _with_program_options(out: dict, rest: list) -> dict:
 _PY_VALUE_OPTIONS = {"-W", "-X", "--check-hash-based-pycs"}
 
 
+def pip_local_build(argv: list) -> list:
+    """["install", <target>] for `pip install [-e] <a local source tree>` (`.`, `./pkg`, `/abs/pkg`; also `python -m pip
+    install .`): pip builds it with its setup.py/pyproject backend now, which runs setuptools' build_ext for its
+    extensions (check27, PKG014's builders); [] for anything else (an index package may come as a wheel: not a build)."""
+    argv = [str(a) for a in argv or []]
+    i = 1 if argv and os.path.basename(argv[0]) in ("pip", "pip3") else 0
+    if not i and len(argv) > 2 and os.path.basename(argv[0]).startswith("python") and argv[1:3] == ["-m", "pip"]:
+        i = 3
+    if not i or i >= len(argv) or argv[i] != "install":
+        return []
+    skip = False
+    for word in argv[i + 1:]:
+        if skip:
+            skip = False
+        elif word in _PIP_VALUE_OPTIONS:
+            skip = True  # -r ./requirements.txt: a list of packages, not a tree to build
+        elif word.startswith(".") or word.startswith("/") or word.startswith("~"):
+            return ["install", word]
+    return []
+
+
+# pip install's options that take a value (pip/_internal/cli/cmdoptions.py): their value is not a target
+_PIP_VALUE_OPTIONS = {"-r", "--requirement", "-c", "--constraint", "-f", "--find-links", "-t", "--target", "--prefix",
+                      "--root", "-i", "--index-url", "--extra-index-url", "--cache-dir", "--log", "--src",
+                      "--config-settings", "-C", "--global-option", "--install-option", "--report"}
+
+
 def parse_program(argv: list) -> Optional[dict]:
     """{launcher: "python", options: {}, program, script_options?, script_gpus?} for `python [opts] script.py args` (a
     training program started without a launcher: `ddpdoctor check -- python train.py -gpuid 1`), else None."""
     argv = [str(a) for a in argv or []]
+    local = pip_local_build(argv)
+    if local:
+        return {"launcher": "pip", "options": {}, "program": None, "setup_commands": local}
     if not argv or not os.path.basename(argv[0]).startswith("python"):
         return None
     i = 1

@@ -446,6 +446,8 @@ FIELDS = {
     "commands[].model_configs[].weights_bytes": INT, "commands[].model_configs[].weights_files": INT,
     "commands[].serving": OBJ, "commands[].serving.engine": STR, "commands[].serving.model": STR,
     "commands[].serving.model_option": STR, "commands[].serving.tensor_parallel": INT,
+    # check27: a `python setup.py <commands>` build (facts.launch: its setuptools commands, PKG014's builders)
+    "commands[].setup_commands": LIST, "commands[].setup_commands[]": STR,
     "commands[].serving.pipeline_parallel": INT, "commands[].serving.dtype": STR, "commands[].serving.multi_node": BOOL,
 }
 

@@ -42,6 +42,18 @@ def _runtime_builders() -> tuple:
 DISTRIBUTIONS = DISTRIBUTIONS + tuple(d for d in _runtime_builders() if d not in DISTRIBUTIONS)
 
 
+def _compile_by_default() -> tuple:
+    """check27: the libraries that call torch.compile by default (data/triton_libraries.json compile_by_default, GPU032)."""
+    import json
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "triton_libraries.json")
+    with open(path, encoding="utf-8") as fh:
+        return tuple(row["distribution"] for row in json.load(fh).get("compile_by_default", {}).get("packages") or ())
+
+
+DISTRIBUTIONS = DISTRIBUTIONS + tuple(d for d in _compile_by_default() if d not in DISTRIBUTIONS)
+
+
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
     "versions": OBJ, "versions.*": STR, "torch_build": OBJ, "torch_build.*": STR,

@@ -688,7 +688,7 @@ def _triton_link(snap, where, compiles, asks=None):
                           "find one through TRITON_LIBCUDA_PATH or another library path."),
                   fix=f"sudo ln -s {lib} {os.path.join(os.path.dirname(lib), 'libcuda.so')}   # or export "
                       "TRITON_LIBCUDA_PATH=<a directory holding libcuda.so>; sudo ldconfig",
-                  subjects=["script:" + str(compiles[0].get("path")), "lib:libcuda.so"],
+                  subjects=[(compiles[0].get("subject") or "script:" + str(compiles[0].get("path"))), "lib:libcuda.so"],
                   evidence={"asked": where, "library": lib, "unversioned_link": False})
 
 
@@ -728,6 +728,31 @@ TRITON_MIN_CAPABILITY = 70
 TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm")
 
 
+def _compiles_by_default(snap) -> list:
+    """Installed libraries that call torch.compile by default (data/triton_libraries.json compile_by_default: nnU-Net
+    v2's trainer), unless their variable turns it off or the system is one they skip: as `triton_libraries` rows."""
+    import json
+
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    env = env_of(snap)
+    system = str((snap.get("host") or {}).get("os") or "")
+    with open(os.path.join(os.path.dirname(gpu_versions.DATA), "triton_libraries.json"), encoding="utf-8") as fh:
+        rows = json.load(fh).get("compile_by_default", {}).get("packages") or ()
+    out = []
+    for row in rows:
+        if not versions.get(row["distribution"]) or system in row.get("not_on_os", ()):
+            continue
+        value = env.get(row["env"])
+        if value is not None and str(value).lower() not in row["on"]:
+            continue
+        src = row["source"]
+        where = f"{src['repo']} {src['path']}"
+        out.append({"path": row["distribution"], "library": row["name"], "where": where, "subject": "pkg:" + row["distribution"],
+                    "asks": (f"runs {row['name']} {versions[row['distribution']]}, which calls torch.compile by default "
+                             f"({row['env']} unset or on: {where}; {row['off']} turns it off)")})
+    return out
+
+
 def _compile_beyond_the_machine(snap, devices):
     """torch.compile in the script read (lint.scriptfacts `compiles`) where inductor's Triton cannot run: no GPU of
     compute capability 7.0+, or no triton installed (the packages section names it: None), or Windows without a
@@ -735,14 +760,16 @@ def _compile_beyond_the_machine(snap, devices):
     compiles = script_asks(snap, "compiles")
     libs = script_asks(snap, "triton_libraries")  # a library whose own kernels are Triton's (Unsloth, Liger)
     if not compiles and not libs:
+        libs = _compiles_by_default(snap)  # check27: an installed library that calls torch.compile unless told not to
+    if not compiles and not libs:
         return
     if compiles:
         where = f"{compiles[0].get('path')}:{compiles[0].get('line')} torch.compile"
         asks = f"calls torch.compile ({where})"
     else:
         compiles = libs
-        where = f"{libs[0].get('path')}:{libs[0].get('line')} {libs[0].get('what')}"
-        asks = f"uses {libs[0].get('library')}, whose kernels are Triton kernels ({where})"
+        where = libs[0].get("where") or f"{libs[0].get('path')}:{libs[0].get('line')} {libs[0].get('what')}"
+        asks = libs[0].get("asks") or f"uses {libs[0].get('library')}, whose kernels are Triton kernels ({where})"
     caps = [(dev.get("index"), dev.get("name"), _capability(dev)) for dev in devices]
     caps = [row for row in caps if row[2] is not None]
     low = [row for row in caps if row[2] < TRITON_MIN_CAPABILITY]
@@ -755,7 +782,7 @@ def _compile_beyond_the_machine(snap, devices):
                             "(torch/_inductor/scheduler.py, GPUTooOldForTriton)."),
                     fix="drop torch.compile on these GPUs (or torch.compile(model, backend=\"eager\"/\"aot_eager\")); "
                         "or run on GPUs of compute capability 7.0+",
-                    subjects=subjects([i for i, _, _ in low], "script:" + str(compiles[0].get("path"))),
+                    subjects=subjects([i for i, _, _ in low], (compiles[0].get("subject") or "script:" + str(compiles[0].get("path")))),
                     evidence={"asked": where, "needs": "sm_70",
                               "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in low]})
         return
@@ -776,7 +803,7 @@ def _compile_beyond_the_machine(snap, devices):
                            "triton the first compiled call raises \"Cannot find a working triton installation\" "
                            "(torch/_inductor/scheduler.py, TritonMissing)."),
                    fix="pip install triton   # Linux; on Windows drop torch.compile, or use a triton build for Windows",
-                   subjects=["script:" + str(compiles[0].get("path")), "pkg:triton"],
+                   subjects=[(compiles[0].get("subject") or "script:" + str(compiles[0].get("path"))), "pkg:triton"],
                    evidence={"asked": where, "triton": versions.get("triton"), "windows": windows})
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ddpdoctor.facts import gpu_versions
 from ddpdoctor.facts.env import env_of, script_asks
+from ddpdoctor.facts.launch import commands
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
@@ -209,6 +210,12 @@ def _jit_builders(snap, pk) -> list:
         if versions.get(row["distribution"]):
             out.append(f"{row['distribution']} {versions[row['distribution']]} ({row['what']}, compiled with "
                        f"torch.utils.cpp_extension at first use: {row['source']['repo']} {row['source']['path']})")
+    building = set(gpu_versions.setup_build_commands())
+    for cmd in commands(snap):  # the job is itself a build: `python setup.py build develop` (check27)
+        words = [str(w) for w in cmd.get("setup_commands") or ()]
+        if building & set(words):
+            out.append(f"`{cmd.get('program') or cmd.get('launcher')} {' '.join(words)}` (setuptools' build_ext compiles the package's "
+                       "extensions now)")
     return out
 
 
@@ -272,6 +279,7 @@ def _toolkit_links_missing(snap, pk, kit):
     built = pk.get("deepspeed_build") if isinstance(pk.get("deepspeed_build"), dict) else {}
     jit = bool(versions.get("deepspeed")) and not built.get("installed_ops")
     if not switches and not jit:
+        yield from _cudart_missing_for_cuda_extension(snap, pk, kit, missing)
         return
     why = (f"{', '.join(switches)} set: DeepSpeed's CPU ops are built at install" if switches
            else f"DeepSpeed {versions['deepspeed']} has no pre-built ops: its CPU ops compile at their first use")
@@ -288,6 +296,30 @@ def _toolkit_links_missing(snap, pk, kit):
                        + "   # or install the toolkit's -dev packages (e.g. cuda-libraries-dev)"),
                   subjects=["pkg:cuda-toolkit"] + (["pkg:deepspeed"] if versions.get("deepspeed") else []),
                   evidence={"toolkit": kit, "missing_links": missing, "build_switches": switches, "jit": jit})
+
+
+def _cudart_missing_for_cuda_extension(snap, pk, kit, missing):
+    """PKG014: a toolkit with libcudart.so.N but no unversioned libcudart.so while something other than DeepSpeed
+    builds a CUDA extension (a setup.py/pip build of a local tree, a cpp_extension load(), a run-time builder): torch's
+    CUDAExtension links `-L<CUDA_HOME>/lib64 -lcudart` (torch/utils/cpp_extension.py CUDAExtension: libraries +=
+    ['cudart', 'c10_cuda', 'torch_cuda'], library_dirs += library_paths(device_type='cuda')), so the link stops with
+    "ld: cannot find -lcudart" (ivan-chai/torch-linear-assignment#2: a conda CUDA_HOME without cuda-cudart-dev)."""
+    if "cudart" not in missing:
+        return
+    builders = _jit_builders(snap, pk)
+    if not builders:
+        return
+    lib = kit.get("home") or "the toolkit"
+    yield warning(f"The CUDA toolkit at {lib} has no unversioned libcudart.so, and {builders[0]} links -lcudart",
+                  detail=("torch's CUDAExtension links every CUDA extension with -L<CUDA_HOME>/lib64 -lcudart "
+                          "(torch/utils/cpp_extension.py CUDAExtension); the linker finds -lcudart only as libcudart.so, "
+                          f"which the toolkit's -dev package provides. Found only {missing['cudart']}: \"ld: cannot find "
+                          "-lcudart: No such file or directory\". What compiles here: " + "; ".join(builders[:3]) + "."),
+                  fix=(f"install the toolkit's runtime dev files (conda install -c nvidia cuda-cudart-dev, or apt install "
+                       f"cuda-cudart-dev-<X-Y>), or point CUDA_HOME at a full toolkit (/usr/local/cuda); or "
+                       f"cd {lib}/lib64 && ln -s {missing['cudart']} libcudart.so"),
+                  subjects=["pkg:cuda-toolkit"],
+                  evidence={"toolkit": kit, "missing_links": missing, "builders": builders})
 
 
 def _ninja_missing(snap, pk):
@@ -381,6 +413,39 @@ def _host_compiler_too_old(snap, pk):
                   evidence={"host_compiler": cc, "torch": version, "needs": need, "builders": builders})
 
 
+def _host_compiler_too_new_for_nvcc(snap, pk, kit):
+    """The host GCC (packages.host_compiler) newer than the CUDA toolkit's nvcc accepts (data/nvcc_host_compilers.json,
+    crt/host_config.h's ceiling per CUDA release): every .cu file nvcc compiles stops in host_config.h. A warning
+    when something compiles at run time or the toolkit was chosen for building (CUDA_HOME/CUDA_PATH set, an nvcc on
+    PATH); info for a default /usr/local/cuda nothing uses."""
+    cc = pk.get("host_compiler") if isinstance(pk.get("host_compiler"), dict) else {}
+    if cc.get("kind") != "gcc" or not kit.get("version"):
+        return
+    have = gpu_versions.release(cc.get("version"))
+    ceiling = gpu_versions.nvcc_gcc_max(kit.get("version"))
+    if not have or ceiling is None or have[0] <= ceiling:
+        return
+    builders = _jit_builders(snap, pk)
+    how = str(kit.get("from") or "")  # the gatherer's: CUDA_HOME, CUDA_PATH, "nvcc on PATH", "/usr/local/cuda"
+    chosen = how in ("CUDA_HOME", "CUDA_PATH") or how.startswith("nvcc")
+    make = warning if builders or chosen else info
+    cuda = ".".join(str(x) for x in gpu_versions.release(kit.get("version"))[:2])
+    why = (("; what compiles at run time here: " + "; ".join(builders[:3])) if builders else
+           f"; the toolkit is the one {kit.get('from')} names, so builds here use it" if chosen else
+           "; nothing found that compiles at run time, so it matters only to an extension built later")
+    yield make(f"The host compiler is GCC {cc.get('version')} ({cc.get('cmd')}), newer than the GCC {ceiling} the "
+               f"CUDA {cuda} toolkit's nvcc at {kit.get('home')} accepts",
+               detail=("nvcc compiles the host side of every .cu file with the GCC on PATH (or -ccbin / $CC as torch's "
+                       "cpp_extension passes it) and its crt/host_config.h refuses a newer one: \"#error -- unsupported "
+                       f"GNU version! gcc versions later than {ceiling} are not supported!\" (the newest GCC per CUDA "
+                       "release: data/nvcc_host_compilers.json)" + why + "."),
+               fix=(f"install GCC {ceiling} (apt install g++-{ceiling}, conda install -c conda-forge gxx_linux-64={ceiling}) "
+                    f"and export CC=gcc-{ceiling} CXX=g++-{ceiling} NVCC_PREPEND_FLAGS='-ccbin g++-{ceiling}' before the "
+                    "build; or use a CUDA toolkit whose nvcc accepts GCC " + str(have[0])),
+               subjects=["pkg:host-compiler", "pkg:cuda-toolkit"],
+               evidence={"host_compiler": cc, "toolkit": kit, "gcc_max": ceiling, "builders": builders})
+
+
 def _toolkit_newer_than_driver(snap, kit: dict, have: tuple, where: str, evidence: dict):
     """PKG014's finding for a toolkit newer than the CUDA the driver supports (gpus.cuda_driver): what it compiles
     carries PTX/cubins of that release, which the older driver refuses - "the provided PTX was compiled with an
@@ -469,6 +534,7 @@ def cuda_toolkit_mismatch(snap):
         yield from _no_cuda_toolkit(snap, pk)
         return
     yield from _toolkit_links_missing(snap, pk, kit)
+    yield from _host_compiler_too_new_for_nvcc(snap, pk, kit)
     have = gpu_versions.release(kit.get("version"))
     if not have:
         return
