@@ -22,3 +22,13 @@ def test_lint021_rank0_state_dicts_in_arms_that_leave_fsdp_out_are_quiet():
 
 def test_lint021_rank0_state_dicts_in_the_fsdp_arm_keep_the_warning():
     assert found("fsdp_mode_arms_bad.py", "LINT021") == [(28, "warning"), (32, "warning")]
+
+
+def test_lint013_saves_in_the_single_gpu_mode_arm_run_in_one_process():
+    # `--single_gpu` ("disable ddp, single_gpu", GaLore/ReLoRA torchrun_main.py family): the body of
+    # `if args.single_gpu:` and the else of `if not args.single_gpu:` are one process (fr155 poet x3, VLoRP)
+    assert found("single_gpu_mode_save_ok.py", "LINT013") == []
+
+
+def test_lint013_an_ungated_save_in_the_ddp_arm_of_the_single_gpu_mode_keeps_the_warning():
+    assert found("single_gpu_mode_save_bad.py", "LINT013") == [(24, "warning")]
