@@ -32,3 +32,42 @@ def test_lint013_saves_in_the_single_gpu_mode_arm_run_in_one_process():
 
 def test_lint013_an_ungated_save_in_the_ddp_arm_of_the_single_gpu_mode_keeps_the_warning():
     assert found("single_gpu_mode_save_bad.py", "LINT013") == [(24, "warning")]
+
+
+def test_lint013_a_save_after_an_unconditional_raise_never_runs():
+    # `def save_model_fsdp(...): raise RuntimeError(...)` then the old save code (fr155 ReLoRa, CAGE_capping)
+    assert found("save_after_raise_ok.py", "LINT013") == []
+
+
+def test_lint013_a_raise_in_a_nested_helper_leaves_the_save_after_it_live():
+    assert found("save_after_raise_bad.py", "LINT013") == [(13, "warning")]
+
+
+def test_lint026_a_closure_hook_made_in_a_method_summed_and_divided_by_a_sibling_method_is_quiet():
+    # make_hook -> hook in __init__ all-reduces SUM async; finish_gradient_synchronization() divides (fr157
+    # aarjunsrinivasan/distributed_training)
+    assert found("hook_closure_divided_ok.py", "LINT026") == []
+
+
+def test_lint026_the_same_closure_hooks_never_divided_keep_the_warning():
+    assert found("hook_closure_summed_bad.py", "LINT026") == [(15, "warning")]
+
+
+def test_lint019_a_step_budget_from_a_line_count_comprehension_is_not_a_per_rank_metric():
+    # `dataset_size = sum(1 for _ in f)`: the comprehension's `_` is its own, not the `_` of
+    # `_, _ = evaluate(...)` (fr155 shikhar-srivastava/multilingual-eleuther x2)
+    assert found("step_budget_comprehension_ok.py", "LINT019") == []
+
+
+def test_lint019_the_same_stop_reading_this_ranks_eval_loss_keeps_the_warning():
+    assert found("step_budget_comprehension_bad.py", "LINT019") == [(37, "warning")]
+
+
+def test_lint016_gradients_reduced_to_one_rank_by_hand_are_synchronised():
+    # dist.reduce(param.grad.data, MASTER, op=SUM), MASTER steps, parameters broadcast back (fr155
+    # mingman514/torch_distributed_ml)
+    assert found("grad_reduce_to_master_ok.py", "LINT016") == []
+
+
+def test_lint016_only_the_loss_reduced_to_one_rank_keeps_the_warning():
+    assert found("grad_reduce_to_master_bad.py", "LINT016") == [(16, "warning")]
