@@ -72,14 +72,3 @@ def test_lint016_gradients_reduced_to_one_rank_by_hand_are_synchronised():
 def test_lint016_only_the_loss_reduced_to_one_rank_keeps_the_warning():
     assert found("grad_reduce_to_master_bad.py", "LINT016") == [(16, "warning")]
 
-
-def test_lint013_saves_after_train_in_a_trainer_script_whose_launch_is_not_shown_are_notes():
-    # model/tokenizer.save_pretrained after trainer.train() with no process test, no launch in the files (fr154
-    # jofri0/Cyber-AI, fr156 Dahoas/kg_story_gen class: the readers' largest miss)
-    got = [f for f in lint_paths([str(FIX / "trainer_unlaunched_save_bad.py")]).findings if f.id == "LINT013"]
-    assert [(f.evidence["line"], f.severity) for f in got] == [(15, "info"), (16, "info")]
-    assert all(f.evidence["launch_not_shown"] and "launched as several processes" in f.title for f in got)
-
-
-def test_lint013_a_trainer_script_saving_through_save_model_and_a_process_zero_test_is_quiet():
-    assert found("trainer_unlaunched_save_ok.py", "LINT013") == []

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import json
 import os
@@ -1092,9 +1091,7 @@ def write_on_every_rank(t):
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
         it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings, or, since round 18, the project's
         README or shell scripts launch the file that way, and since round 19 `srun python train.py` / `mpirun -np N` with
-        more than one task, counted from the line or the batch script's #SBATCH lines); since round 28 a Trainer
-        script that trains and whose launch the files do not show gets its ungated writes as notes that say so
-        (under a multi-process launch every process runs the whole script); `trainer.save_model`
+        more than one task, counted from the line or the batch script's #SBATCH lines); `trainer.save_model`
         and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
         (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
         The gates are the project's (facts computed once per run): flags that hold a rank test in a
@@ -1139,24 +1136,7 @@ def write_on_every_rank(t):
     if not (is_distributed(index) or launched_distributed(index) or _launched_by_project(t) or (
             helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed)) or
             _sets_up_through_project(t, index) or lightning_relaunch(index) is not None):
-        # (round 21: a Lightning Trainer whose strategy re-runs this script on every rank)
-        if is_trainer_script(index) and "train" in index.by_name:
-            # round 28: an HF Trainer script whose launch the files do not show. Under torchrun / accelerate launch
-            # every process runs the whole script (the Trainer joins the group itself, transformers
-            # training_args.py _setup_devices), so a write after trainer.train() with no process test happens N
-            # times; under `python train.py` once. A note that says so (fr154/fr156: 30 such saves, the readers')
-            for f in _every_rank_writes(t, index):
-                yield dataclasses.replace(
-                    f, severity="info",
-                    title=f.title + " (if this Trainer script is launched as several processes, torchrun or "
-                                    "accelerate launch: the files linted do not show its launch)",
-                    evidence={**f.evidence, "launch_not_shown": True})
-        return
-    yield from _every_rank_writes(t, index)
-
-
-def _every_rank_writes(t, index: ModuleIndex):
-    """The writes of a run that runs on every rank (the body of every_rank_writes, once the run is distributed)."""
+        return   # (round 21: a Lightning Trainer whose strategy re-runs this script on every rank)
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
     last = None  # the write last reported: consecutive writes of one block are one finding
