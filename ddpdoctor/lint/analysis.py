@@ -550,6 +550,11 @@ class ModuleIndex:
     def _block(self, body: list, scope: Scope, ctx: Ctx) -> None:
         for stmt in body:
             self._stmt(stmt, scope, ctx)
+            if isinstance(stmt, (ast.Raise, ast.Return)):
+                # the rest of the block never runs: `def save_model_fsdp(...): raise RuntimeError("not
+                # implemented")` followed by the old save code (fr155 DelyanHristov/ReLoRa, DibyoKgpIIT/CAGE_capping,
+                # wrong LINT013 at first read); it is not indexed, like the bodies of a `ddp = False` flag (fr47)
+                break
             # `if rank != 0: return` makes the rest of the block rank-0 only.
             if isinstance(stmt, ast.If) and not stmt.orelse and cond.terminates(stmt.body):
                 ctx = ctx._replace(exits=ctx.exits + (stmt.test,))

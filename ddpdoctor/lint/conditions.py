@@ -329,6 +329,12 @@ _DIST_NAMES = {"ddp", "distributed", "is_distributed", "use_ddp", "use_distribut
                # TransReID's config flag `cfg.MODEL.DIST_TRAIN` ("If train with multi-gpu ddp mode", config/defaults.py),
                # copied by ReID repositories (fr86 HammadMusaddiq/MMTTA-ReID)
                "dist_train"}
+# Names of a test that says "this run is NOT distributed": the GaLore/ReLoRA family's `--single_gpu` ("# disable ddp,
+# single_gpu", jiaweizzhao/GaLore torchrun_main.py 691de15f36d3b70a682e222a41fc49c37ea05528: the model is wrapped in
+# DDP only under `if not args.single_gpu:`, copied by fr155 Sphere-AI-Lab/poet, BIGKnight/VLoRP, DelyanHristov/ReLoRa),
+# and the like spelled out: the body of `if args.single_gpu:` runs in one process.
+_SINGLE_NAMES = {"single_gpu", "single_process", "single_device", "no_ddp", "disable_ddp", "no_distributed",
+                 "non_distributed", "not_distributed", "disable_distributed"}
 
 
 def _dist_atom(test: ast.AST) -> Optional[bool]:
@@ -350,6 +356,11 @@ def _dist_atom(test: ast.AST) -> Optional[bool]:
                 return True
             if isinstance(op, (ast.Eq, ast.Is)):
                 return False
+        if name in _SINGLE_NAMES and isinstance(right, ast.Constant) and isinstance(right.value, bool):
+            if isinstance(op, (ast.Eq, ast.Is)):
+                return not right.value
+            if isinstance(op, (ast.NotEq, ast.IsNot)):
+                return right.value
         if name in _DIST_NAMES and isinstance(right, ast.Constant) and isinstance(right.value, bool):
             # `cfg.runtime.distributed is False` / `== True` (fr111 OxWearables/ssl-wearables)
             if isinstance(op, (ast.Eq, ast.Is)):
@@ -361,6 +372,8 @@ def _dist_atom(test: ast.AST) -> Optional[bool]:
         name = (last_name(test) or "").lower()
         if name in _DIST_NAMES:
             return True
+        if name in _SINGLE_NAMES and not isinstance(test, ast.Call):
+            return False
     if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant) and isinstance(test.slice.value, str) \
             and test.slice.value.lower() in _DIST_NAMES:
         return True  # a config dict's flag, `train_cfg['DDP']` (fr100 mlvccn/MDDG_RGBTSeg)

@@ -132,6 +132,61 @@ def _under_non_fsdp_isinstance(call: Call) -> bool:
     return False
 
 
+def _flag_words(node) -> Set[str]:
+    """The lower-case words of a flag test's name (`args.use_fsdp` -> {"args", "use", "fsdp"})."""
+    text = dotted(node) or ""
+    return set(re.split(r"[._]", text.lower())) if text else set()
+
+
+def _says_fsdp(test) -> bool:
+    """A test that holds when the run shards with FSDP: `args.fsdp`, `is_fsdp`, `cfg.use_fsdp`, `strategy == "fsdp"`,
+    `"fsdp" in args.mode`."""
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        return "fsdp" in _flag_words(test)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        consts = [x.value for x in (test.left, test.comparators[0])
+                  if isinstance(x, ast.Constant) and isinstance(x.value, str)]
+        if isinstance(test.ops[0], (ast.Eq, ast.In)):
+            return any("fsdp" in c.lower() for c in consts)
+    return False
+
+
+def _excludes_fsdp(test) -> bool:
+    """A test that holds only when the model is NOT an FSDP wrapper: `not args.fsdp`, `is_ddp` / `args.ddp` (a DDP
+    flag), `not is_distributed` (one process: no process group for FSDP to shard over), `strategy == "ddp"`, and
+    `or` of such tests / `and` with one of them."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        w = _flag_words(test.operand)
+        return _says_fsdp(test.operand) or bool(w & {"distributed", "ddp", "dist", "multi", "multigpu"})
+    if isinstance(test, ast.BoolOp):
+        parts = [_excludes_fsdp(v) for v in test.values]
+        return all(parts) if isinstance(test.op, ast.Or) else any(parts)
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        return "ddp" in _flag_words(test)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        consts = [x.value for x in (test.left, test.comparators[0])
+                  if isinstance(x, ast.Constant) and isinstance(x.value, str)]
+        return bool(consts) and all("ddp" in c.lower() and "fsdp" not in c.lower() for c in consts)
+    return False
+
+
+def _in_non_fsdp_arm(call: Call) -> bool:
+    """The call sits in an arm of a run-mode test that leaves FSDP out: the body of `if (not is_distributed) or
+    is_ddp:` (fr157 karlstratos/minGPU), the `elif`/`else` arm of `if args.fsdp:` (fr155 evseevgrv/SignSGD), the
+    `else` of `... if is_fsdp else ...`. The model there is the DDP or the plain one, whatever name it is bound to:
+    the file wraps in FSDP only under the other arm."""
+    for node in ast.walk(call.scope.node):
+        if not isinstance(node, (ast.If, ast.IfExp)):
+            continue
+        body = node.body if isinstance(node, ast.If) else [node.body]
+        orelse = node.orelse if isinstance(node, ast.If) else [node.orelse]
+        if _excludes_fsdp(node.test) and any(n is call.node for st in body for n in ast.walk(st)):
+            return True
+        if _says_fsdp(node.test) and any(n is call.node for st in orelse for n in ast.walk(st)):
+            return True
+    return False
+
+
 def _gathers(call: Call, wrapped: Set[str], index: ModuleIndex = None) -> str:
     """What about `call` gathers an FSDP model's state, or ""."""
     if call.name == "state_dict" and not call.node.args:
@@ -187,8 +242,10 @@ def fsdp_state_dict_on_one_rank(t):
         `model.module.state_dict()` of a name bound to the wrapper (or a parameter annotated with it), any
         `.state_dict()` inside `with FSDP.state_dict_type(...)`, and `FSDP.optim_state_dict` /
         `full_optim_state_dict` / `get_model_state_dict` / `get_state_dict`, under a test that holds on rank 0
-        only (`if rank == 0:`, after `if rank != 0: return`, in a helper only called under one). A preview rule
-        (round 9): a note by default, a warning with `--preview`.
+        only (`if rank == 0:`, after `if rank != 0: return`, in a helper only called under one). A call in an arm
+        of a run-mode test that leaves FSDP out (`if not args.fsdp:`, the `else` of `if args.fsdp:`, `if is_ddp:`,
+        `if not is_distributed:`) is the DDP or plain model's and stays quiet. A preview rule (round 9): a note by
+        default, a warning with `--preview`.
 
     Why it matters
         FSDP keeps each rank's shard of the flat parameters. Its state-dict hooks unshard them first
@@ -215,7 +272,8 @@ def fsdp_state_dict_on_one_rank(t):
     wrapped = _wrapped_names(index)
     for call in index.calls:
         what = _gathers(call, wrapped, index)
-        if not what or not t.facts.rank0(index, call, single=False) or _under_non_fsdp_isinstance(call):
+        if not what or not t.facts.rank0(index, call, single=False) or _under_non_fsdp_isinstance(call) or \
+                _in_non_fsdp_arm(call):
             continue
         yield t.finding(
             "warning", call.node,

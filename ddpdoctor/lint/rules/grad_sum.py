@@ -57,12 +57,17 @@ def _averagings(scope: Scope) -> List[ast.AST]:
 
 def _sibling_divides_grads(scope: Scope) -> bool:
     """Another method of the same class divides or scales a gradient (`param.grad.div_(self.world_size)` in
-    `wait_for_reductions()`, after an async SUM all-reduce in a gradient hook): the class averages."""
-    klass = scope.parent
+    `wait_for_reductions()`, after an async SUM all-reduce in a gradient hook): the class averages. The hook may be
+    a closure made in a method (`def __init__(...): def make_hook(p): def hook(*_): dist.all_reduce(p.grad, ...,
+    async_op=True)`, `finish_gradient_synchronization()` divides: fr157 aarjunsrinivasan/distributed_training):
+    the class is then the nearest one the closure is nested in."""
+    mine, klass = scope, scope.parent
+    while klass is not None and klass.kind == "function":
+        mine, klass = klass, klass.parent
     if klass is None or klass.kind != "class":
         return False
     for other in klass.functions.values():
-        if other is scope:
+        if other is mine:
             continue
         for node in _averagings(other):
             target = node.target if isinstance(node, ast.AugAssign) else node.func.value \

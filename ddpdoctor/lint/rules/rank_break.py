@@ -141,10 +141,16 @@ def _refs(expr: ast.AST) -> List[Tuple[str, bool]]:
     """(name or whole attribute chain, read as the object of a method call) for what an expression reads
     (`self.global_step >= self.max_steps` -> self.global_step, self.max_steps; `loss.item()` -> loss, called);
     never the bare `self` of an attribute chain, so a counter kept in `self.global_step` is not every attribute of
-    `self`."""
+    `self`. Names a comprehension binds (`sum(1 for _ in f)`) are local to it (Python 3 scoping), never the
+    function's names of the same spelling: the `_` of `dataset_size = sum(1 for _ in f)` is not the `_` of
+    `_, _ = evaluate_model(...)` (fr155 shikhar-srivastava/multilingual-eleuther, a step budget read as a metric)."""
     out: List[Tuple[str, bool]] = []
+    local = {t.id for n in ast.walk(expr) if isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp))
+             for g in n.generators for t in ast.walk(g.target) if isinstance(t, ast.Name)}
 
     def visit(n, called=False):
+        if isinstance(n, ast.Name) and n.id in local:
+            return
         if isinstance(n, ast.Call):
             visit(n.func.value if isinstance(n.func, ast.Attribute) else n.func, True)
             for a in (*n.args, *(k.value for k in n.keywords)):

@@ -58,6 +58,15 @@ def _reduces_gradients(ix) -> bool:
                 word = (n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else "").lower()
                 if "grad" in word or "param" in word or word in loop:
                     return True
+    # a gradient reduced to one rank by hand, `dist.reduce(param.grad.data, dst, op=SUM)` (parameter-server style:
+    # the destination steps and broadcasts the parameters back; fr155 mingman514/torch_distributed_ml). torch's
+    # reduce (torch/distributed/distributed_c10d.py: "Reduces the tensor data across all machines. Only the process
+    # with rank dst is going to receive the final result") is a collective over the gradients like all_reduce; only
+    # torch.distributed's, and only of a gradient (functools.reduce is not)
+    for c in ix.by_name.get("reduce", ()):
+        if (c.qual or "").startswith("torch.distributed") and c.node.args and any(
+                isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(c.node.args[0])):
+            return True
     return False
 
 
