@@ -28,7 +28,7 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
 
         snapshot = live_snapshot(sources)
         if command:
-            add_given_command(snapshot, command)
+            read_given_command(snapshot, command)
         job = _launched_rank()
         handed = "--no-comm: the connectivity test did not run" if not comm else None
         if comm and wants_comm(snapshot):
@@ -79,6 +79,25 @@ def _judge_with_lint(snapshot: Snapshot, only: Optional[set], ignore: Optional[s
     if configs:
         add_config_facts(snapshot, configs)
     return judge(snapshot, "check", only, ignore)
+
+
+def read_given_command(snapshot: Snapshot, argv: list, deadline_s: Optional[float] = None) -> None:
+    """add_given_command as one gatherer: it parses a command the user typed and reads the files it names (a model's
+    config.json and weights, the Hub cache, save folders, a shell script), so a parser that raises on an odd value
+    or a read that never returns (a FIFO where a file was expected) is that command's failure, reported as the
+    'given_command' facts that could not be gathered (DOC finding, a warning), never exit 3 or a hang; the checks of
+    this machine still run. It works on a copy of the launch section, put back only when it finished."""
+    import copy
+
+    from ddpdoctor.pipeline.snapshot import GATHER_DEADLINE_S, bounded
+
+    scratch = Snapshot(sections={k: copy.deepcopy(v) for k, v in snapshot.sections.items() if k == "launch"})
+    _, why = bounded(lambda: add_given_command(scratch, argv),
+                     GATHER_DEADLINE_S if deadline_s is None else deadline_s)
+    if why is not None:
+        snapshot.sections["given_command"] = {"error": f"the command after -- could not be read: {why}"}
+    elif "launch" in scratch.sections:
+        snapshot.sections["launch"] = scratch.sections["launch"]
 
 
 def add_given_command(snapshot: Snapshot, argv: list) -> None:

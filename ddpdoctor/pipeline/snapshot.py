@@ -15,6 +15,11 @@ from ddpdoctor.model.redact import redact_tree
 SNAPSHOT_SCHEMA = "ddpdoctor/snapshot/1"
 _SCHEMA_PREFIX = "ddpdoctor/snapshot/"
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+# robust22: the most one live gatherer (or the reading of check's `-- COMMAND`) may take before its facts are given up as
+# an error: above every bound a gatherer sets itself (Sources.timeout_s = 20 s for importing torch, cuInit; name
+# resolution 3 s), so only a read that never returns reaches it: a FIFO with no writer where a regular file was expected
+# (fifo(7): open() waits for a writer for ever), a hung network mount.
+GATHER_DEADLINE_S = 45.0
 
 
 class SnapshotError(ValueError):
@@ -29,11 +34,12 @@ class Snapshot:
         self.sections: dict = dict(sections or {})
         self._gatherers = dict(gatherers or {})
         self.meta: dict = dict(meta or {})
+        self.deadline_s: Optional[float] = None  # live snapshots: GATHER_DEADLINE_S (see call_gatherer)
 
     # -- access -------------------------------------------------------------------
     def get(self, name: str) -> Optional[dict]:
         if name not in self.sections and name in self._gatherers:
-            self.sections[name] = call_gatherer(name, self._gatherers.pop(name))
+            self.sections[name] = call_gatherer(name, self._gatherers.pop(name), self.deadline_s)
         return self.sections.get(name)
 
     def __getitem__(self, name: str) -> dict:
@@ -166,15 +172,45 @@ def validate(doc: Any) -> None:
         raise SnapshotError(f"{wrong}; was the snapshot edited by hand?")
 
 
-def call_gatherer(name: str, fn: Callable[[], dict]) -> dict:
-    """A gatherer never raises: its failure is stored in its section and reported as a finding."""
+def bounded(fn: Callable[[], Any], deadline_s: Optional[float]) -> tuple:
+    """(fn's result, None), or (None, why) when it raised or did not return within `deadline_s` (None: no deadline, run
+    here). With a deadline fn runs in a daemon thread, so a read that never returns (a FIFO opened as a file, a hung
+    mount) costs the deadline and never the whole command: the thread is left blocked and ends with the process."""
+    if deadline_s is None:
+        try:
+            return fn(), None
+        except Exception as exc:  # noqa: BLE001
+            return None, f"{type(exc).__name__}: {exc}"[:500]
+    import threading
+
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["result"] = fn()
+        except Exception as exc:  # noqa: BLE001 - reported to the caller's thread
+            box["error"] = f"{type(exc).__name__}: {exc}"[:500]
+
+    t = threading.Thread(target=work, name="ddpdoctor-bounded", daemon=True)
+    t.start()
+    t.join(deadline_s)
+    if t.is_alive():
+        return None, (f"did not finish within {deadline_s:g} s (a file it reads may be a FIFO with no writer or on a "
+                      "hung mount)")
+    if "error" in box:
+        return None, box["error"]
+    return box.get("result"), None
+
+
+def call_gatherer(name: str, fn: Callable[[], dict], deadline_s: Optional[float] = None) -> dict:
+    """A gatherer never raises: its failure is stored in its section and reported as a finding. With `deadline_s`
+    (live snapshots: GATHER_DEADLINE_S), one that does not return within it is a failure too (`bounded`)."""
     start = time.perf_counter()
-    try:
-        section = fn()
-        if not isinstance(section, dict):
-            raise TypeError(f"gatherer returned {type(section).__name__}")
-    except Exception as exc:  # noqa: BLE001
-        section = {"error": f"{type(exc).__name__}: {exc}"}
+    section, why = bounded(fn, deadline_s)
+    if why is None and not isinstance(section, dict):
+        why = f"TypeError: gatherer returned {type(section).__name__}"
+    if why is not None:
+        section = {"error": why}
     section.setdefault("_elapsed_ms", round((time.perf_counter() - start) * 1000, 2))
     return section
 
@@ -188,4 +224,6 @@ def live_snapshot(sources=None, only: Optional[set] = None) -> Snapshot:
     names = sorted(GATHERERS, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
     gatherers = {n: (lambda fn=GATHERERS[n][0]: fn(src)) for n in names
                  if (only is None or n in only) and GATHERERS[n][1]}
-    return Snapshot(gatherers=gatherers, meta={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    snap = Snapshot(gatherers=gatherers, meta={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    snap.deadline_s = GATHER_DEADLINE_S
+    return snap
