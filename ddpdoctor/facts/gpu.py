@@ -142,7 +142,7 @@ def version_tuple(text: Optional[str]) -> tuple:
     out = []
     for part in str(text or "").split("."):
         m = re.match(r"\d+", part)
-        if not m:
+        if not m or len(m.group()) > 18:  # int() refuses 4,300+ digits (CPython >= 3.11); no version part has 19
             break
         out.append(int(m.group()))
     return tuple(out)

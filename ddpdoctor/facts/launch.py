@@ -28,6 +28,7 @@ from typing import Mapping, Optional
 
 from ddpdoctor.facts.cuda_map import devices_of, resolve
 from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.settings import whole_number
 
 # options that take no value, per launcher (every other option takes one: `--x v` or `--x=v`)
 _FLAGS = {
@@ -439,7 +440,8 @@ def torchrun_nproc(snap) -> Optional[int]:
     if not cmd:
         return None
     raw = str(cmd["options"].get("nproc_per_node") or "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+    n = whole_number(raw)
+    return n if n else None
 
 
 # Which port a launch binds its rendezvous store on, from the launchers' own code:
@@ -689,7 +691,7 @@ def serving_command(argv: list) -> Optional[dict]:
 
         def size(names):
             raw = _option_value(rest, names)
-            return int(raw) if raw is not None and raw.strip().isdigit() else None
+            return whole_number(raw.strip()) if raw is not None else None
 
         return {"engine": row["name"], "model": model, "model_option": option,
                 "dtype": _option_value(rest, row.get("dtype_options") or []),
@@ -707,7 +709,7 @@ def _multi_node(args: list, rule: dict) -> bool:
         got = _option_value(args, [option])
         if got is None:
             continue
-        if want == "*" and got.strip().isdigit() and int(got) > 1 or want != "*" and got.strip().lower() == want:
+        if want == "*" and (whole_number(got.strip()) or 0) > 1 or want != "*" and got.strip().lower() == want:
             return True
     return False
 
@@ -717,8 +719,8 @@ def _node_count(args: list, rule: dict) -> Optional[int]:
     data/serving.json: SGLang's --nnodes), else None."""
     for option, want in (rule.get("options") or {}).items():
         got = _option_value(args, [option]) if want == "*" else None
-        if got is not None and got.strip().isdigit():
-            return int(got)
+        if got is not None and whole_number(got.strip()) is not None:
+            return whole_number(got.strip())
     return None
 
 

@@ -41,6 +41,18 @@ class Sources:
         except OSError:
             return None
 
+    def read_regular(self, p: str, limit: int = -1) -> Optional[str]:
+        """As read, for a file in the user's own trees (a model folder, the Hugging Face cache): None unless it is a
+        regular file. A FIFO there has no writer and open() would wait for one for ever (fifo(7)); model.inputs'
+        open_regular never blocks."""
+        from ddpdoctor.model.inputs import open_regular  # noqa: PLC0415
+
+        try:
+            with open_regular(self.path(p), "r", encoding="utf-8", errors="replace") as fh:
+                return fh.read(limit)
+        except (OSError, ValueError):
+            return None
+
     def environ_of(self, pid, keys: Iterable[str]) -> Optional[Dict[str, str]]:
         """The variables named in `keys` from another process's /proc/PID/environ (the first MiB), or
         None when it cannot be read (another user's process, or gone). Only the named variables are

@@ -165,7 +165,7 @@ def model_config_facts(src: Sources, models: dict, cwd: Optional[str]) -> list:
             if cached is None:
                 continue
             path, config = str(raw), cached
-        text = src.read(config, limit)
+        text = src.read_regular(config, limit)
         try:
             doc = json.loads(text) if text is not None and len(text) < limit else None
         except ValueError:
@@ -231,7 +231,7 @@ def _hub_cached_config(src: Sources, repo_id: str) -> Optional[str]:
     if cache.startswith("~"):
         cache = os.path.join(env.get("HOME") or os.path.expanduser("~"), cache[2:]) if cache.startswith("~/") else cache
     folder = os.path.join(cache, hc["folder_prefix"] + hc["separator"].join(repo_id.split("/")))
-    ref = src.read(os.path.join(folder, "refs", hc["ref"]), 128)
+    ref = src.read_regular(os.path.join(folder, "refs", hc["ref"]), 128)
     commit = (ref or "").strip()
     if not re.fullmatch(r"[0-9a-f]{40}", commit):
         return None
