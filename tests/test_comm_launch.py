@@ -126,6 +126,44 @@ def test_root_cause_prefers_first_non_teardown_failure():
     assert rc["rank"] == 2 and rc["message"] == "first"
 
 
+# The message rank 0 of `ddpdoctor probe --inject crash@1=3` records when rank 1 is gone (torch 2.13.0 cf30153c,
+# third_party/gloo/gloo/transport/tcp/pair.cc).
+_GLOO_PEER_GONE = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+                   "closed by peer [127.0.0.1]:45266. This is typically caused by a remote worker crashing.")
+
+
+def _two(rank1: "RankOutcome", rank0_signal=None):
+    from ddpdoctor.launch import LaunchResult, RankOutcome
+
+    rank0 = RankOutcome(0, 0, exitcode=-15 if rank0_signal else 1, signal=rank0_signal, failure_time=100.6,
+                        error={"message": _GLOO_PEER_GONE})
+    return LaunchResult(ok=False, nproc=2, world_size=2, master_addr="127.0.0.1", master_port=1, elapsed_s=1,
+                        ranks=[rank0, rank1])
+
+
+def test_trigger_a_rank_stopped_by_sigterm_after_its_own_error_is_the_root_cause():
+    """Trigger (round 22 load flake of test_rank_dies_mid_run_named_with_error_no_orphans): rank 1 recorded its own
+    RuntimeError at 100.2 s, then took longer to exit than rank 0, which failed on the lost peer at 100.6 s and exited
+    1 first: the agent stopped rank 1 with SIGTERM. Rank 1's real end is its error, not the signal (at e35e14fa:
+    rank 0, the only rank not signalled)."""
+    from ddpdoctor.launch import RankOutcome
+
+    rank1 = RankOutcome(1, 1, exitcode=-15, signal="SIGTERM", failure_time=100.2,
+                        error={"message": "RuntimeError: ddpdoctor --inject crash: rank 1 stops at step 3"})
+    rc = root_cause(_two(rank1))
+    assert rc["rank"] == 1 and "inject crash" in rc["message"], rc
+
+
+def test_quiet_a_rank_stopped_by_sigterm_with_no_error_of_its_own_stays_a_teardown_victim():
+    """Quiet: rank 1 stopped by SIGTERM with no error recorded (or only the stop signal reaching Python) is the
+    launcher's teardown, whatever its time: rank 0's own failure stays the root cause."""
+    from ddpdoctor.launch import RankOutcome
+
+    for err in (None, {"message": "SignalException: Process 8788 got signal: 15"}):
+        rank1 = RankOutcome(1, 1, exitcode=-15, signal="SIGTERM", failure_time=100.2, error=err)
+        assert root_cause(_two(rank1))["rank"] == 0, err
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_hang_after_report_is_bounded_and_not_a_failure():

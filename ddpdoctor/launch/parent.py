@@ -380,8 +380,11 @@ def root_cause(res: LaunchResult) -> Optional[dict]:
                 "detail": _last_lines(res.agent_log_tail, 6)}
     crashed = [r for r in res.ranks if not r.reported and r.exitcode not in (None, 0)]
     if crashed:
-        # Ranks the agent tore down after the first failure exit by SIGTERM/SIGKILL; prefer the others.
-        primary = [r for r in crashed if r.signal not in ("SIGTERM", "SIGKILL")] or crashed
+        # Ranks the agent tore down after the first failure exit by SIGTERM/SIGKILL; prefer the others. A rank's
+        # real end decides, not its exit status: one that had recorded its own error (the error file the
+        # launch shim writes on an uncaught exception) before the signal ended by that error -- it only took
+        # longer to exit (Gloo's teardown, a loaded machine) than the peer whose transport error it caused.
+        primary = [r for r in crashed if r.signal not in ("SIGTERM", "SIGKILL") or _own_error(r)] or crashed
         # Timestamps without an error file are whole seconds; within one second, a rank whose
         # error is the *consequence* of losing a peer (connection closed, size mismatch) is not first.
         first = min(primary, key=lambda r: (int(r.failure_time or 2 ** 62), _secondary(r),
@@ -416,6 +419,13 @@ def root_cause(res: LaunchResult) -> Optional[dict]:
 
 _PEER_LOSS = ("connection closed by peer", "connection reset", "broken pipe", "doesn't match expected size",
               "timed out waiting", "socket timeout", "connection refused", "ncclremoteerror", "remote process exited")
+
+
+def _own_error(r: RankOutcome) -> bool:
+    """The rank recorded an exception of its own before it ended (not the launcher's stop signal reaching Python:
+    torch elastic's SignalException, a KeyboardInterrupt)."""
+    msg = str((r.error or {}).get("message") or "")
+    return bool(msg) and not msg.startswith(("SignalException", "KeyboardInterrupt", "SystemExit"))
 
 
 def _secondary(r: RankOutcome) -> int:
