@@ -70,7 +70,7 @@ def _sup(frames_by_pid):
     from ddpdoctor.run.supervisor import Supervisor
 
     sup = Supervisor.__new__(Supervisor)
-    sup._start_probe_t, sup.taken = 0.0, 0
+    sup._start_probe_t, sup.taken, sup._parted_seen = 0.0, 0, None
 
     def take(procs):
         sup.taken += 1
@@ -84,8 +84,23 @@ def _sup(frames_by_pid):
 def test_trigger_the_supervisor_probes_the_stacks_at_step_0_and_counts_ranks_apart():
     sup = _sup({10: ENGINE, 11: HOOK + ENGINE})
     ranks = [_P(10, "run", None), _P(11, "run", None)]
-    assert sup._parted_at_start(ranks, 100.0, 20.0) and sup.taken == 1
+    # the first look that finds them parted starts the window (the start itself may have outlasted it on a loaded
+    # host: flake22); still parted a period later with no progress between -> counted
+    assert not sup._parted_at_start(ranks, 100.0, 20.0) and sup.taken == 1
+    assert not sup._parted_at_start(ranks, 110.0, 20.0) and sup.taken == 1  # within the period: no signal
+    assert sup._parted_at_start(ranks, 120.0, 20.0) and sup.taken == 2
     assert all(p.dump for p in ranks)  # kept: the stall's report reads them
+
+
+def test_quiet_progress_between_two_parted_looks_restarts_the_window():
+    """Quiet: parted at one look, then a beacon moves (progress), parted again at the next look: the window starts
+    again there (a slow but healthy first backward on a loaded host is not a stall)."""
+    sup = _sup({10: ENGINE, 11: HOOK + ENGINE})
+    ranks = [_P(10, "run", None), _P(11, "run", None)]
+    assert not sup._parted_at_start(ranks, 100.0, 20.0)
+    ranks[1].beacon["t"] = 115.0
+    assert not sup._parted_at_start(ranks, 120.0, 20.0) and sup.taken == 2
+    assert all(p.dump is None for p in ranks)
 
 
 def test_quiet_the_probe_of_ranks_alike_leaves_no_stack_and_waits_a_stall_period():

@@ -460,6 +460,7 @@ class Supervisor:
         self.stderr_tee = None  # capture.StderrTee: the job's stderr, copied on and kept for the verdict
         self.stall_after = stall_after
         self._start_probe_t = 0.0  # the last stack probe of ranks alike before the first step (_parted_at_start)
+        self._parted_seen = None  # (last beacon t, when) the probe first found the ranks parted with no progress since
         self.on_stall = on_stall
         self.grace_s = grace_s
         self.preflight = preflight
@@ -946,8 +947,19 @@ class Supervisor:
         before = {p.pid: p.dump for p in ranks}
         self.take_stacks(ranks)
         facts = [p.facts() for p in ranks]
-        apart = section.parted(facts, now) or (idle is not None and idle >= max(limit, SETUP_HANG_S)
-                                               and section.same_setup_wait(facts, now) is not None)
+        parted = section.parted(facts, now)
+        setup = idle is not None and idle >= max(limit, SETUP_HANG_S) and section.same_setup_wait(facts, now) is not None
+        # The window counts from the probe that first saw them parted, not from the last progress: before the first
+        # step that progress is the job's start, and on a loaded host the start alone can outlast the window, so one
+        # look would name a rank a second into its first (slow but healthy) backward (flake22: rank 0 named after
+        # <1 s of a 1 s hook). A real stall stays parted at the next probe, `limit` later, with no progress between.
+        # (A set-up wait has waited SETUP_HANG_S already.)
+        last = max(p.beacon.get("t") or 0 for p in ranks)
+        if parted and (self._parted_seen is None or self._parted_seen[0] != last):
+            self._parted_seen, parted = (last, now), False
+        elif not parted:
+            self._parted_seen = None
+        apart = parted or setup
         if not apart:
             for p in ranks:
                 p.dump = before[p.pid]
