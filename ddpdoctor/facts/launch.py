@@ -28,7 +28,7 @@ from typing import Mapping, Optional
 
 from ddpdoctor.facts.cuda_map import devices_of, resolve
 from ddpdoctor.facts.env import env_of
-from ddpdoctor.facts.settings import whole_number
+from ddpdoctor.facts.units import whole_number
 
 # options that take no value, per launcher (every other option takes one: `--x v` or `--x=v`)
 _FLAGS = {

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ddpdoctor.facts import catalogue
+from ddpdoctor.facts.units import whole_number  # noqa: F401 (read here by its older callers)
 
 # The prefixes each family owns: a set name under one of them that the catalogue does not know is
 # judged (a typo when it is close to a known name). Names other programs read under these prefixes
@@ -164,15 +165,6 @@ def strtoll(text: str) -> int:
         return -LLONG_MAX - 1 if sign == "-" else LLONG_MAX
     n = int(digits, base)
     return max(-n, -LLONG_MAX - 1) if sign == "-" else min(n, LLONG_MAX)
-
-
-def whole_number(text: str) -> Optional[int]:
-    """A non-negative integer written in ASCII digits that fits 64 bits (what C++'s stoull/stoul and
-    Rust's usize accept), or None: str.isdigit() takes '²' and int() refuses 5,000 digits."""
-    if not text or not text.isascii() or not text.isdigit() or len(text.lstrip("0")) > 20:
-        return None
-    n = int(text)
-    return n if n < 1 << 64 else None
 
 
 def _choices(entry: dict) -> List[str]:

@@ -1,7 +1,7 @@
-"""Unit formatting shared by checks and commands."""
+"""Unit formatting and number reading shared by checks and commands."""
 from __future__ import annotations
 
-from typing import Iterable, List
+from typing import Iterable, List, Optional
 
 
 def human(n: float) -> str:
@@ -34,3 +34,12 @@ def runs_text(numbers: Iterable[int], sep: str = ",", pairs_as_runs: bool = True
             out.append(f"{nums[i]}-{nums[j]}")
         i = j + 1
     return sep.join(out)
+
+
+def whole_number(text: str) -> Optional[int]:
+    """A non-negative integer written in ASCII digits that fits 64 bits (what C++'s stoull/stoul and
+    Rust's usize accept), or None: str.isdigit() takes '²' and int() refuses 5,000 digits."""
+    if not text or not text.isascii() or not text.isdigit() or len(text.lstrip("0")) > 20:
+        return None
+    n = int(text)
+    return n if n < 1 << 64 else None
