@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ddpdoctor.facts import catalogue
-from ddpdoctor.facts.units import whole_number  # noqa: F401 (read here by its older callers)
+from ddpdoctor.facts.units import whole_number
 
 # The prefixes each family owns: a set name under one of them that the catalogue does not know is
 # judged (a typo when it is close to a known name). Names other programs read under these prefixes
