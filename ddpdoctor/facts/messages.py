@@ -266,12 +266,15 @@ _PLAIN_ANCHOR_STR = tuple(a.decode() for a in ANCHORS if a not in GLOG_HEAD)
 _GLOG_HEAD_STR = tuple(a.decode() for a in GLOG_HEAD)
 # glog's level E, F or W then its date, opening the line (bracketed as c10d writes it): what a GLOG_HEAD keyword needs
 GLOG_LEVEL = re.compile(r"\[?[EFW]\d{4}")
+# ... and the keyword followed by the line number and glog's ']' (triage.reader.GLOG_TAIL)
+_GLOG_HEAD_RX = re.compile("(?:" + "|".join(re.escape(a) for a in _GLOG_HEAD_STR) + r")\d{1,9}\]")
 
 
 def has_anchor(text: str) -> bool:
-    """The line carries a keyword the reader finds (a GLOG_HEAD keyword only on a glog E/F/W line, as the reader)."""
+    """The line carries a keyword the reader finds (a GLOG_HEAD keyword only on a glog E/F/W line and followed by its
+    line number and ']', as the reader)."""
     return any(a in text for a in _PLAIN_ANCHOR_STR) or (
-        GLOG_LEVEL.match(text) is not None and any(a in text for a in _GLOG_HEAD_STR))
+        GLOG_LEVEL.match(text) is not None and _GLOG_HEAD_RX.search(text) is not None)
 
 
 # a run of characters that `_required_words` takes one at a time as literal text (outside a group) or ignores (inside)
