@@ -83,3 +83,26 @@ def fake_dataloader():
         num_workers, batch_size = 0, 1
 
     return Base, Loader
+
+
+def hooked_recorder(monkeypatch):
+    """The recorder's DataLoader hook on stand-in loaders (fake_dataloader), in this process, from a fresh recorder
+    state (every slot restored by `monkeypatch` afterwards; no job launched). Returns (S, Base, Loader): the
+    recorder's state and the two stand-in classes."""
+    import types
+
+    from ddpdoctor.run import recorder
+
+    Base, Loader = fake_dataloader()
+    S = recorder.S
+    for name in type(S).__slots__:
+        if hasattr(S, name):
+            monkeypatch.setattr(S, name, getattr(S, name))
+    for name, value in (("writer", None), ("mm", None), ("off", False), ("kind", "proc"), ("inside", False),
+                        ("spl", False), ("armed", False), ("ring", False), ("spl_every", 4), ("phase", "run"),
+                        ("dl", None), ("dl_desc", None), ("dl_tr", None), ("nb", 0), ("nb_lim", 100), ("step", 0),
+                        ("due_step", 0), ("due_t", 0.0)):
+        setattr(S, name, value)
+    monkeypatch.setattr(recorder, "_arm", lambda on: None)
+    recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
+    return S, Base, Loader

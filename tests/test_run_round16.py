@@ -110,24 +110,11 @@ def test_the_loaders_count_is_exact_across_due_steps_epochs_and_an_older_iterato
     """Batches on the fast path, a due step between them (S.nb moves into dl["n"]), a new epoch of the same loader
     (the count starts again), and an older iterator's batch (the step's, not the loader's): the loader's count
     dl["n"] + S.nb is each time what the loader gave, and S.nb the batches since the last due step."""
-    import types
-
     from ddpdoctor.run import recorder
 
-    from run_factory import fake_dataloader
+    from run_factory import hooked_recorder
 
-    Base, Loader = fake_dataloader()
-
-    S = recorder.S
-    for name in type(S).__slots__:
-        if hasattr(S, name):
-            monkeypatch.setattr(S, name, getattr(S, name))
-    for name, value in (("writer", None), ("mm", None), ("off", False), ("kind", "proc"), ("inside", False),
-                        ("spl", False), ("armed", False), ("ring", False), ("spl_every", 4), ("phase", "run"),
-                        ("dl", None), ("dl_desc", None), ("nb", 0), ("nb_lim", 100), ("due_step", 0), ("due_t", 0.0)):
-        setattr(S, name, value)
-    monkeypatch.setattr(recorder, "_arm", lambda on: None)
-    recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
+    S, Base, Loader = hooked_recorder(monkeypatch)
     data = Loader(range(6))
     old = Base(data)
     it = Base(data)

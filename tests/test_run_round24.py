@@ -6,7 +6,7 @@ loader one batch short: 24 of 25): rank 0 left the training loop and waits in th
 still in its 25th step, in DDP's forward synchronisation. The round-22 report had them the wrong way round."""
 from __future__ import annotations
 
-from run_factory import coll, findings, rank, section
+from run_factory import coll, findings, hooked_recorder, rank, section
 
 
 def _j6(rank0_left: bool = True):
@@ -52,34 +52,10 @@ def test_quiet_run005_the_training_loader_again_in_a_new_epoch_is_not_left():
     assert findings(section([r0, r1]), "RUN005") == []
 
 
-def _hooked(monkeypatch):
-    """The recorder's DataLoader hook on stand-in loaders, in this process (no job launched: the state it keeps is
-    what the beacon's cold part carries as "dlt", read by run/section as the rank's "train_loader")."""
-    import types
-
-    from ddpdoctor.run import recorder
-
-    from run_factory import fake_dataloader
-
-    Base, Loader = fake_dataloader()
-    S = recorder.S
-    for name in type(S).__slots__:
-        if hasattr(S, name):
-            monkeypatch.setattr(S, name, getattr(S, name))
-    for name, value in (("writer", None), ("mm", None), ("off", False), ("kind", "proc"), ("inside", False),
-                        ("spl", False), ("armed", False), ("ring", False), ("spl_every", 4), ("phase", "run"),
-                        ("dl", None), ("dl_desc", None), ("dl_tr", None), ("nb", 0), ("nb_lim", 100), ("step", 0),
-                        ("due_step", 0), ("due_t", 0.0)):
-        setattr(S, name, value)
-    monkeypatch.setattr(recorder, "_arm", lambda on: None)
-    recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
-    return S, Base, Loader
-
-
 def test_trigger_recorder_keeps_the_training_loader_a_rank_left_for_its_evaluation(monkeypatch):
     """Steps taken while the 5-batch loader was current make it the training loader; when a 7-batch loader without
     steps (an evaluation's) takes its place, the rank's training loader is kept as it was left: 5 of 5, ended."""
-    S, Base, Loader = _hooked(monkeypatch)
+    S, Base, Loader = hooked_recorder(monkeypatch)
     it = Base(Loader(range(5)))
     for k in range(5):
         next(it)
@@ -98,7 +74,7 @@ def test_trigger_recorder_keeps_the_training_loader_a_rank_left_for_its_evaluati
 def test_quiet_recorder_keeps_no_training_loader_for_a_loader_without_steps(monkeypatch):
     """Quiet: a loader iterated without any optimizer step (an evaluation before training, a dataset scan) followed by
     another is no training loader: nothing is kept."""
-    S, Base, Loader = _hooked(monkeypatch)
+    S, Base, Loader = hooked_recorder(monkeypatch)
     it = Base(Loader(range(3)))
     next(it), next(it)
     Base(Loader(range(6)))
