@@ -14,6 +14,7 @@ from ddpdoctor.facts.cuda_map import CudaMap, devices_of, label, resolve
 from ddpdoctor.facts.topology import TOPOLOGY_SHORT
 from ddpdoctor.facts import ranks as _ranks
 from ddpdoctor.facts.env import env_of, truthy
+from ddpdoctor.facts.units import whole_number
 
 GiB = 1024 ** 3
 MiB = 1024 ** 2
@@ -142,9 +143,10 @@ def version_tuple(text: Optional[str]) -> tuple:
     out = []
     for part in str(text or "").split("."):
         m = re.match(r"\d+", part)
-        if not m or len(m.group()) > 18:  # int() refuses 4,300+ digits (CPython >= 3.11); no version part has 19
+        n = whole_number(m.group()) if m else None  # int() refuses 4,300+ digits (CPython >= 3.11)
+        if n is None:
             break
-        out.append(int(m.group()))
+        out.append(n)
     return tuple(out)
 
 

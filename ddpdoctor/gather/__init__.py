@@ -35,11 +35,7 @@ class Sources:
     def read(self, p: str, limit: int = -1) -> Optional[str]:
         """The text of a /proc, /sys or /etc file under `root` (at most `limit` characters), or None
         when it cannot be read: a missing or unreadable file is a fact, never an error."""
-        try:
-            with open(self.path(p), "r", encoding="utf-8", errors="replace") as fh:
-                return fh.read(limit)
-        except OSError:
-            return None
+        return self._read(p, limit, open)
 
     def read_regular(self, p: str, limit: int = -1) -> Optional[str]:
         """As read, for a file in the user's own trees (a model folder, the Hugging Face cache): None unless it is a
@@ -47,10 +43,13 @@ class Sources:
         open_regular never blocks."""
         from ddpdoctor.model.inputs import open_regular  # noqa: PLC0415
 
+        return self._read(p, limit, open_regular)
+
+    def _read(self, p: str, limit: int, opener) -> Optional[str]:
         try:
-            with open_regular(self.path(p), "r", encoding="utf-8", errors="replace") as fh:
+            with opener(self.path(p), "r", encoding="utf-8", errors="replace") as fh:
                 return fh.read(limit)
-        except (OSError, ValueError):
+        except OSError:
             return None
 
     def environ_of(self, pid, keys: Iterable[str]) -> Optional[Dict[str, str]]:

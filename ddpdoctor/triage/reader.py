@@ -588,19 +588,7 @@ GLOG_HEAD = (b".cc:", b".py:")
 # is a call into Python, and the ~80,000 warning lines of issue 24's 1 GiB log cost the search 0.4 s of CPU (round 22).
 GLOG_TAIL = rb"\d{1,9}\]"
 GLOG_TAIL_PROBE = b"1]"
-_GLOG_TAIL_RX: list = []
-_GLOG_LEVEL: list = []
-
-
-def _glog_tail():
-    if not _GLOG_TAIL_RX:
-        import re
-
-        from ..recache import own_patterns
-
-        with own_patterns():
-            _GLOG_TAIL_RX.append(re.compile(GLOG_TAIL))
-    return _GLOG_TAIL_RX[0]
+_GLOG_RX: list = []
 
 
 def _hs_expressions(anchors: Tuple[bytes, ...]) -> list:
@@ -614,20 +602,21 @@ def _hs_expressions(anchors: Tuple[bytes, ...]) -> list:
     return out
 
 
-def _glog_level():
-    if not _GLOG_LEVEL:
+def _glog_rx():
+    """(glog's E/F/W level opening a line, GLOG_TAIL after a GLOG_HEAD keyword), compiled on first use."""
+    if not _GLOG_RX:
         import re
 
         from ..recache import own_patterns
 
         with own_patterns():
-            _GLOG_LEVEL.append(re.compile(rb"\[?[EFW]\d{4}"))
-    return _GLOG_LEVEL[0]
+            _GLOG_RX.extend((re.compile(rb"\[?[EFW]\d{4}"), re.compile(GLOG_TAIL)))
+    return _GLOG_RX[0], _GLOG_RX[1]
 
 
 def _glog_kept(buf, ends: list, cut: int, base: int) -> list:
     """The match ends (relative to `base`) of GLOG_HEAD keywords whose line opens with glog's E/F/W level."""
-    rx = _glog_level()
+    rx = _glog_rx()[0]
     out = []
     for to in ends:
         ls = buf.rfind(b"\n", base, base + to) + 1
@@ -711,7 +700,7 @@ def _anchor_lines(buf: bytearray, find, cut: int, scratch=None, base: int = 0) -
     if base:
         raise ValueError("a region inside a buffer is searched with Hyperscan only")
     starts = set()
-    level = _glog_level()
+    level, tail = _glog_rx()
     for needle in _anchors():
         glog = needle in GLOG_HEAD
         pos = find(needle, 0, cut)
@@ -721,7 +710,7 @@ def _anchor_lines(buf: bytearray, find, cut: int, scratch=None, base: int = 0) -
             if le < 0:
                 le = cut
             if not glog or (level.match(buf, ls, cut) is not None
-                            and _glog_tail().match(buf, pos + len(needle), le) is not None):
+                            and tail.match(buf, pos + len(needle), le) is not None):
                 starts.add(ls)
             pos = find(needle, le, cut) if le < cut else -1
     return starts
