@@ -62,3 +62,33 @@ def test_known_arches_and_unjudged_releases_are_quiet():
     assert _unknown(_snap(torch="1.12.1+cu116", cap=(9, 0), name="NVIDIA H100 80GB HBM3")) == []  # clamp unknown
     assert _unknown(_snap(torch="2.1.0", cuda="12.1", kit="12.1.105", cap=(9, 0), name="NVIDIA H100")) == []
     assert _unknown(_snap(torch="1.12.1", cuda=None, env={"TORCH_CUDA_ARCH_LIST": "9.0"})) == []  # a CPU build
+
+
+# -- GPU001: a launch command that counts the local GPUs itself and stops when there are none (data/launchers.json
+# launcher_needs_local_gpu: the DeepSpeed runner without a hostfile, `torchrun --nproc-per-node gpu`) is a sign that
+# GPUs were expected --
+
+def _no_driver(argv: str, env=None):
+    from ddpdoctor.facts.launch import parse_command, parse_program
+
+    cmd = parse_command(argv.split()) or parse_program(argv.split())
+    return make_snapshot(env=env or {}, packages={"torch": "1.7.0", "torch_build": {"cuda": "10.2", "hip": None}},
+                         gpus={"unavailable": "no NVIDIA driver found (NVML library not loaded)"},
+                         launch={"commands": [dict(cmd, depth=1)], "depth_read": 1})
+
+
+def test_a_launcher_that_counts_local_gpus_makes_no_driver_a_warning_naming_its_error():
+    [f] = findings_of(_no_driver("deepspeed train.py --deepspeed"), "GPU001")
+    assert f.severity == "warning" and "deepspeed" in f.title
+    assert "Unable to proceed, no GPU resources available" in f.title and "NVML" in f.title
+    [g] = findings_of(_no_driver("torchrun --nproc-per-node gpu train.py"), "GPU001")
+    assert g.severity == "warning" and "Cuda is not available." in g.title
+
+
+def test_launches_that_do_not_count_local_gpus_leave_no_driver_an_info():
+    for argv, env in (("deepspeed --hostfile hosts train.py", None),  # the hostfile is the pool
+                      ("deepspeed train.py", {"DS_ACCELERATOR": "cpu"}),  # another accelerator
+                      ("torchrun --nproc-per-node 2 train.py", None),  # a number: Gloo on the CPU works
+                      ("python train.py", None)):
+        [f] = findings_of(_no_driver(argv, env), "GPU001")
+        assert f.severity == "info", argv
