@@ -392,11 +392,15 @@ def cpp_extension_rejects(torch_version, arch_list: Optional[str], capabilities)
     """The architectures torch.utils.cpp_extension of this torch release refuses with "ValueError: Unknown CUDA arch
     (X) or GPU not supported" (_get_cuda_arch_flags): TORCH_CUDA_ARCH_LIST's entries when it is set (split on ' ' and
     ';', named arches expanded, '+PTX' kept in the message), else each GPU capability ((major, minor)) when this
-    release does not clamp it (no_clamp_through). [(entry as written after expansion, first torch that knows it)];
-    only architectures with a row are judged, so [] also means 'not known'."""
+    release does not clamp it (no_clamp_through); releases before validated_from are not judged. [(entry as written
+    after expansion, first torch that knows it)]; only architectures with a row are judged, so [] also means 'not
+    known'."""
     have = release(torch_version)[:2]
     if len(have) < 2:
         return []
+    table = tables()["cpp_extension_arch_since"]
+    if have < version_tuple(table["validated_from"])[:2]:
+        return []  # before _get_cuda_arch_flags: nvcc's default arch, nothing validated
     since = cpp_extension_arch_since()
     if arch_list is not None and str(arch_list).strip():
         text = str(arch_list).replace(" ", ";")
@@ -404,7 +408,6 @@ def cpp_extension_rejects(torch_version, arch_list: Optional[str], capabilities)
             text = text.replace(name, value)
         entries = [e for e in text.split(";") if e]
     else:
-        table = tables()["cpp_extension_arch_since"]
         if have > version_tuple(table["no_clamp_through"])[:2]:
             return []
         entries = [f"{c[0]}.{c[1]}" for c in capabilities if isinstance(c, (list, tuple)) and len(c) == 2]

@@ -540,6 +540,10 @@ def cuda_toolkit_mismatch(snap):
         BachiLi/diffvg#84), always a warning. And (check19) the link names DeepSpeed's CPU ops need from the
         toolkit's lib64 (-lcudart -lcublas -lcurand): a libcurand.so.N without libcurand.so while a DS_BUILD_* switch
         is set or DeepSpeed's ops compile at first use ("/usr/bin/ld: cannot find -lcurand", instructlab/training#593).
+        And (check28) the architectures torch's own cpp_extension validates before nvcc runs: TORCH_CUDA_ARCH_LIST's
+        entries, or when it is unset the GPUs' compute capabilities, against the release that first listed each in
+        supported_arches (data/gpu_versions.json cpp_extension_arch_since): "ValueError: Unknown CUDA arch (9.0+PTX)
+        or GPU not supported" (OpenBMB/BMTrain#83, torch 1.12; lhoyer/HRDA#35, an RTX 4090 under torch 1.7.1).
 
     Why it matters
         torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version
