@@ -28,7 +28,8 @@ def test_every_row_names_its_source():
                            "rocm_wheel_target_torch",  # round 21 (check24): GPU036, targets the wheels gained later
                            "torch_bundled_cudnn",  # round 21 (check24): PKG016, the cuDNN in torch/lib before 2.1
                            "conda_torch_build_string",  # round 22 (check25): PKG016, a conda torch's cuDNN
-                           "nvrtc_arch_clamp"}  # round 22 (check26): GPU032, torch's NVRTC and the GPU's arch
+                           "nvrtc_arch_clamp",  # round 22 (check26): GPU032, torch's NVRTC and the GPU's arch
+                           "cpp_extension_arch_since"}  # round 23 (check28): PKG014, cpp_extension's supported list
     for name, table in tables.items():
         assert table["rows"], name
         for row in table["rows"]:

@@ -370,3 +370,50 @@ def setup_build_commands() -> tuple:
     """data/runtime_builds.json setup_commands: the setuptools commands that run build_ext (PKG014's builders)."""
     with open(DATA.parent / "runtime_builds.json", encoding="utf-8") as fh:
         return tuple(json.load(fh).get("setup_commands", {}).get("commands") or ())
+
+
+def _arch_key(entry: str) -> str:
+    """'9.0+PTX' -> '9.0', ' 8.6 ' -> '8.6' (TORCH_CUDA_ARCH_LIST entries as cpp_extension validates them)."""
+    return str(entry).strip().split("+")[0]
+
+
+def cpp_extension_arch_since() -> Dict[str, Tuple[int, ...]]:
+    """{arch as cpp_extension spells it ('8.9', '9.0a'): the first torch (major, minor) whose supported_arches has it}
+    (data/gpu_versions.json cpp_extension_arch_since); an arch absent is not judged."""
+    return {r["arch"]: version_tuple(r["torch"])[:2] for r in rows("cpp_extension_arch_since")}
+
+
+def cpp_extension_named_arches() -> Tuple[Tuple[str, str], ...]:
+    """The named architectures cpp_extension expands before validating (its named_arches), in its order."""
+    return tuple((a, b) for a, b in tables()["cpp_extension_arch_since"]["named_arches"])
+
+
+def cpp_extension_rejects(torch_version, arch_list: Optional[str], capabilities) -> list:
+    """The architectures torch.utils.cpp_extension of this torch release refuses with "ValueError: Unknown CUDA arch
+    (X) or GPU not supported" (_get_cuda_arch_flags): TORCH_CUDA_ARCH_LIST's entries when it is set (split on ' ' and
+    ';', named arches expanded, '+PTX' kept in the message), else each GPU capability ((major, minor)) when this
+    release does not clamp it (no_clamp_through); releases before validated_from are not judged. [(entry as written
+    after expansion, first torch that knows it)]; only architectures with a row are judged, so [] also means 'not
+    known'."""
+    have = release(torch_version)[:2]
+    if len(have) < 2:
+        return []
+    table = tables()["cpp_extension_arch_since"]
+    if have < version_tuple(table["validated_from"])[:2]:
+        return []  # before _get_cuda_arch_flags: nvcc's default arch, nothing validated
+    since = cpp_extension_arch_since()
+    if arch_list is not None and str(arch_list).strip():
+        text = str(arch_list).replace(" ", ";")
+        for name, value in cpp_extension_named_arches():  # the order cpp_extension replaces them in
+            text = text.replace(name, value)
+        entries = [e for e in text.split(";") if e]
+    else:
+        if have > version_tuple(table["no_clamp_through"])[:2]:
+            return []
+        entries = [f"{c[0]}.{c[1]}" for c in capabilities if isinstance(c, (list, tuple)) and len(c) == 2]
+    out = []
+    for entry in dict.fromkeys(entries):
+        first = since.get(_arch_key(entry))
+        if first is not None and have < first:
+            out.append((entry, first))
+    return out

@@ -124,3 +124,30 @@ def launcher_env_required() -> tuple:
     only under a launcher (data/launchers.json launcher_env_required)."""
     with open(DATA, encoding="utf-8") as fh:
         return tuple(json.load(fh).get("launcher_env_required", {}).get("variables", ()))
+
+
+@functools.lru_cache(maxsize=1)
+def _needs_local_gpu_rows() -> tuple:
+    with open(DATA, encoding="utf-8") as fh:
+        return tuple(json.load(fh).get("launcher_needs_local_gpu", {}).get("rows", ()))
+
+
+def launch_needs_local_gpu(cmd: dict, env) -> dict:
+    """The row of data/launchers.json launcher_needs_local_gpu that holds for a recorded launch command (facts.launch:
+    {launcher, options, program}) under these variables: a launcher that counts the local GPUs before starting any
+    rank and stops when there are none (the DeepSpeed runner without a hostfile, `torchrun --nproc-per-node gpu`);
+    {} when none holds."""
+    if not isinstance(cmd, dict):
+        return {}
+    opts = cmd.get("options") if isinstance(cmd.get("options"), dict) else {}
+    for row in _needs_local_gpu_rows():
+        if cmd.get("launcher") != row["launcher"]:
+            continue
+        if any(opts.get(k) not in (None, "") for k in row.get("unless_options", ())):
+            continue
+        if any(str((env or {}).get(k) or "").strip() for k in row.get("unless_env", ())):
+            continue
+        if row.get("option") and str(opts.get(row["option"]) or "").strip().lower() != row["option_value"]:
+            continue
+        return row
+    return {}

@@ -37,7 +37,10 @@ def no_nvidia_driver(snap):
         the kernel module is installed but not loaded, a CUDA build of torch runs in a
         container (the image was meant for GPUs), accelerate's default config asks for GPUs
         (distributed_type MULTI_GPU/DEEPSPEED/FSDP or gpu_ids, use_cpu not true: Akegarasu/lora-scripts#101,
-        an Intel-only laptop), or NVIDIA GPUs sit on the PCI bus (sysfs, which
+        an Intel-only laptop), the launch command counts the local GPUs and stops when there are none (the
+        DeepSpeed runner without a hostfile: "Unable to proceed, no GPU resources available", deepspeedai/DeepSpeed
+        #535; `torchrun --nproc-per-node gpu`: "Cuda is not available."; data/launchers.json
+        launcher_needs_local_gpu), or NVIDIA GPUs sit on the PCI bus (sysfs, which
         a container sees too). A container started without
         `--gpus` (or without the NVIDIA Container Toolkit) looks exactly like this, and torch then
         silently trains on the CPU. See NVIDIA/nvidia-docker#1279. The other way round, a container launch read
@@ -133,6 +136,17 @@ def no_nvidia_driver(snap):
     # (lint.scriptfacts `cuda_uses`): without a usable driver it fails there, or, for torch's CPU build, raises
     # "Torch not compiled with CUDA enabled" (pytorch/pytorch#28111: "that code requires cuda")
     uses = script_asks(snap, "cuda_uses")
+    # the launch command counts the local GPUs itself and stops when there are none (data/launchers.json
+    # launcher_needs_local_gpu: the DeepSpeed runner without a hostfile, `torchrun --nproc-per-node gpu`)
+    from ddpdoctor.facts.launch import commands
+    from ddpdoctor.facts.launchers import launch_needs_local_gpu
+
+    for cmd in (commands(snap) if "launch" in snap else ()):
+        row = launch_needs_local_gpu(cmd, env)
+        if row:
+            expected.append(f"the {row['launcher']} launcher counts this machine's GPUs and stops with "
+                            f"'{row['error']}' when there are none ({row['source']['repo']} {row['source']['path']})")
+            break
     if uses:
         expected.append(f"the training script uses CUDA ({uses[0].get('path')}:{uses[0].get('line')} {uses[0].get('what')})")
     # a container launch that asks this host for GPUs (`check -- docker run --gpus all IMAGE ...`, data/containers.json):

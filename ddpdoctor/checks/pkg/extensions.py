@@ -472,6 +472,59 @@ def _toolkit_newer_than_driver(snap, kit: dict, have: tuple, where: str, evidenc
                   evidence=dict(evidence, driver_version=gpus.get("driver_version"), driver_cuda=gpus.get("cuda_driver")))
 
 
+def _cpp_extension_unknown_arch(snap, pk, kit):
+    """PKG014: torch.utils.cpp_extension of the installed torch refuses an architecture it would build for:
+    TORCH_CUDA_ARCH_LIST's entries when set, else (releases that do not clamp it) each GPU's compute capability, when
+    that architecture entered cpp_extension's supported_arches in a later torch (data/gpu_versions.json
+    cpp_extension_arch_since). Every CUDAExtension build stops with "ValueError: Unknown CUDA arch (X) or GPU not
+    supported" (_get_cuda_arch_flags), before nvcc runs (OpenBMB/BMTrain#83: '9.0+PTX' under torch 1.12; lhoyer/HRDA#35:
+    an RTX 4090's 8.9 under torch 1.7.1). A warning when the list is set (it is read only by builds), or something
+    builds here, or a CUDA toolkit is installed to build with; info otherwise."""
+    versions = pk.get("versions") or {}
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    if not versions.get("torch") or not build.get("cuda"):
+        return
+    arch_list = env_of(snap).get("TORCH_CUDA_ARCH_LIST")
+    devices = [d for d in ((snap.get("gpus") or {}).get("devices") or [])
+               if isinstance(d, dict) and isinstance(d.get("cuda_capability"), (list, tuple))
+               and len(d["cuda_capability"]) == 2]
+    refused = gpu_versions.cpp_extension_rejects(versions["torch"], arch_list, [d["cuda_capability"] for d in devices])
+    if not refused:
+        return
+    builders = _jit_builders(snap, pk)
+    listed = arch_list is not None and str(arch_list).strip() != ""
+    make = warning if (listed or builders or kit.get("version")) else info
+    first = max(f for _, f in refused)
+    names = ", ".join(e for e, _ in refused)
+    if listed:
+        title = (f"TORCH_CUDA_ARCH_LIST={arch_list!r} names {names}, which torch {versions['torch']}'s cpp_extension does "
+                 "not know: every CUDA extension build stops")
+        subjects = ["env:TORCH_CUDA_ARCH_LIST", "pkg:torch"]
+        keep = [e for e in str(arch_list).replace(" ", ";").split(";") if e and e not in {x for x, _ in refused}]
+        fix = (f"export TORCH_CUDA_ARCH_LIST=\"{';'.join(keep) or '<archs this torch knows>'}\"   # drop {names}; or "
+               f"install torch >= {first[0]}.{first[1]}, whose cpp_extension knows it")
+    else:
+        cap = {f"{d['cuda_capability'][0]}.{d['cuda_capability'][1]}": d for d in devices}
+        models = sorted({str(cap[e].get("name")) for e, _ in refused if e in cap})
+        title = (f"torch {versions['torch']}'s cpp_extension does not know compute capability {names} "
+                 f"({', '.join(models)}, sm_{names.replace('.', '')}): every CUDA extension built for these GPUs stops")
+        subjects = ["pkg:torch"] + [f"gpu:{d.get('index')}" for d in devices
+                                    if f"{d['cuda_capability'][0]}.{d['cuda_capability'][1]}" in {e for e, _ in refused}]
+        fix = (f"pip install 'torch>={first[0]}.{first[1]}'   # its cpp_extension knows {names}; or build for an "
+               "architecture this torch knows (PTX, slower): export TORCH_CUDA_ARCH_LIST=\"8.0+PTX\"")
+    when = ("; what builds here: " + "; ".join(builders[:3])) if builders else ""
+    yield make(title,
+               detail=("torch.utils.cpp_extension validates each architecture it builds for against its own "
+                       "supported_arches and raises \"ValueError: Unknown CUDA arch (" + refused[0][0] + ") or GPU not "
+                       "supported\" (torch/utils/cpp_extension.py _get_cuda_arch_flags) before nvcc runs: setup.py / "
+                       "pip builds of extensions (mmcv-full, apex, DCN, BMTrain), load() at run time, DeepSpeed's op "
+                       f"builder. {names} entered that list in torch {first[0]}.{first[1]} (data/gpu_versions.json "
+                       "cpp_extension_arch_since)" + when + "."),
+               fix=fix, subjects=subjects,
+               evidence={"torch": versions["torch"], "TORCH_CUDA_ARCH_LIST": arch_list, "refused": refused,
+                         "builders": builders})
+
+
 @check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint", "env"))
 def cuda_toolkit_mismatch(snap):
     """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
@@ -487,6 +540,10 @@ def cuda_toolkit_mismatch(snap):
         BachiLi/diffvg#84), always a warning. And (check19) the link names DeepSpeed's CPU ops need from the
         toolkit's lib64 (-lcudart -lcublas -lcurand): a libcurand.so.N without libcurand.so while a DS_BUILD_* switch
         is set or DeepSpeed's ops compile at first use ("/usr/bin/ld: cannot find -lcurand", instructlab/training#593).
+        And (check28) the architectures torch's own cpp_extension validates before nvcc runs: TORCH_CUDA_ARCH_LIST's
+        entries, or when it is unset the GPUs' compute capabilities, against the release that first listed each in
+        supported_arches (data/gpu_versions.json cpp_extension_arch_since): "ValueError: Unknown CUDA arch (9.0+PTX)
+        or GPU not supported" (OpenBMB/BMTrain#83, torch 1.12; lhoyer/HRDA#35, an RTX 4090 under torch 1.7.1).
 
     Why it matters
         torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version
@@ -530,6 +587,7 @@ def cuda_toolkit_mismatch(snap):
     yield from _host_compiler_too_old(snap, pk)
     yield from _ninja_missing(snap, pk)
     kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
+    yield from _cpp_extension_unknown_arch(snap, pk, kit)
     if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
         yield from _no_cuda_toolkit(snap, pk)
         return
