@@ -1,0 +1,66 @@
+"""Round 23 (issue 24, triage27): classes from the sources, each with a trigger and a quiet case.
+
+- Wrapper exceptions (data/wrapper_exceptions.json: Ray's RayTaskError(X) and RayActorError/ActorDiedError,
+  python/ray/exceptions.py; Ray Train's TrainingFailedError, ray/train/v2/api/exceptions.py; Ray Tune's TuneError,
+  ray/tune/error.py) only carry a cause raised elsewhere: the cause's own exception line is the failure, the wrapper
+  folded into it; a wrapper with no cause in the log, not even by its class's name, is an unexplained failure (LOG028).
+"""
+from ddpdoctor.facts import wrappers
+from triage_loud import brief as _ids, loud_findings as _found
+
+_TASK = ("ray.exceptions.RayTaskError(ModuleNotFoundError): ray::TaskRunner.run() (pid=3184, ip=10.0.0.2, "
+         "actor_id=afee1f, repr=<main_ppo.TaskRunner object at 0x7f59>)\n")
+_CAUSE = ('  File "/home/u/verl/trainer/main_ppo.py", line 138, in run\n    import transfer_queue as tq\n'
+          "ModuleNotFoundError: No module named 'transfer_queue'\n")
+_DIED = ("ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task, "
+         "ray::Tester.__init__() (pid=15299, ip=192.168.0.4, actor_id=3d2af3, repr=<w.Tester object at 0x7f68>)\n")
+
+
+def test_the_wrappers_are_the_sources_classes():
+    for name in ("ray.exceptions.RayTaskError(ValueError)", "ActorDiedError", "ray.exceptions.RayActorError",
+                 "ray.train.v2.api.exceptions.WorkerTrainingFailedError", "ray.tune.error.TuneError"):
+        assert wrappers.is_wrapper(name), name
+    for name in ("ValueError", "ModuleNotFoundError", "MyTuneErrorHandler", "RayTaskErrorX"):
+        assert not wrappers.is_wrapper(name), name
+    assert wrappers.wrapped("RayTaskError(ModuleNotFoundError)") == "ModuleNotFoundError"
+    assert all(w["source"]["commit"] and w["source"]["path"] for w in wrappers.doc()["wrappers"])
+
+
+def test_the_cause_inside_a_ray_task_error_is_the_failure(tmp_path):
+    f = _found(tmp_path, "    raise value.as_instanceof_cause()\n" + _TASK + _CAUSE)
+    assert f and f[0].id == "LOG004", _ids(f)
+    assert "ModuleNotFoundError" in f[0].title and "transfer_queue" in f[0].title, _ids(f)
+    assert f[0].evidence["wrapped_by"]["exception"] == "RayTaskError(ModuleNotFoundError)", f[0].evidence
+    assert f[0].evidence["first_seen"]["line"] == 5 and f[0].evidence["wrapped_by"]["line"] == 2, f[0].evidence
+
+
+def test_the_cause_of_an_actor_that_died_in_its_creation_task_is_the_failure(tmp_path):
+    frames = '  File "/home/u/w.py", line 12, in __init__\n    dist.init_process_group("nccl")\n'
+    f = _found(tmp_path, _DIED + frames + "KeyError: 'model_path'\n")
+    assert f and f[0].id == "LOG004" and "KeyError" in f[0].title and "ActorDiedError" not in f[0].title, _ids(f)
+    # a cause a specific rule knows is that rule's (the launcher class here), never the wrapper's
+    f = _found(tmp_path, _DIED + frames + "ValueError: Error initializing torch.distributed using env:// rendezvous: "
+               "environment variable RANK expected, but not set\n")
+    assert f and f[0].id == "LOG023" and not any(x.id == "LOG004" for x in f), _ids(f)
+
+
+def test_a_wrapper_whose_cause_is_cut_is_an_unexplained_failure(tmp_path):
+    f = _found(tmp_path, "  File \"/x/ray/_private/worker.py\", line 1025, in get_objects\n    raise value\n" + _DIED
+               + '  File "/home/u/w.py", line 1220, in __init__\n    dist.\n')
+    assert f and f[0].id == "LOG028" and f[0].severity == "warning", _ids(f)
+    assert not any(x.id == "LOG004" for x in f), _ids(f)
+    f = _found(tmp_path, "ray.tune.error.TuneError: ('Trials did not complete', [train_fn_1a2b3_00000])\n")
+    assert f and f[0].id == "LOG028", _ids(f)
+
+
+def test_a_wrapper_naming_its_cause_class_stays_a_failure_with_it(tmp_path):
+    # quiet: RayTaskError(ValueError) with no traceback below still names the cause's class (round 21's reading)
+    f = _found(tmp_path, _TASK.replace("ModuleNotFoundError", "ValueError"))
+    assert f and f[0].id == "LOG004" and "RayTaskError(ValueError)" in f[0].title, _ids(f)
+
+
+def test_a_plain_exception_is_not_taken_for_a_wrapper(tmp_path):
+    # quiet: no wrapper, the exception is the failure as before, with no wrapper in its evidence
+    f = _found(tmp_path, "Traceback (most recent call last):\n" + _CAUSE)
+    assert f and f[0].id == "LOG004" and "transfer_queue" in f[0].title, _ids(f)
+    assert "wrapped_by" not in f[0].evidence, f[0].evidence
