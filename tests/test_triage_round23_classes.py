@@ -64,3 +64,36 @@ def test_a_plain_exception_is_not_taken_for_a_wrapper(tmp_path):
     f = _found(tmp_path, "Traceback (most recent call last):\n" + _CAUSE)
     assert f and f[0].id == "LOG004" and "transfer_queue" in f[0].title, _ids(f)
     assert "wrapped_by" not in f[0].evidence, f[0].evidence
+
+
+# --- an attribute read through the DDP / DataParallel wrapper (torch/nn/modules/module.py Module.__getattr__) ---------
+def test_an_attribute_read_through_the_ddp_wrapper_is_that_class_with_module_as_the_fix(tmp_path):
+    f = _found(tmp_path, "Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
+               "    print(model.config)\n[rank1]: AttributeError: 'DistributedDataParallel' object has no attribute "
+               "'config'\n")
+    assert f and f[0].id == "LOG027" and "DistributedDataParallel" in f[0].title, _ids(f)
+    assert "model.module." in f[0].fix, f[0].fix
+
+
+def test_an_attribute_missing_on_a_plain_model_is_no_wrapper_read(tmp_path):
+    # quiet: the model's own class named, not a wrapper's: a plain AttributeError (LOG004), no `.module` fix
+    f = _found(tmp_path, "Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
+               "    print(model.cfg)\nAttributeError: 'LlamaForCausalLM' object has no attribute 'cfg'\n")
+    assert f and f[0].id == "LOG004" and "model.module." not in f[0].fix, _ids(f)
+
+
+# --- DeepSpeed's launcher counting no GPU on its node (deepspeed/launcher/runner.py main: device_count == 0) ----------
+def test_the_deepspeed_launcher_seeing_no_gpu_is_the_gpu_setup_class(tmp_path):
+    f = _found(tmp_path, "[2024-03-01 10:00:00,000] [WARNING] [runner.py:202:fetch_hostfile] Unable to find hostfile, "
+               "will proceed with training with local resources only.\nTraceback (most recent call last):\n"
+               '  File "/usr/bin/deepspeed", line 6, in <module>\n    main()\n'
+               "RuntimeError: Unable to proceed, no GPU resources available\n")
+    assert f and f[0].id == "LOG021", _ids(f)
+    assert not any(x.id == "LOG023" for x in f), _ids(f)
+
+
+def test_a_deepspeed_launch_argument_refusal_stays_a_launch_class(tmp_path):
+    # quiet for LOG021: the launcher refusing its arguments, GPUs counted fine
+    f = _found(tmp_path, "Traceback (most recent call last):\n  File \"/usr/bin/deepspeed\", line 6, in <module>\n"
+               "    main()\nValueError: Num nodes is >1 but no extra nodes available via hostfile\n")
+    assert f and f[0].id != "LOG021", _ids(f)
