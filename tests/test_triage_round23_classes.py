@@ -97,3 +97,23 @@ def test_a_deepspeed_launch_argument_refusal_stays_a_launch_class(tmp_path):
     f = _found(tmp_path, "Traceback (most recent call last):\n  File \"/usr/bin/deepspeed\", line 6, in <module>\n"
                "    main()\nValueError: Num nodes is >1 but no extra nodes available via hostfile\n")
     assert f and f[0].id != "LOG021", _ids(f)
+
+
+# --- a traceback's last line whose class has no Error suffix (CPython traceback.format_exception_only) ----------------
+_FRAMES = 'step 1 loss 0.5\nTraceback (most recent call last):\n  File "train.py", line 40, in <module>\n    batch = next(it)\n'
+
+
+def test_a_bare_exception_class_under_the_frames_is_the_failure(tmp_path):
+    for last, etype in (("StopIteration", "StopIteration"), ("SystemExit: 2", "SystemExit"), ("queue.Empty", "Empty")):
+        f = _found(tmp_path, _FRAMES + last + "\n")
+        assert f and f[0].id == "LOG004" and f"failed with {etype} at train.py:40" in f[0].title, (last, _ids(f))
+
+
+def test_a_plain_word_or_a_successful_exit_under_the_frames_is_no_exception(tmp_path):
+    # quiet: a word that is no exception class, and sys.exit(0), are not read as a process failing with them
+    for last in ("Done", "SystemExit: 0"):
+        f = _found(tmp_path, _FRAMES + last + "\n")
+        assert not any(x.id == "LOG004" for x in f), (last, _ids(f))
+    # and a bare class name far from any frame is a word of the log, not an exception
+    f = _found(tmp_path, "StopIteration\nstep 1 loss 0.5\nTraining completed.\n")
+    assert not f, _ids(f)

@@ -32,3 +32,4 @@ def wrapped(etype: str) -> str:
     'ModuleNotFoundError'), else ''."""
     m = re.search(r"\((\w+)\)$", etype.strip())
     return m.group(1) if m else ""
+

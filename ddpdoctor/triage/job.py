@@ -12,6 +12,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from ..facts import messages as _messages
 from ..facts import spawn_lines
 from ..facts import faulthandler as _faulthandler
+from ..facts import pyexc as _pyexc
 from .blocks import SourceBlocks
 from .lines import Line, timestamp
 from . import prose as _prose
@@ -325,6 +326,26 @@ class Job:
         elif _RDZV_WAIT.search(line.text):
             self.rdzv_line = line
 
+    def _bare_exception(self, line: Line, evs: Iterable[Event]) -> list:
+        """The signatures' events of a line, with an exception event added where the line is a traceback's last line
+        whose class has no Error/Exception suffix ("StopIteration", "SystemExit: 2", "queue.Empty": CPython's
+        traceback.format_exception_only, data/python_exceptions.json): at column 0, under its stream's last frame
+        (the frame's header one line up, or its source lines between them). SystemExit with no code or code 0 is an
+        exit that succeeded, not a failure."""
+        evs = list(evs)
+        lf = self.last_frame.get(self._stream(line))
+        if lf is None or lf.src != line.src or not 1 <= line.lineno - lf.lineno <= 3 or 'File "' not in lf.text:
+            return evs
+        prev = self._prev_by_src.get(line.src)
+        if line.lineno - lf.lineno > 1 and (prev is None or prev.text[:1] not in (" ", "\t")):
+            return evs
+        if any(ev.kind == "exception" for ev in evs):
+            return evs
+        bare = _pyexc.bare_exception(line.text.strip())
+        if bare is None or (bare[0] == "SystemExit" and bare[1].strip() in ("", "0", "None")):
+            return evs
+        return evs + [Event("exception", line, {"type": bare[0], "msg": bare[1]})]
+
     def _stream(self, line: Line) -> tuple:
         """One rank's (or task's) output within one file: where its traceback frames and times belong."""
         r = self.who(line)
@@ -344,6 +365,8 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        if t[:1] not in (" ", "\t", "") and "rror" not in t:
+            evs = self._bare_exception(line, evs)
         if "Fatal Python error: " in t or self._fault_open:
             self._fault_line(line)
         if self._caption and line.src in self._caption:

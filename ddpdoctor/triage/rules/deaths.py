@@ -519,7 +519,8 @@ def rank_failed(job: Job):
             sentence = (f"It reached the caller as {wtype} (line {wrapper.line.lineno}), which only carries it. "
                         + sentence).strip()
             extra = {**extra, "wrapped_by": {"exception": wtype, "line": wrapper.line.lineno}}
-        yield hit(job, "error", f"{who} failed with {etype}{where}: {msg[:160]}", at=ev.line, stage=0,
+        said = f": {msg[:160]}" if msg else " (no message: the class alone)"
+        yield hit(job, "error", f"{who} failed with {etype}{where}{said}", at=ev.line, stage=0,
                   ranks=[rank] if rank is not None else [], hosts=[job.rank_host[rank]] if rank in job.rank_host else [],
                   detail=(f"{'This is the earliest failure in the logs. ' if rank == root else ''}"
                           f"{who.capitalize()} raised {etype}" + (f" and exited with code {code}" if code is not None else "")
