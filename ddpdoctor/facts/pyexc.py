@@ -23,4 +23,12 @@ def bare_exception(text: str):
     traceback.format_exception_only prints it ('StopIteration', 'SystemExit: 2', 'queue.Empty'; data/
     python_exceptions.json), else None. Only meaningful on the line under a traceback's last frame."""
     m = _bare_rx().match(text)
-    return (m.group("type"), m.group("msg") or "") if m else None
+    if m is None or m.group("type") in _exits():
+        return None
+    return m.group("type"), m.group("msg") or ""
+
+
+@functools.lru_cache(maxsize=1)
+def _exits() -> frozenset:
+    with open(_PY, encoding="utf-8") as fh:
+        return frozenset(json.load(fh)["not_failures"])

@@ -33,3 +33,15 @@ def wrapped(etype: str) -> str:
     m = re.search(r"\((\w+)\)$", etype.strip())
     return m.group(1) if m else ""
 
+
+
+# an exception's "Type: message" quoted inside a wrapper's own text: Ray's RayActorError puts str(RayTaskError) after
+# "The actor died because of an error raised in its creation task, ", and a one-line paste keeps the cause's
+# "XError: message" at the end of that line ("... (pid=4411, ip=10.0.1.7): ModuleNotFoundError: No module named 'x'")
+_INNER = re.compile(r"(?:^|[\s:(])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (?P<msg>\S.*)$")
+
+
+def inner(msg: str):
+    """(type, message) of the first exception a wrapper's message quotes in its own text, else None."""
+    m = _INNER.search(msg)
+    return (m.group("type"), m.group("msg").strip()) if m else None

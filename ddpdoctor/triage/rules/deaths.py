@@ -492,6 +492,8 @@ def rank_failed(job: Job):
             if cause is not None:
                 wrapper = ev
                 ev, frame = cause
+            elif wrappers.inner(str(ev.data.get("msg", ""))) is not None:
+                wrapper = ev   # the cause quoted inside the wrapper's own text, on its line
             elif not wrappers.wrapped(str(ev.data.get("type", ""))):
                 continue   # no cause in the log, not even its class's name
         if rank is None:
@@ -514,6 +516,9 @@ def rank_failed(job: Job):
                f"rank {rank}" if rank is not None else "a process")
         etype = ev.data.get("type", "exception").rsplit(".", 1)[-1]
         msg = str(ev.data.get("msg", "")).strip()
+        if wrapper is ev:
+            etype, msg = wrappers.inner(msg)
+            etype = etype.rsplit(".", 1)[-1]
         if wrapper is not None:
             wtype = str(wrapper.data.get("type", "")).rsplit(".", 1)[-1]
             sentence = (f"It reached the caller as {wtype} (line {wrapper.line.lineno}), which only carries it. "
