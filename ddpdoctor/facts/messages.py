@@ -228,7 +228,21 @@ def _bash_texts(key: str) -> Tuple[str, ...]:
         return ()
 
 
+def _zsh_sigmsg() -> Dict[str, str]:
+    """zsh's own text of each deadly signal in its job reports -> the signal ("segmentation fault" -> "SIGSEGV";
+    strsignal.json "zsh": Src/signames2.awk)."""
+    import json
+    import pathlib
+
+    try:
+        with (pathlib.Path(__file__).resolve().parent.parent / "data" / "strsignal.json").open(encoding="utf-8") as fh:
+            return {str(t): sig for sig, t in json.load(fh)["zsh"]["sigmsg"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
 SIGNAL_TEXTS: Dict[str, Tuple[str, ...]] = _signal_texts()
+ZSH_SIGMSG: Dict[str, str] = _zsh_sigmsg()
 KILLED_TEXTS: Tuple[str, ...] = SIGNAL_TEXTS.get("SIGKILL", ())
 # bash's "line %d: " (a script's job report: "train.sh: line 3: 4242 Killed  python ...") and "(core dumped)" in the
 # languages bash is translated into ("Zeile %d: ", "第 %d 行：")

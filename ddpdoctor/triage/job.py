@@ -12,6 +12,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from ..facts import messages as _messages
 from ..facts import spawn_lines
 from ..facts import faulthandler as _faulthandler
+from ..facts import pyexc as _pyexc
 from .blocks import SourceBlocks
 from .lines import Line, timestamp
 from . import prose as _prose
@@ -112,7 +113,7 @@ _PROMPT_LAUNCH = re.compile(
     r"accelerate\s+launch|python[\d.]*\s+\S+\.py|srun|sbatch|mpirun|horovodrun)\b"
     r"|^\s*!(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python[\d.]*\s+-m\s+torch\.distributed\S*|torchrun|deepspeed|"
     r"accelerate\s+launch|python[\d.]*\s+\S+\.py)\b")
-_RUN_FAILURE_KINDS = frozenset({"torchrun_failed", "spawn_exit", "srun_task", "shell_killed", "shell_signal",
+_RUN_FAILURE_KINDS = frozenset({"torchrun_failed", "spawn_exit", "srun_task", "shell_killed", "shell_signal", "zsh_signal",
                                 "mpirun_exit", "mpich_exit", "horovod_exit", "launcher_rank_exit", "segfault", "oom_killer",
                                 "watchdog", "watchdog_seq", "nccl_aborted", "teardown_abort"})
 _LAUNCH_WORDS = ("python", "torchrun", "deepspeed", "accelerate", "srun", "sbatch", "mpirun", "horovodrun")
@@ -325,6 +326,26 @@ class Job:
         elif _RDZV_WAIT.search(line.text):
             self.rdzv_line = line
 
+    def _bare_exception(self, line: Line, evs: Iterable[Event]) -> list:
+        """The signatures' events of a line, with an exception event added where the line is a traceback's last line
+        whose class has no Error/Exception suffix ("StopIteration", "queue.Empty": CPython's
+        traceback.format_exception_only, data/python_exceptions.json): at column 0, under its stream's last frame
+        (the frame's header one line up, or its source lines between them). SystemExit and KeyboardInterrupt are
+        not read (data/python_exceptions.json "not_failures": an exit by design, the user's Ctrl-C)."""
+        evs = list(evs)
+        lf = self.last_frame.get(self._stream(line))
+        if lf is None or lf.src != line.src or not 1 <= line.lineno - lf.lineno <= 3 or 'File "' not in lf.text:
+            return evs
+        prev = self._prev_by_src.get(line.src)
+        if line.lineno - lf.lineno > 1 and (prev is None or prev.text[:1] not in (" ", "\t")):
+            return evs
+        if any(ev.kind == "exception" for ev in evs):
+            return evs
+        bare = _pyexc.bare_exception(line.text.strip())
+        if bare is None:
+            return evs
+        return evs + [Event("exception", line, {"type": bare[0], "msg": bare[1]})]
+
     def _stream(self, line: Line) -> tuple:
         """One rank's (or task's) output within one file: where its traceback frames and times belong."""
         r = self.who(line)
@@ -344,6 +365,8 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        if t[:1] not in (" ", "\t", "") and "rror" not in t:
+            evs = self._bare_exception(line, evs)
         if "Fatal Python error: " in t or self._fault_open:
             self._fault_line(line)
         if self._caption and line.src in self._caption:
@@ -986,6 +1009,18 @@ class Job:
             self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig,
                                    int(d["pid"]) if d.get("pid") else None,
                                    line.ts, line, "shell"))
+        elif kind == "zsh_signal":
+            # zsh's report of a job that died on a signal (Src/jobs.c printjob, its own texts: data/strsignal.json "zsh");
+            # an interrupt it printed no line for. The rank from the command's environment assignments, as for bash's
+            sig = _messages.ZSH_SIGMSG.get(str(d.get("what")))
+            if sig in SIGNUM:
+                m = _ENV_RANK.search(str(d.get("cmd", "")))
+                r = int(m.group(1)) if m else None
+                if r is not None:
+                    self.ranks.add(r)
+                    rank = r
+                self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig,
+                                       int(d["pid"]) if d.get("pid") else None, line.ts, line, "zsh"))
         elif kind == "horovod_exit":
             # horovodrun (Gloo) names the rank whose command ended and the shell's status: 128 + N is death by signal N
             status, r = int(d["code"]), int(d["rank"])
@@ -1541,7 +1576,7 @@ _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_ini
 
 # kinds the catalogue leaves without a role whose line is a process failing (an exit, a signal, a traceback's exception)
 _FAILURE_KINDS = frozenset({"exception", "torchrun_failed", "table_row", "spawn_exit", "srun_task", "shell_killed",
-                            "shell_signal", "ide_exit", "mpirun_exit", "mpich_exit", "horovod_exit", "launcher_rank_exit",
+                            "shell_signal", "zsh_signal", "ide_exit", "mpirun_exit", "mpich_exit", "horovod_exit", "launcher_rank_exit",
                             "segfault", "oom_killer", "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                             "teardown_abort"})
 

@@ -216,6 +216,12 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:: (?:line \d+:|%s) *(?P<pid>\d+) +(?P<what>Aborted|Segmentation fault|Bus error|Illegal instruction|"
          r"Floating point exception|%s)(?: *(?:\(core dumped\)|%s))?(?: +(?P<cmd>\S.*))?|^(?P<bare>%s)(?: *(?:\(core dumped\)|%s))?)$"
          % (BASH_LINE_ALT, SIGNAL_ALT_OTHER, CORE_ALT, SIGNAL_ALT_OTHER, CORE_ALT))),
+    # zsh's report of a job that died on a signal: its own lower-case texts (Src/signames2.awk: "segmentation fault",
+    # "abort", "killed", ...; data/strsignal.json "zsh"), after "zsh: " for the foreground job or "[N]  + " (and the
+    # pid with `jobs -l`) for another, padded with at least two spaces before the command (Src/jobs.c printjob)
+    ("zsh_signal", ("zsh: ",) + tuple(f"{t}  " for t in _messages.ZSH_SIGMSG) + ("(core dumped)",),
+     _re(r"^(?:zsh: |\[\d+\]  [+\- ] (?:(?P<pid>\d+) )?)(?P<what>%s)(?: \(core dumped\))? {2,}(?P<cmd>\S.*)$"
+         % "|".join(re.escape(t) for t in sorted(_messages.ZSH_SIGMSG, key=len, reverse=True)))),
     # PyCharm's (IntelliJ's) Run window when the process it started ends: IdeCoreBundle.properties @432c504
     # finished.with.exit.code.text.message "Process finished with exit code {0}", on a signal followed by
     # "(interrupted by signal N: SIGNAME)" (ProcessTerminatedListener; format of real logs: "exit code 137 (interrupted by
@@ -488,7 +494,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "mpich_exit", "mpirun_first", "horovod_exit", "launcher_rank_exit", "watchdog_abort", "shell_signal", "hvd_rank_row",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "mpich_exit", "mpirun_first", "horovod_exit", "launcher_rank_exit", "watchdog_abort", "shell_signal", "zsh_signal", "hvd_rank_row",
                             "nccl_iface", "memory_table_row", "nccl_result_trace", "nccl_system_error"):
                     continue  # these need their fields
             else:

@@ -10,6 +10,7 @@ from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
 from ..signatures import entry_of
+from ...facts import wrappers
 from ..verdict import INF, KIND_RULE, own_events, any_specific, escalated_kills, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
 from . import first_seen, hit, launcher_failure, ranks_text, rule, who_exited
 
@@ -447,7 +448,10 @@ def rank_failed(job: Job):
         other than SIGKILL/SIGSEGV/SIGTERM (e.g. SIGABRT, SIGBUS), and CPython faulthandler's dump of
         such a signal ("Fatal Python error: Aborted", "Floating point exception", "Illegal instruction",
         then the crashing thread's frames; no Traceback header): a crash at that thread's innermost frame
-        of the program's own code. The earliest one is the root cause.
+        of the program's own code. The earliest one is the root cause. A wrapper that only carries a cause
+        raised elsewhere (Ray's RayTaskError(X), ActorDiedError, TrainingFailedError, TuneError:
+        data/wrapper_exceptions.json) is read by the cause's own exception line, the wrapper folded into it;
+        a wrapper with no cause in the log, not even by its class's name, is left to LOG028.
 
     Why it matters
         torchrun's "Root Cause (first observed failure)" orders ranks by when their exit was noticed,
@@ -475,6 +479,23 @@ def rank_failed(job: Job):
         ev, frame = lst[0]
         if _is_specific(job, ev.line) or _lost_with_ray_node(job, ev.line):
             continue
+        wrapper = None
+        if wrappers.is_wrapper(str(ev.data.get("type", ""))):
+            # a wrapper (Ray's RayTaskError(X), ActorDiedError, TrainingFailedError, TuneError: data/
+            # wrapper_exceptions.json) only carries the cause raised elsewhere: the cause's own exception line (inside the
+            # wrapper's text, or above it) is the failure, the wrapper folded into it; a wrapper whose cause the log does
+            # not show, not even by its class's name (RayTaskError(ValueError) names it), is no explanation at all:
+            # LOG028 reports it as an unexplained failure
+            cause = _cause_of(lst)
+            if cause is not None and _is_specific(job, cause[0].line):
+                continue
+            if cause is not None:
+                wrapper = ev
+                ev, frame = cause
+            elif wrappers.inner(str(ev.data.get("msg", ""))) is not None:
+                wrapper = ev   # the cause quoted inside the wrapper's own text, on its line
+            elif not wrappers.wrapped(str(ev.data.get("type", ""))):
+                continue   # no cause in the log, not even its class's name
         if rank is None:
             rank = _mpirun_named(job, ev.line)
         local = None
@@ -495,7 +516,16 @@ def rank_failed(job: Job):
                f"rank {rank}" if rank is not None else "a process")
         etype = ev.data.get("type", "exception").rsplit(".", 1)[-1]
         msg = str(ev.data.get("msg", "")).strip()
-        yield hit(job, "error", f"{who} failed with {etype}{where}: {msg[:160]}", at=ev.line, stage=0,
+        if wrapper is ev:
+            etype, msg = wrappers.inner(msg)
+            etype = etype.rsplit(".", 1)[-1]
+        if wrapper is not None:
+            wtype = str(wrapper.data.get("type", "")).rsplit(".", 1)[-1]
+            sentence = (f"It reached the caller as {wtype} (line {wrapper.line.lineno}), which only carries it. "
+                        + sentence).strip()
+            extra = {**extra, "wrapped_by": {"exception": wtype, "line": wrapper.line.lineno}}
+        said = f": {msg[:160]}" if msg else " (no message: the class alone)"
+        yield hit(job, "error", f"{who} failed with {etype}{where}{said}", at=ev.line, stage=0,
                   ranks=[rank] if rank is not None else [], hosts=[job.rank_host[rank]] if rank in job.rank_host else [],
                   detail=(f"{'This is the earliest failure in the logs. ' if rank == root else ''}"
                           f"{who.capitalize()} raised {etype}" + (f" and exited with code {code}" if code is not None else "")
@@ -599,6 +629,11 @@ def rank_failed(job: Job):
 # Aborted (core dumped) <command>")
 _SHELL_CMD = re.compile(r": line \d+: +\d+ +(?:Aborted|Bus error|Illegal instruction|Floating point exception)"
                         r"(?: +\(core dumped\))? +(\S.*)$")
+
+
+def _cause_of(lst) -> Optional[tuple]:
+    """The first (event, frame) of a rank's exceptions that is not a wrapper's (data/wrapper_exceptions.json), or None."""
+    return next(((e, f) for e, f in lst if not wrappers.is_wrapper(str(e.data.get("type", "")))), None)
 
 
 def _first_ts(lst) -> tuple:
