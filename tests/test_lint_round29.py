@@ -1,0 +1,65 @@
+"""Round 29 (issue 25, round 23 of the project, lint29): precision classes left by fr157 and fr158, each with a trigger
+and a quiet fixture (fixtures/lint/r29/), and the per-shape severity of the first-read precision pass. Pure lint runs
+and pure functions: no process is launched."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ddpdoctor.lint import engine
+from ddpdoctor.lint.api import lint_paths
+from ddpdoctor.model import Finding
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "r29"
+
+
+def found(name: str, rid: str):
+    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+
+
+def test_lint036_reads_under_a_hasattr_test_in_an_expression_are_quiet():
+    # `self.model.stride.max() if hasattr(self.model, "stride") else 32` (fr158 ultralytics' trainer), and
+    # `hasattr(m, "names") and m.names`: hasattr is False on the wrapper, the read never runs
+    assert found("wrapper_read_hasattr_guarded_ok.py", "LINT036") == []
+
+
+def test_lint036_a_hasattr_test_about_another_object_keeps_the_warning():
+    assert found("wrapper_read_hasattr_guarded_bad.py", "LINT036") == [(11, "warning"), (18, "warning")]
+
+
+def test_lint013_a_helper_called_from_the_parent_of_mp_spawn_runs_in_one_process():
+    # save_checkpoint() under `if rank == 0:` in the worker and in run_fallback_training(), which only main() calls,
+    # in the `except` of its mp.spawn (fr157 natashaoberoi/FFU)
+    assert found("spawn_parent_fallback_save_ok.py", "LINT013") == []
+
+
+def test_lint013_the_same_helper_also_run_by_every_spawned_rank_keeps_the_warning():
+    assert found("spawn_parent_fallback_save_bad.py", "LINT013") == [(12, "warning")]
+
+
+def _finding(title: str, severity: str = "warning") -> Finding:
+    return Finding(id="LINT013", severity=severity, title=title, detail="", evidence={"line": 3})
+
+
+def test_a_shape_is_the_condition_without_the_scripts_names_numbers_and_receivers():
+    a = engine.shape_of("/x/train.py:12: unwrapped_model.save_pretrained() runs on every rank: ranks race")
+    b = engine.shape_of("/y/run.py:7: model.save_pretrained() runs on every rank; the shards")
+    assert a == b == "save_pretrained() runs on every rank"
+    assert engine.shape_of("/x/t.py:3: open(..., 'w') runs on every rank: x") == "open(..., 'X') runs on every rank"
+    assert engine.shape_of("/x/t.py:3: `m.x` reads through the wrapper (line 12)") == "`X` reads through the wrapper (line N)"
+
+
+def test_a_shape_measured_below_the_bar_is_a_note_but_under_preview(monkeypatch):
+    bad = _finding("/x/t.py:3: wandb.log runs on every rank: duplicate points")
+    other = _finding("/x/t.py:3: torch.save runs on every rank: a torn file")
+    monkeypatch.setattr(engine, "measured", lambda: {"LINT013": {"earned": True, "earns": "warning"}})
+    monkeypatch.setattr(engine, "measured_shapes", lambda: {
+        "LINT013": {"wandb.log runs on every rank": {"judged": 10, "tp": 7, "precision": 0.7}}})
+    for level in (True, False):
+        note = engine.earned_severity(bad, level)
+        assert note.severity == "info" and "7 right of 10" in note.evidence["preview"]
+        assert engine.earned_severity(other, level).severity == "warning"
+    assert engine.earned_severity(bad, engine.PREVIEW).severity == "warning"
+    err = dataclasses.replace(bad, severity="error")
+    assert engine.earned_severity(err, True).severity == "error"  # errors are never split off by shape
