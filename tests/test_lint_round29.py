@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from ddpdoctor.lint import engine
 from ddpdoctor.lint.api import lint_paths
 from ddpdoctor.model import Finding
@@ -63,3 +65,18 @@ def test_a_shape_measured_below_the_bar_is_a_note_but_under_preview(monkeypatch)
     assert engine.earned_severity(bad, engine.PREVIEW).severity == "warning"
     err = dataclasses.replace(bad, severity="error")
     assert engine.earned_severity(err, True).severity == "error"  # errors are never split off by shape
+
+
+@pytest.mark.measured_shapes
+def test_the_measured_shapes_apply_to_the_library_and_the_cli_default():
+    # the table written from the corpus: every shape listed there is a note at the library's own severity
+    shapes = engine.measured_shapes()
+    assert shapes, "lint_severity.json lists the shapes measured below the bar"
+    rule, table = next(iter(shapes.items()))
+    shape = next(iter(table))
+    f = _finding(f"/x/t.py:3: {shape}: detail")
+    f = dataclasses.replace(f, id=rule)
+    assert engine.shape_of(f) == shape
+    assert engine.earned_severity(f, True).severity == "info"
+    assert engine.earned_severity(f, False).severity == "info"
+    assert engine.earned_severity(f, engine.PREVIEW).severity == "warning"
