@@ -80,3 +80,14 @@ def test_the_measured_shapes_apply_to_the_library_and_the_cli_default():
     assert engine.earned_severity(f, True).severity == "info"
     assert engine.earned_severity(f, False).severity == "info"
     assert engine.earned_severity(f, engine.PREVIEW).severity == "warning"
+
+
+def test_lint043_an_underscore_only_local_rank_under_a_launch_in_the_scripts_own_comments_is_a_note():
+    # `parser.add_argument("--local_rank", ...)` and `# python -m torch.distributed.launch ... main.py` in the file
+    # itself, no torch pin below 2.0 (fr156 chenwangsy/pytorch_DDP, a reader's miss): torch >= 2.0 passes
+    # --local-rank=N (torch/distributed/run.py config_from_args)
+    assert found("local_rank_underscore_own_comment_launch_bad.py", "LINT043") == [(13, "info")]
+
+
+def test_lint043_both_spellings_defined_is_quiet():
+    assert found("local_rank_both_spellings_own_comment_launch_ok.py", "LINT043") == []
