@@ -91,3 +91,14 @@ def test_lint043_an_underscore_only_local_rank_under_a_launch_in_the_scripts_own
 
 def test_lint043_both_spellings_defined_is_quiet():
     assert found("local_rank_both_spellings_own_comment_launch_ok.py", "LINT043") == []
+
+
+def test_lint043_a_missing_option_under_a_launch_only_in_the_scripts_comments_is_a_note(tmp_path):
+    script = tmp_path / "train_ddp.py"
+    script.write_text('import argparse\n# python -m torch.distributed.launch --nproc_per_node=2 train_ddp.py\n'
+                      'parser = argparse.ArgumentParser()\nparser.add_argument("--resume")\nargs = parser.parse_args()\n')
+    assert [(f.evidence["line"], f.severity) for f in lint_paths([str(script)]).findings if f.id == "LINT043"] == \
+        [(5, "info")]
+    (tmp_path / "README.md").write_text("python -m torch.distributed.launch --nproc_per_node=2 train_ddp.py\n")
+    assert [(f.evidence["line"], f.severity) for f in lint_paths([str(script)]).findings if f.id == "LINT043"] == \
+        [(5, "warning")]

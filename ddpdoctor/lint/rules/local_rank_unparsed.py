@@ -92,7 +92,7 @@ def local_rank_argument_not_accepted(t):
     What it checks
         A script whose project launches it with `python -m torch.distributed.launch` without `--use_env`/
         `--use-env` (read from the README and shell scripts next to it, and since round 23 from the script's own
-        comments, whatever file name the copied line names) that builds an `argparse.ArgumentParser`,
+        comments, whatever file name the copied line names: then a note) that builds an `argparse.ArgumentParser`,
         defines no option starting with `--local_rank` or `--local-rank`, and calls `parse_args()` on it with no
         argument list. Quiet with `parse_known_args()`, with the option defined (either spelling), with an
         explicit argument list, a parser built from `parents=`, subcommands, or a file that handles `sys.argv`
@@ -121,6 +121,7 @@ def local_rank_argument_not_accepted(t):
         return
     launches = [l for l in ctx.launches_of(t.real_path) if l.launcher == "torch.distributed.launch" and not l.use_env] \
         if ctx is not None else []
+    shown = bool(launches)  # a launch line of the project (README, shell script), not only the script's comments
     launches += _own_comment_launches(t)
     if not launches:
         return
@@ -162,7 +163,7 @@ def local_rank_argument_not_accepted(t):
             continue
         receiver = dotted(func.value)
         yield t.finding(
-            "warning", call.node,
+            "warning" if shown else "info", call.node,  # a launch only in the script's comments: a note (round 23)
             f"{receiver}.parse_args() accepts no --local_rank, but {launch.source}:{launch.line} launches this script "
             "with torch.distributed.launch, which adds --local-rank=N (--local_rank=N before torch 2.0) to its "
             "command line: every rank exits with 'unrecognized arguments'",
