@@ -102,3 +102,14 @@ def test_lint043_a_missing_option_under_a_launch_only_in_the_scripts_comments_is
     (tmp_path / "README.md").write_text("python -m torch.distributed.launch --nproc_per_node=2 train_ddp.py\n")
     assert [(f.evidence["line"], f.severity) for f in lint_paths([str(script)]).findings if f.id == "LINT043"] == \
         [(5, "warning")]
+
+
+def test_lint029_the_plain_module_handed_to_the_training_function_warns_at_its_forward():
+    # `classifier_without_ddp = classifier.module; train(backbone, classifier_without_ddp, ...)`, train() runs
+    # `classifier(feats)` then `loss.backward()` (fr158 bio-mlhui/MyFramework, a reader's miss)
+    [f] = [f for f in lint_paths([str(FIX / "ddp_module_handed_to_train_bad.py")]).findings if f.id == "LINT029"]
+    assert (f.evidence["line"], f.severity, f.evidence["lines"]) == (13, "warning", [13, 28])
+
+
+def test_lint029_the_wrapper_handed_to_the_training_function_is_quiet():
+    assert found("ddp_module_handed_to_train_ok.py", "LINT029") == []
