@@ -113,3 +113,15 @@ def test_lint029_the_plain_module_handed_to_the_training_function_warns_at_its_f
 
 def test_lint029_the_wrapper_handed_to_the_training_function_is_quiet():
     assert found("ddp_module_handed_to_train_ok.py", "LINT029") == []
+
+
+def test_lint009_names_the_epoch_loop_and_the_iteration_it_proves_by():
+    # readers point at the epoch loop that lacks set_epoch (fr155 jiashenggu/Tk-Instruct, fr157 juny116 x2): the
+    # finding carries the lines its proof names, besides the sampler's
+    src = ("import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
+           "from torch.utils.data.distributed import DistributedSampler\n"
+           "dist.init_process_group('nccl')\nsampler = DistributedSampler(ds)\n"
+           "loader = DataLoader(ds, sampler=sampler)\nfor epoch in range(10):\n    for x in loader:\n"
+           "        model(x).sum().backward()\n")
+    [f] = [f for f in engine.lint_source(src, "x.py") if f.id == "LINT009"]
+    assert f.severity == "warning" and f.evidence["lines"] == [5, 7, 8]
