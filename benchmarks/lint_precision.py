@@ -199,13 +199,13 @@ SEVERITY_FROM = 111  # the first batch of the window the severities are measured
 SHAPE_MIN_JUDGED = 5  # a shape is split off as a note when measured below the bar over at least this many findings
 
 
-def severity_batches(corpus: dict) -> list:
+def severity_batches(corpus: dict, since: int = SEVERITY_FROM) -> list:
     """Every first-read batch from fr<SEVERITY_FROM> on (corpus["first_read_batches"], in the order they were read)
     with judged findings: the batches read with the protocol of issue 25 (declared before collecting, judged before
     any fix, fr111 onwards). Files of copied code read apart from their batch (fr39x, fr41x, fr42x) are none."""
     judged = {v.get("set") for v in corpus["verdicts"]}
     return [name for name in corpus.get("first_read_batches", {}) if name in judged
-            and name[2:].isdigit() and int(name[2:]) >= SEVERITY_FROM]
+            and (not since or (name[2:].isdigit() and int(name[2:]) >= since))]
 
 
 def shape_table(corpus: dict) -> dict:
@@ -248,17 +248,21 @@ def severity_table(corpus: dict) -> dict:
     earns its warnings with >= GOAL_JUDGED judged findings and >= GOAL_PRECISION precision (strict:
     debatable counts against); see `earns`. Written to ddpdoctor/data/lint_severity.json."""
     sets = severity_batches(corpus)
+    every = set(severity_batches(corpus, since=0))
     per: dict = defaultdict(Counter)
     seen: dict = defaultdict(set)
     for v in corpus["verdicts"]:
-        if v.get("set") not in sets or v.get("severity", "warning") not in ("warning", "error"):
+        if v.get("set") not in every or v.get("severity", "warning") not in ("warning", "error"):
             continue
         if v.get("after_fix"):
             continue  # judged after a fix made for its batch (a miss that became a warning): not a first read
+        if v.get("severity") == "error" and v["verdict"] != "TP":
+            # a false error is never forgotten: counted over every first-read batch (fr1 on), not only the window
+            per[v["rule"]]["false_errors"] += 1
+        if v.get("set") not in sets:
+            continue
         per[v["rule"]][v["verdict"]] += 1
         seen[v["rule"]].add(v["set"])
-        if v.get("severity") == "error" and v["verdict"] != "TP":
-            per[v["rule"]]["false_errors"] += 1
     rules = {}
     for rule, c in sorted(per.items()):
         judged = c["TP"] + c["FP"] + c["debatable"]
@@ -275,7 +279,7 @@ def severity_table(corpus: dict) -> dict:
                     f"over >= {GOAL_JUDGED} judged warnings and errors (earns: warning); with fewer judged it is "
                     "a note by default and shown under --preview (earns: preview); measured below the bar it is "
                     "a note by default and shown under --preview (earns: note). Its errors stay errors unless a "
-                    "first-read batch judged one of them other than right. A shape of a rule (the condition it "
+                    "first-read batch (any, fr1 on) judged one of them other than right. A shape of a rule (the condition it "
                     f"fired on) measured below {GOAL_PRECISION:.0%} over >= {SHAPE_MIN_JUDGED} judged findings "
                     "(shapes) is a note at its own severity too; --preview shows it as a warning.",
             "rules": rules,

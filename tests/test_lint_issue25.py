@@ -248,7 +248,7 @@ def test_the_severity_table_is_the_one_the_corpus_gives():
     for rule, m in table["rules"].items():
         assert m["earned"] == (m["judged"] >= 20 and m["precision"] >= 0.9)
         assert m["earns"] == ("preview" if m["judged"] < 20 else "warning" if m["precision"] >= 0.9 else "note")
-        assert 1 <= m["batches"] <= m["judged"]
+        assert m["batches"] <= m["judged"] and (m["batches"] >= 1 or m["false_errors"])  # false errors: fr1 on
 
 
 @pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py", "epoch_while_ok.py",
