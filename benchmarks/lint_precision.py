@@ -195,17 +195,48 @@ def measure(root: str, corpus: dict, tolerance: int) -> dict:
 GOAL_JUDGED = 20
 
 
-def severity_batches(corpus: dict) -> list:
-    """Every first-read batch (corpus["first_read_batches"], in the order they were read) with judged findings.
-    Files of copied code read apart from their batch (fr39x, fr41x, fr42x) are no first-read batch."""
+SEVERITY_FROM = 111  # the first batch of the window the severities are measured over (issue 25, round 23)
+SHAPE_MIN_JUDGED = 5  # a shape is split off as a note when measured below the bar over at least this many findings
+
+
+def severity_batches(corpus: dict, since: int = SEVERITY_FROM) -> list:
+    """Every first-read batch from fr<SEVERITY_FROM> on (corpus["first_read_batches"], in the order they were read)
+    with judged findings: the batches read with the protocol of issue 25 (declared before collecting, judged before
+    any fix, fr111 onwards). Files of copied code read apart from their batch (fr39x, fr41x, fr42x) are none."""
     judged = {v.get("set") for v in corpus["verdicts"]}
-    return [name for name in corpus.get("first_read_batches", {}) if name in judged]
+    return [name for name in corpus.get("first_read_batches", {}) if name in judged
+            and (not since or (name[2:].isdigit() and int(name[2:]) >= since))]
+
+
+def shape_table(corpus: dict) -> dict:
+    """Each rule's first-read precision per shape (ddpdoctor.lint.engine.shape_of: the condition the rule fired on),
+    over the first-read verdicts of severity_batches that carry a `shape` (tools/lint_shapes.py writes it: the shape
+    of the finding the linter still reports within 3 lines of the judged one, at the commit in
+    corpus["shapes_at"]). Returns {rule: {shape: figures}} for the shapes measured below GOAL_PRECISION over at
+    least SHAPE_MIN_JUDGED judged findings: those are notes (engine.earned_severity) while the rule's other shapes
+    keep the rule's severity."""
+    sets = set(severity_batches(corpus))
+    per: dict = defaultdict(Counter)
+    for v in corpus["verdicts"]:
+        if v.get("set") not in sets or not v.get("shape") or v.get("after_fix") \
+                or v.get("severity", "warning") not in ("warning", "error"):
+            continue
+        per[(v["rule"], v["shape"])][v["verdict"]] += 1
+    out: dict = {}
+    for (rule, shape), c in sorted(per.items()):
+        judged = c["TP"] + c["FP"] + c["debatable"]
+        precision = round(c["TP"] / judged, 4) if judged else 0.0
+        if judged >= SHAPE_MIN_JUDGED and precision < GOAL_PRECISION:
+            out.setdefault(rule, {})[shape] = {"judged": judged, "tp": c["TP"], "fp": c["FP"],
+                                               "debatable": c["debatable"], "precision": precision}
+    return out
 
 
 def earns(judged: int, precision: float) -> str:
     """The severity a rule earns from its first-read figures: "warning" (>= GOAL_JUDGED judged, >= GOAL_PRECISION:
     its own severity by default), "preview" (fewer than GOAL_JUDGED judged: its own severity under --preview, a note
-    by default, until it is measured), "note" (measured below the bar: a note, also under --preview)."""
+    by default, until it is measured), "note" (measured below the bar: a note by default, its own severity under
+    --preview)."""
     if judged < GOAL_JUDGED:
         return "preview"
     return "warning" if precision >= GOAL_PRECISION else "note"
@@ -217,17 +248,21 @@ def severity_table(corpus: dict) -> dict:
     earns its warnings with >= GOAL_JUDGED judged findings and >= GOAL_PRECISION precision (strict:
     debatable counts against); see `earns`. Written to ddpdoctor/data/lint_severity.json."""
     sets = severity_batches(corpus)
+    every = set(severity_batches(corpus, since=0))
     per: dict = defaultdict(Counter)
     seen: dict = defaultdict(set)
     for v in corpus["verdicts"]:
-        if v.get("set") not in sets or v.get("severity", "warning") not in ("warning", "error"):
+        if v.get("set") not in every or v.get("severity", "warning") not in ("warning", "error"):
             continue
         if v.get("after_fix"):
             continue  # judged after a fix made for its batch (a miss that became a warning): not a first read
+        if v.get("severity") == "error" and v["verdict"] != "TP":
+            # a false error is never forgotten: counted over every first-read batch (fr1 on), not only the window
+            per[v["rule"]]["false_errors"] += 1
+        if v.get("set") not in sets:
+            continue
         per[v["rule"]][v["verdict"]] += 1
         seen[v["rule"]].add(v["set"])
-        if v.get("severity") == "error" and v["verdict"] != "TP":
-            per[v["rule"]]["false_errors"] += 1
     rules = {}
     for rule, c in sorted(per.items()):
         judged = c["TP"] + c["FP"] + c["debatable"]
@@ -237,15 +272,19 @@ def severity_table(corpus: dict) -> dict:
                        "batches": len(seen[rule]),
                        "earned": judged >= GOAL_JUDGED and precision >= GOAL_PRECISION,
                        "earns": earns(judged, precision)}
-    return {"schema": "ddpdoctor/lint-severity/2",
-            "source": f"benchmarks/lint_corpus.json, first-read verdicts of every first-read batch ({len(sets)}: "
-                      + ", ".join(sets) + ")",
+    return {"schema": "ddpdoctor/lint-severity/3",
+            "source": f"benchmarks/lint_corpus.json, first-read verdicts of every first-read batch from "
+                      f"fr{SEVERITY_FROM} ({len(sets)}: " + ", ".join(sets) + ")",
             "rule": f"a rule earns its own severity by default when its first-read precision is >= {GOAL_PRECISION:.0%} "
                     f"over >= {GOAL_JUDGED} judged warnings and errors (earns: warning); with fewer judged it is "
-                    "shown under --preview and is a note by default (earns: preview); measured below the bar it is "
-                    "a note, also under --preview (earns: note). Its errors stay errors unless a first-read batch "
-                    "judged one of them other than right.",
-            "rules": rules}
+                    "a note by default and shown under --preview (earns: preview); measured below the bar it is "
+                    "a note by default and shown under --preview (earns: note). Its errors stay errors unless a "
+                    "first-read batch (any, fr1 on) judged one of them other than right. A shape of a rule (the condition it "
+                    f"fired on) measured below {GOAL_PRECISION:.0%} over >= {SHAPE_MIN_JUDGED} judged findings "
+                    "(shapes) is a note at its own severity too; --preview shows it as a warning.",
+            "rules": rules,
+            "shapes_at": corpus.get("shapes_at", ""),
+            "shapes": shape_table(corpus)}
 
 
 def severity_markdown(corpus: dict) -> str:
@@ -263,7 +302,7 @@ def severity_markdown(corpus: dict) -> str:
         elif r["earns"] == "preview":
             shown, preview = f"notes ({r['judged']} judged, needs {GOAL_JUDGED})", "own severity"
         else:
-            shown = preview = f"notes (needs {GOAL_PRECISION:.0%})"
+            shown, preview = f"notes (needs {GOAL_PRECISION:.0%})", "own severity"
         if rule not in ("LINT090", "LINT091") and r["earns"] != "warning" and not r["false_errors"]:
             shown += "; errors stay errors"
             preview += "; errors stay errors" if preview.startswith("notes") else ""
@@ -271,9 +310,20 @@ def severity_markdown(corpus: dict) -> str:
                      f"{r['false_errors']} | {r['precision']:.1%} | {shown} | {preview} |")
     sets = severity_batches(corpus)
     lines.append("")
-    lines.append(f"Batches counted: every first-read batch, {sets[0]} to {sets[-1]} ({len(sets)} batches; fr39x, "
-                 "fr41x and fr42x, copied code read apart, left out). Rules not listed had no warning or error judged "
+    lines.append(f"Batches counted: every first-read batch from fr{SEVERITY_FROM}, {sets[0]} to {sets[-1]} "
+                 f"({len(sets)} batches). Rules not listed had no warning or error judged "
                  "at first read: they report notes by default and their own severity under --preview.")
+    lines.append("")
+    lines.append(f"Shapes measured below the bar (>= {SHAPE_MIN_JUDGED} judged, < {GOAL_PRECISION:.0%}; shapes of the "
+                 f"findings the linter reports at {table['shapes_at'] or '?'}): notes at their own severity, "
+                 "warnings under --preview, while the rule's other shapes keep the rule's severity.")
+    lines.append("")
+    lines.append("| rule | shape | judged | right | wrong | debatable | precision (strict) |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for rule, shapes in table["shapes"].items():
+        for shape, r in shapes.items():
+            lines.append(f"| {rule} | {shape.replace('|', '/')} | {r['judged']} | {r['tp']} | {r['fp']} | "
+                         f"{r['debatable']} | {r['precision']:.1%} |")
     return "\n".join(lines) + "\n"
 
 

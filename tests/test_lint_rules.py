@@ -573,9 +573,9 @@ CASES = {
         import argparse
         parser = argparse.ArgumentParser()
         parser.add_argument("--lr", type=float)
-        parser.add_argument("--local_rank", type=int)
+        parser.add_argument("--local-rank", "--local_rank", type=int)
         args = parser.parse_args()
-        """}),
+        """}),  # both spellings (torch >= 2.0 passes --local-rank; round 23: --local_rank alone is a note)
 }
 
 

@@ -288,17 +288,52 @@ def earned(rule_id: str) -> bool:
 
 def earns(rule_id: str) -> str:
     """What the rule's first-read figures earn (ddpdoctor/data/lint_severity.json, benchmarks/lint_precision.earns):
-    "warning" (its own severity), "preview" (too few judged: its own severity under --preview, a note by default)
-    or "note" (measured below the bar: a note, also under --preview). A rule never judged is "preview"."""
+    "warning" (its own severity), "preview" (too few judged: a note by default, its own severity under --preview)
+    or "note" (measured below the bar: a note by default, its own severity under --preview). A rule never judged is
+    "preview"."""
     m = measured().get(rule_id) or {}
     return m.get("earns") or ("warning" if m.get("earned") else "preview")
+
+
+_SHAPE_STEPS = (
+    (re.compile(r"^\S+?\.py:\d+: "), ""),  # the place the title starts with
+    (re.compile(r"`[^`]*`"), "`X`"),  # names and code quoted from the script
+    (re.compile(r"'[^']*'"), "'X'"),
+    (re.compile(r'"[^"]*"'), '"X"'),
+    (re.compile(r"(?<![\w.])[A-Za-z_][\w.]*\.(?=\w+\(\))"), ""),  # the receiver of a method call: `m.save_pretrained()`
+    (re.compile(r"\d+"), "N"),
+)
+
+
+def shape_of(f) -> str:
+    """The shape of a finding: what its rule fired on, the condition its title names with the script's own names,
+    numbers and receivers taken out (`torch.save runs on every rank`, `open(..., 'X') runs on every rank`,
+    `DataLoader(num_workers>N) runs at import time without an `X` guard`): the title up to its first `:` or `;`.
+    The first-read precision of a rule is also measured per shape (benchmarks/lint_precision.py `shape_table`,
+    tools/lint_shapes.py), so that a shape measured below the bar can be a note while the rule's other shapes warn.
+    Takes a Finding or its title."""
+    t = f if isinstance(f, str) else f.title
+    for rx, repl in _SHAPE_STEPS:
+        t = rx.sub(repl, t)
+    return re.split(r"[:;]", t, 1)[0].strip()[:90]
+
+
+@functools.lru_cache(maxsize=1)
+def measured_shapes() -> Dict[str, Dict[str, dict]]:
+    """{rule: {shape: figures}} of ddpdoctor/data/lint_severity.json: the shapes measured below the bar."""
+    try:
+        with open(SEVERITY_FILE, encoding="utf-8") as fh:
+            return json.load(fh).get("shapes", {})
+    except (OSError, ValueError):
+        return {}
 
 
 def earned_severity(f: Finding, preview, role: str = "code") -> Finding:
     """The severity a finding is shown with. `preview` is False (what `ddpdoctor lint` shows), PREVIEW (`--preview`)
     or True (every rule at its own severity: the library's default and what a first read counts).
-    A warning of a rule that has not earned it (see `earns`) is a note by default; under --preview it is shown
-    while the rule has too few judged findings and stays a note once measured below the bar. Errors stay errors
+    A warning of a rule that has not earned it (see `earns`) is a note by default; --preview shows it as a warning.
+    A warning whose shape (`shape_of`) was measured below the bar at first read (lint_severity.json "shapes") is a
+    note at every level but --preview, the library's own severity included. Errors stay errors
     while no first-read batch has judged one of the rule's errors other than right; after that they follow the
     warnings' rule. In a test module everything is a note: a test harness spawns, saves and loads on purpose."""
     if f.severity not in (WARNING, ERROR):
@@ -306,18 +341,28 @@ def earned_severity(f: Finding, preview, role: str = "code") -> Finding:
     if role == "test":
         return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, demoted="test module or test function"))
     m = measured().get(f.id) or {}
-    if preview is True or not f.id.startswith("LINT") or f.id in ("LINT090", "LINT091"):
+    if not f.id.startswith("LINT") or f.id in ("LINT090", "LINT091"):
+        return f
+    shape = (measured_shapes().get(f.id) or {}).get(shape_of(f)) if f.severity == WARNING else None
+    if shape and preview != PREVIEW:
+        # a shape of the rule measured below the bar at first read: its own severity is a note (also for the
+        # library, whose findings a first read counts); --preview shows it as a warning
+        return dataclasses.replace(f, severity="info", evidence=dict(
+            f.evidence, preview=(f"{f.id} reports this shape ({shape_of(f)}) as a note: measured at first read below "
+                                 f"the bar (>= 90%; {shape.get('tp', 0)} right of {shape.get('judged', 0)} judged); "
+                                 "--preview shows it as a warning"), preview_severity=f.severity))
+    if preview is True:
         return f
     level = earns(f.id)
     if f.severity == ERROR and not m.get("false_errors"):
         return f  # a crash or hang certain by construction, and no first-read batch found a false one
-    if level == "warning" or (preview == PREVIEW and level == "preview"):
+    if level == "warning" or preview == PREVIEW:
         return f
     figures = (f"so far {m.get('tp', 0)} right of {m.get('judged', 0)} judged"
                + (f", {m['false_errors']} false error(s)" if m.get("false_errors") else ""))
     if level == "note":
         why = (f"{f.id} reports notes: measured at first read below the bar (>= 90% over >= 20 findings; {figures}); "
-               f"the library's lint_paths() shows it as {'an error' if f.severity == ERROR else 'a warning'}")
+               f"--preview shows it as {'an error' if f.severity == ERROR else 'a warning'}")
     else:
         why = (f"{f.id} reports notes until its warnings are measured right at first read (>= 90% over >= 20 "
                f"findings; {figures}); --preview shows it as {'an error' if f.severity == ERROR else 'a warning'}")

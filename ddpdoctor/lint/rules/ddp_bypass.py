@@ -167,10 +167,42 @@ def _raw_modules(index) -> list:
     return out
 
 
+def _handed_raw_modules(index) -> list:
+    """Round 23 (fr158 bio-mlhui/MyFramework, a reader's miss: `linear_classifier = DDP(...);
+    linear_classifier_without_ddp = linear_classifier.module; train(model, linear_classifier_without_ddp, ...)` and
+    `train()` runs `output = linear_classifier(output)` then `loss.backward()`): the raw module of a DDP wrap handed to
+    a function of this file, one step: (parameter, wrapped name, line of the hand-over, the function). Not when the
+    same call also hands over the wrapper (the function may run that), nor the wrap thrown away (`m = m.module`)."""
+    from .init_rank import _bound_arg  # noqa: PLC0415
+    out = []
+    for raw, wrapped, line, bound_in in _raw_modules(index):
+        if raw == wrapped:
+            continue
+        for call in index.calls:
+            if call.scope is not bound_in or call.line <= line:
+                continue
+            handed = [a for a in list(call.node.args) + [k.value for k in call.node.keywords]]
+            if not any(dotted(a) == raw for a in handed) or any(dotted(a) == wrapped for a in handed):
+                continue
+            fn = index.callee(call)
+            if fn is None or fn is bound_in or fn.kind != "function":
+                continue
+            for param in fn.params:
+                bound = _bound_arg(call, fn, param)
+                if bound is not None and dotted(bound) == raw:
+                    out.append((param, wrapped, call.line, fn, raw))
+    return out
+
+
 def _raw_forward_findings(t, index, seen: set):
     """A loss computed by calling the raw module of a DDP wrap, in a function with a backward and no call of the DDP
-    model: one finding per function."""
-    for raw, wrapped, line, bound_in in _raw_modules(index):
+    model: one finding per function. Also in a function the raw module is handed to (`_handed_raw_modules`)."""
+    handed = {}
+    for param, wrapped, at, fn, raw in _handed_raw_modules(index):
+        handed[(param, id(fn))] = (at, raw)
+    todo = _raw_modules(index) + [(param, wrapped, fn.node.lineno, fn) for param, wrapped, _at, fn, _raw in
+                                  _handed_raw_modules(index)]
+    for raw, wrapped, line, bound_in in todo:
         for call in index.calls:
             # the raw module called, or (round 18) a loss method of it when it is kept beside its DDP wrapper
             # (`model = DDP(policy)` then `loss, log = policy.compute_loss(batch)`: fr117 Doo-mon/vla-scratch)
@@ -193,6 +225,11 @@ def _raw_forward_findings(t, index, seen: set):
             seen.add(id(scope))
             how = (f"`{raw}` was unwrapped (`{raw} = {raw}.module`, line {line})" if raw == wrapped else
                    f"`{raw}` is the plain module that `{wrapped}` wraps (line {line})")
+            extra = {}
+            if (raw, id(bound_in)) in handed and bound_in is scope:
+                at, name = handed[(raw, id(bound_in))]
+                how = f"`{raw}` is `{name}`, the plain module that `{wrapped}` wraps, handed over at line {at}"
+                extra = {"lines": sorted({at, call.line}), "handed_at": at}
             yield t.finding(
                 "warning", call.node,
                 f"`{call.text}()` trains the module without its DDP wrapper and a backward follows (line "
@@ -201,7 +238,8 @@ def _raw_forward_findings(t, index, seen: set):
                         "(reducer.prepare_for_backward); calling the wrapped module directly reaches backward with the "
                         "reducer's hooks idle, and every rank steps on its own gradients."),
                 fix=f"loss = {wrapped if raw != wrapped else 'ddp_model'}(batch)   # call the DDP instance",
-                evidence={"model": wrapped, "method": raw, "backward_line": backward[0].line, "source": _SOURCE},
+                evidence={"model": wrapped, "method": raw, "backward_line": backward[0].line, "source": _SOURCE,
+                          **extra},
             )
 
 
@@ -416,7 +454,9 @@ def ddp_forward_bypassed(t):
         a backward (accelerate wraps it in DDP under a multi-process launch). Also (after fr103) a loss computed by
         the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
         `loss = net(batch)`) or after `model = model.module` undoes the wrap, in a function that never calls the DDP
-        model. Quiet (round 19) when the wrapped module is frozen in the same function (`for p in
+        model; since round 23 (lint29) also in a function of the file that plain module is handed to
+        (`train(backbone, classifier_without_ddp, ...)` whose `classifier(feats)` is followed by a backward), unless
+        the same call also hands over the wrapper. Quiet (round 19) when the wrapped module is frozen in the same function (`for p in
         model.parameters(): p.requires_grad = False`, `model.requires_grad_(False)`), when the result is detached on the
         spot (`.detach()`, `.item()`), or when no optimizer of the file takes its parameters (every optimizer names its
         source and none is this model): no gradient of its is ever all-reduced or applied. Since round 24 also a

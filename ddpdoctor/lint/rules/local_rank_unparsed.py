@@ -54,6 +54,32 @@ def _defines_local_rank(index) -> bool:
     return False
 
 
+def _spelled(index) -> set:
+    """The launcher spellings (`--local_rank`, `--local-rank`) the file's add_argument calls define; both when an
+    option name cannot be read."""
+    names = _spellings()
+    out = set()
+    for call in index.by_name.get("add_argument", ()):
+        for a in call.node.args:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                out |= {n for n in names if a.value.startswith(n)}
+        if not all(isinstance(a, ast.Constant) for a in call.node.args):
+            return set(names)
+    return out
+
+
+def _own_comment_launches(t) -> list:
+    """`# python -m torch.distributed.launch --nproc_per_node 2 main.py` in the script's own comments (round 23,
+    fr156 chenwangsy/pytorch_DDP): how the script says it is launched, whatever file name the copied line names."""
+    from ..launchinfo import parse_launches  # noqa: PLC0415
+    lines = [(l.split("#", 1)[1] if l.lstrip().startswith("#") else "") for l in t.lines]
+    text = "\n".join(lines)
+    if "launch" not in text:
+        return []
+    return [l for l in parse_launches(text, os.path.basename(t.real_path))
+            if l.launcher == "torch.distributed.launch" and not l.use_env]
+
+
 def _edits_argv(index) -> bool:
     """The file reads or edits sys.argv itself (filters it, parses it by hand): not argparse's call alone."""
     return any(isinstance(n, ast.Attribute) and dotted(n) == "sys.argv" for n in ast.walk(index.tree))
@@ -65,11 +91,14 @@ def local_rank_argument_not_accepted(t):
 
     What it checks
         A script whose project launches it with `python -m torch.distributed.launch` without `--use_env`/
-        `--use-env` (read from the README and shell scripts next to it) that builds an `argparse.ArgumentParser`,
+        `--use-env` (read from the README and shell scripts next to it, and since round 23 from the script's own
+        comments, whatever file name the copied line names: then a note) that builds an `argparse.ArgumentParser`,
         defines no option starting with `--local_rank` or `--local-rank`, and calls `parse_args()` on it with no
         argument list. Quiet with `parse_known_args()`, with the option defined (either spelling), with an
         explicit argument list, a parser built from `parents=`, subcommands, or a file that handles `sys.argv`
-        itself. A preview rule (round 20): a note by default, a warning with `--preview`.
+        itself. A parser that defines only the underscore spelling, in a project that pins no torch below 2.0,
+        gets a note (round 23): torch >= 2.0's launcher passes `--local-rank=N`.
+        A preview rule (round 20): a note by default, a warning with `--preview`.
 
     Why it matters
         torch.distributed.launch appends `--local_rank=N` (torch < 2.0) or `--local-rank=N` (torch >= 2.0) to the
@@ -87,16 +116,46 @@ def local_rank_argument_not_accepted(t):
         or launch with torchrun (which passes nothing), or `--use-env`.
     """
     ctx = t.context
-    if ctx is None:
-        return
     index = t.index
-    launches = [l for l in ctx.launches_of(t.real_path) if l.launcher == "torch.distributed.launch" and not l.use_env]
-    if not launches or not index.by_name.get("parse_args"):
+    if not index.by_name.get("parse_args"):
+        return
+    launches = [l for l in ctx.launches_of(t.real_path) if l.launcher == "torch.distributed.launch" and not l.use_env] \
+        if ctx is not None else []
+    shown = bool(launches)  # a launch line of the project (README, shell script), not only the script's comments
+    launches += _own_comment_launches(t)
+    if not launches:
         return
     parsers = _parsers(index)
-    if not parsers or _defines_local_rank(index) or _edits_argv(index) or index.by_name.get("add_subparsers"):
+    if not parsers or _edits_argv(index) or index.by_name.get("add_subparsers"):
         return
     launch = launches[0]
+    if _defines_local_rank(index):
+        spelled = _spelled(index)
+        major = ctx.max_major("torch", t.real_path) if ctx is not None else None
+        if spelled == {"--local_rank"} and (major is None or major >= 2):
+            # round 23 (fr156 chenwangsy/pytorch_DDP, a reader's miss): only the underscore spelling, and no pin
+            # keeps torch below 2.0, whose launcher passes --local-rank=N (run.py config_from_args): argparse
+            # matches option strings exactly or by prefix, so `--local-rank=0` is unrecognised. A note: the torch
+            # the project runs is not written down (right on torch < 2.0)
+            opt = next(c for c in index.by_name["add_argument"] if any(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--local_rank")
+                for a in c.node.args))
+            yield t.finding(
+                "info", opt.node,
+                f"only --local_rank is defined, but {launch.source}:{launch.line} launches this script with "
+                "torch.distributed.launch, which passes --local-rank=N from torch 2.0: every rank exits with "
+                "'unrecognized arguments' on torch >= 2.0",
+                detail=("torch >= 2.0's torch.distributed.launch (torch/distributed/run.py config_from_args) appends "
+                        "`--local-rank=N`, the hyphen spelling; argparse does not treat `--local-rank` as "
+                        "`--local_rank`. No requirement pins torch below 2.0, so on a current torch parse_args() "
+                        "exits with status 2 on every rank. Right on torch < 2.0 (which passed --local_rank)."),
+                fix='parser.add_argument("--local-rank", "--local_rank", type=int, '
+                    'default=int(os.environ.get("LOCAL_RANK", 0)))   # or launch with torchrun',
+                evidence={"launch": f"{launch.source}:{launch.line}", "launcher": launch.launcher,
+                          "torch_pin": (ctx.pin_for("torch", t.real_path) if ctx is not None else None) or "none",
+                          "passed": " or ".join(_facts()["options"])},
+                subjects=["arg:local_rank"])
+        return
     sources = "; ".join(f"{s['repo']} {s['commit'][:7]}: {s['path']}" for s in _facts()["sources"])
     for call in index.by_name["parse_args"]:
         func = call.node.func
@@ -104,7 +163,7 @@ def local_rank_argument_not_accepted(t):
             continue
         receiver = dotted(func.value)
         yield t.finding(
-            "warning", call.node,
+            "warning" if shown else "info", call.node,  # a launch only in the script's comments: a note (round 23)
             f"{receiver}.parse_args() accepts no --local_rank, but {launch.source}:{launch.line} launches this script "
             "with torch.distributed.launch, which adds --local-rank=N (--local_rank=N before torch 2.0) to its "
             "command line: every rank exits with 'unrecognized arguments'",

@@ -699,7 +699,9 @@ def sampler_without_set_epoch(t):
             detail=("The sampler shuffles with seed + epoch, and nothing in this script calls set_epoch(), so the "
                     "epoch stays 0: each epoch visits the data in the same order on every rank."),
             fix="for epoch in range(num_epochs):\n    sampler.set_epoch(epoch)   # first line of the epoch loop",
-            evidence={"sampler_line": call.line, "why": shown or why},
+            # the lines the proof names (the epoch loop, where its loader is iterated): where a reader points too
+            evidence={"sampler_line": call.line, "why": shown or why,
+                      "lines": sorted({call.line} | {int(n) for n in re.findall(r"\bline (\d+)", shown)})},
         )
 
 

@@ -57,12 +57,20 @@ def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
             base = dotted(node.value)
             if base:
                 (loads if isinstance(node.ctx, ast.Load) else stores).setdefault(base, []).append(node)
-        elif isinstance(node, (ast.If, ast.IfExp)):
+        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            # `hasattr(m, "x") and m.x`: the operands after the test run only when it holds (round 23)
+            for i, operand in enumerate(node.values[:-1]):
+                for base in _asked(operand):
+                    for later in node.values[i + 1:]:
+                        guards.setdefault(base, []).append(
+                            (later.lineno, getattr(later, "end_lineno", later.lineno)))
+        if isinstance(node, (ast.If, ast.IfExp)):
             span = (node.lineno, getattr(node, "end_lineno", node.lineno))
-            if isinstance(node, ast.If):
-                for c in ast.walk(node.test):
-                    if isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args:
-                        guards.setdefault(dotted(c.args[0]), []).append(span)
+            # `if hasattr(m, "x"):` and `m.x if hasattr(m, "x") else d` (round 23, fr158 ultralytics' trainer
+            # `self.model.stride.max() if hasattr(self.model, "stride") else 32`): hasattr is False on the wrapper,
+            # which has no such attribute (builtins hasattr: getattr raising AttributeError), so the read never runs
+            for base in _asked(node.test):
+                guards.setdefault(base, []).append(span)
             # an if whose other arm reads `x.module` knows x is wrapped in one arm only (`if cfg.distributed:
             # model.module.f() else: model.f()`, `x.module.f() if world_size > 1 else x.f()`: fr117 ReSET, INEST-IRL)
             for c in ast.walk(node):
@@ -71,6 +79,12 @@ def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
                     if base:
                         guards.setdefault(base, []).append(span)
     return loads, stores, guards
+
+
+def _asked(test: ast.AST) -> List[str]:
+    """The dotted names a test asks `isinstance(x, ...)` / `hasattr(x, ...)` about."""
+    return [dotted(c.args[0]) for c in ast.walk(test)
+            if isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args and dotted(c.args[0])]
 
 
 def _compiled_again(assign, name: str) -> bool:
@@ -96,8 +110,9 @@ def wrapper_attribute_access(t):
         `model.freeze_feature_encoder()`, `model.encoder`. Quiet when the name is assigned on the wrapper in that
         function, when the name is rebound after the wrap (`model = model.module`; not `model = torch.compile(model)`,
         whose OptimizedModule forwards unknown attributes to the wrapper, round 26), inside an `if` that asks
-        `isinstance(model, ...)` / `hasattr(model, ...)`, and inside an `if` (or conditional expression) whose other
-        arm reads `model.module` (`if distributed: model.module.f() else: model.f()`: the plain arm runs unwrapped).
+        `isinstance(model, ...)` / `hasattr(model, ...)` (also a conditional expression `m.x if hasattr(m, "x")
+        else d` and the operands after such a test in an `and`, round 23), and inside an `if` (or conditional
+        expression) whose other arm reads `model.module` (`if distributed: model.module.f() else: model.f()`: the plain arm runs unwrapped).
         An attribute only an older torch's wrapper had (DDP's `_module_copies` of the single-process multi-device
         era: the data file's `removed`, with its sources) is a note: right on the old torch, AttributeError after an
         upgrade (round 19 wave 3). Since round 24 also the model `accelerator.prepare` hands back (a
