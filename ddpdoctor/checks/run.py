@@ -103,16 +103,29 @@ def _train_dl(r) -> tuple:
     current loader is the training one when steps were taken since it began ("s0") or it is that loader again (a
     new epoch); else the rank is in another loader (the Trainer's epoch-end evaluation: huggingface/transformers
     v5.25.0 src/transformers/trainer.py _run_epoch -> _maybe_log_save_evaluate -> evaluate, after the epoch's loop)
-    and its training loader is the one it left."""
+    and its training loader is the one it left. Before a step in the current loader, the recorder's word decides
+    (run/recorder.py _loader_origin, data/eval_loops.json): "eval" set, it is an evaluation's (grad mode off when its
+    iterator was made, or the Trainer's evaluation_loop made it); else a loader of the training loader's length and
+    batch size is the training loader again (a new epoch of a loader made anew: the one case still read by shape)."""
     dl = r.get("dataloader") or {}
     tr = r.get("train_loader")
     if not tr or not dl:
         return dl, False
     if isinstance(dl.get("s0"), int) and isinstance(r.get("step"), int) and r["step"] > dl["s0"]:
         return dl, False
+    if dl.get("eval"):
+        return tr, True
     if (dl.get("len"), dl.get("bs")) == (tr.get("len"), tr.get("bs")):
         return dl, False
     return tr, True
+
+
+def _eval_why(dl: dict) -> str:
+    """How the other loader is known to be an evaluation's: the recorder's word (grad mode off, the Trainer's evaluation
+    loop), or a guess from its shape and the steps (none taken in it)."""
+    if dl.get("eval"):
+        return f", by {dl['eval']}"
+    return ", a guess: no optimizer step in it and not the training loader's length and batch size"
 
 
 def _ran_out(r) -> bool:
@@ -533,7 +546,7 @@ def uneven_batches(snap):
                     + (" (ran out)" if r in ended else " (all fetched: still in its last step)"
                        if tdl.get("end") else "")
                     + (f", then left the training loop for another DataLoader (batch {dl.get('n')} of {dl.get('len')}:"
-                       f" an evaluation)" if left else "") + f", {r.get('doing')} at {_where(r.get('user_frame'))}")
+                       f" an evaluation{_eval_why(dl)})" if left else "") + f", {r.get('doing')} at {_where(r.get('user_frame'))}")
     more = [r for r in rs if r not in ended]
     e, m = ended[0], (more or [None])[0]
     etdl, eleft = _train_dl(e)
@@ -1219,9 +1232,10 @@ def rank_died(snap):
     # where it died is known from its exception, its fatal dump or a stack taken at its end; a rank killed with none
     # of them (SIGKILL leaves no stack) has only the line the recorder saw last: said as that, not as where it died
     seen_only = frame_d is not None and not (exc.get("user") or end.get("fatal_frame") or r.get("stack"))
+    place = None if exc.get("user") or end.get("fatal_frame") or r.get("stack") else _killed_place(r, end)
     title = f"{who} died first{step}: {how}" + (f" ({why})" if why else "") + \
         (f"; {kill['text']}" if kill.get("text") else "") + \
-        ((_seen_line(r, frame_d, end) if seen_only else f", at {_where(frame_d)}") if frame_d else "") + \
+        (place if place else (_seen_line(r, frame_d, end) if seen_only else f", at {_where(frame_d)}") if frame_d else "") + \
         (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
          f"{_where(last_seen)}" if last_seen else "")
     detail = _order_text(sec, r) + " " + (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else "")
@@ -1248,6 +1262,44 @@ def rank_died(snap):
     yield error(title, detail=detail.strip(), fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
                           "order": d.get("order"), "last_collective": r.get("last_collective")})
+
+
+# A rank's last recorded place is said as a guess when its last step ended longer before its end than this many of its
+# mean steps, plus PLACE_SLACK_S (a SIGKILL's end is seen by the parent's poll, ~0.2 s late and more under load):
+# then it may have left the step loop (a checkpoint, an evaluation without a DataLoader) after what the beacon holds.
+PLACE_STEPS = 2
+PLACE_SLACK_S = 0.5
+
+
+def _killed_place(r: dict, end: dict):
+    """RUN010's words for where a rank with no stack at its end (SIGKILL leaves none) was, when its beacon holds its
+    phase in a step: fetching a batch ("data") or in the step's compute ("run": forward, backward or the optimizer
+    step, not told apart on an unsampled step), the step it was in (its steps done + 1), and the user's line that
+    started its loop over the loader (recorder._loader_origin, read once per loader). The last recorded place, said
+    as that; a guess when the last step's end is older than PLACE_STEPS steps (or unknown). None where the beacon has
+    no such place (inside a collective: _seen_line says it, with the collective's own line)."""
+    phase, loop = r.get("phase"), r.get("loop_frame")
+    if phase not in ("data", "run") or not loop:
+        return None
+    dl = r.get("dataloader") or {}
+    done = r.get("step") or 0
+    if dl.get("eval"):
+        what = f"its evaluation ({dl['eval']}) after step {done}, {'fetching a batch' if phase == 'data' else 'computing'}"
+    elif phase == "data":
+        what = f"data loading (fetching the batch of step {done + 1})"
+    else:
+        what = f"step {done + 1}'s compute (forward, backward or the optimizer step: not told apart without a stack)"
+    t, st, mean = end.get("t"), r.get("step_end_t"), r.get("step_mean_s")
+    age = t - st if isinstance(t, (int, float)) and isinstance(st, (int, float)) and st else None
+    if age is None:
+        guess = "; a guess: when its last step ended is not recorded"
+    elif age > PLACE_STEPS * (mean or 0.0) + PLACE_SLACK_S:
+        guess = (f"; a guess: its last step ended {age:.1f} s before its end, longer than its steps take"
+                 + (f" ({mean:.2f} s)" if mean else "") + ", so it may have left the loop since")
+    else:
+        guess = ""
+    return (f", in {what}, in the loop at {_where(loop)} (its last recorded place, by its beacon: no stack at its end"
+            f"{guess})")
 
 
 def _seen_line(r: dict, frame: dict, end: dict) -> str:

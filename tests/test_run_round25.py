@@ -1,0 +1,138 @@
+"""Round 23 (run25): where a SIGKILLed rank was when no stack was taken, and an evaluation loader told from the
+training one by what runs (grad mode, the Trainer's evaluation loop) rather than by its shape.
+
+Pure functions over recorded facts (beacon dicts as run/section.build reads them, the recorder's DataLoader hook on
+stand-in loaders): no process is launched."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from run_factory import findings, hooked_recorder, proc, rank, section  # noqa: E402
+
+
+def _run010(beacon: dict, **rank1) -> str:
+    from ddpdoctor.pipeline.judge import judge
+    from ddpdoctor.pipeline.snapshot import Snapshot
+    from ddpdoctor.run import section as run_section
+
+    p1 = proc(11, 1, end_t=50.1, beacon=dict({"rank": 1, "step": 3}, **beacon), **dict({"status": -9}, **rank1))
+    sec = run_section.build([proc(10, 0, end_t=50.5, status=1), p1], 60.0, death=True)
+    (f,) = [f for f in judge(Snapshot(sections={"run": sec}), command="run", only={"RUN010"}, when="run").findings]
+    return f.title
+
+
+_DL = {"n": 3, "len": 10, "end": False, "workers": 0, "bs": 4, "s0": 0, "at": "/job/train.py:30"}
+
+
+def test_trigger_a_sigkilled_rank_in_data_loading_is_placed_in_its_step_and_loop():
+    t = _run010({"phase": "data", "dl": _DL, "st": 49.95, "sd": [0.05]})
+    assert "killed by SIGKILL" in t, t
+    assert ", in data loading (fetching the batch of step 4), in the loop at train.py:30 (its last recorded place" in t, t
+    assert "a guess" not in t, t
+
+
+def test_trigger_a_sigkilled_rank_in_compute_is_placed_in_its_step():
+    t = _run010({"phase": "run", "dl": _DL, "st": 49.95, "sd": [0.05]})
+    assert ", in step 4's compute (forward, backward or the optimizer step" in t and "train.py:30" in t, t
+    assert "a guess" not in t, t
+
+
+def test_trigger_a_place_older_than_its_steps_is_a_guess():
+    """Its last step ended 10 s before its end with 50 ms steps: it may have left the loop (a checkpoint)."""
+    t = _run010({"phase": "run", "dl": _DL, "st": 40.1, "sd": [0.05]})
+    assert "step 4's compute" in t and "a guess: its last step ended 10.0 s before its end" in t, t
+
+
+def test_trigger_an_evaluation_loaders_place_says_evaluation():
+    dl = dict(_DL, eval="grad mode off (torch.no_grad or inference_mode)", s0=3)
+    t = _run010({"phase": "data", "dl": dl, "st": 49.95, "sd": [0.05]})
+    assert ", in its evaluation (grad mode off" in t and "after step 3, fetching a batch" in t, t
+
+
+def test_quiet_a_rank_inside_a_collective_or_with_an_exception_keeps_its_own_line():
+    coll = {"op": "all_reduce", "seq": 7, "line": "/job/train.py:38", "in": True}
+    t = _run010({"phase": "coll", "dl": _DL, "coll": coll, "pl": "/job/train.py:38", "st": 49.95, "sd": [0.05]})
+    assert "inside all_reduce #7" in t and "last recorded place" not in t, t
+    exc = {"type": "ValueError", "message": "bad", "t": 50.0, "user": {"file": "/job/train.py", "line": 12, "func": "main"}}
+    t = _run010({"phase": "run", "dl": _DL, "st": 49.95, "sd": [0.05]}, exc=exc, status=1)
+    assert ", at train.py:12" in t and "last recorded place" not in t, t
+
+
+def test_quiet_no_loop_line_no_place():
+    """A beacon without the loader's line (no DataLoader: a hand-fed loop) says nothing it does not hold."""
+    t = _run010({"phase": "run", "pl": "/job/train.py:38", "st": 49.95, "sd": [0.05]})
+    assert "last recorded place" not in t and "its last recorded line train.py:38" in t, t
+
+
+# ------------------------------------------------------------------------------ the recorder's loader origin
+
+def test_trigger_recorder_marks_a_loader_iterated_under_no_grad_as_an_evaluation(monkeypatch):
+    torch = pytest.importorskip("torch")
+    S, Base, Loader = hooked_recorder(monkeypatch)
+    train = Loader(range(4))
+    it = Base(train)
+    next(it)
+    S.step = 1
+    assert S.dl["eval"] is None and S.dl["at"].endswith("test_run_round25.py:" + str(sys._getframe().f_lineno - 3))
+    with torch.no_grad():
+        ev = Base(Loader(range(4)))  # the same length and batch size as training, another loader
+        next(ev)
+    assert S.dl["eval"].startswith("grad mode off"), S.dl
+    assert S.dl_tr is not None and S.dl_tr["step"] == 1 and S.dl_tr["at"], S.dl_tr
+
+
+def test_trigger_recorder_marks_a_loader_of_the_trainers_evaluation_loop(monkeypatch):
+    S, Base, Loader = hooked_recorder(monkeypatch)
+    code = compile("def evaluation_loop(Base, loader):\n    return Base(loader)\n",
+                   "/site-packages/transformers/trainer.py", "exec")
+    ns: dict = {}
+    exec(code, ns)  # noqa: S102 - a stand-in for Trainer.evaluation_loop's frame (its file and function)
+    ns["evaluation_loop"](Base, Loader(range(4)))
+    assert S.dl["eval"] == "evaluation_loop (transformers/trainer.py)", S.dl
+
+
+def test_quiet_recorder_a_new_epoch_of_the_same_loader_is_no_new_loader(monkeypatch):
+    """Quiet: the training loader iterated again (a new epoch: the same object) stays the loader it was: no training
+    loader kept aside, its start step unchanged, no evaluation word."""
+    S, Base, Loader = hooked_recorder(monkeypatch)
+    train = Loader(range(2))
+    for epoch in range(2):
+        it = Base(train)
+        for _ in range(2):
+            next(it)
+            S.step += 1
+    assert S.dl_tr is None and S.dl["s0"] == 0 and S.dl["eval"] is None, (S.dl, S.dl_tr)
+
+
+# ------------------------------------------------------------------------------ RUN005 by the recorder's word
+
+def _left_pair(eval_word):
+    """runcol22's job j6 (tests/test_run_round24.py) with the evaluation loader of the training loader's shape (25
+    batches of 16), before any step in it: rank 0 left the training loop one batch short and waits in the evaluation's
+    all_gather; rank 1 is still in its 25th step."""
+    from run_factory import coll
+
+    evl = {"n": 2, "len": 25, "end": False, "workers": 0, "bs": 16, "s0": 24, "eval": eval_word}
+    tr0 = {"n": 24, "len": 25, "end": True, "bs": 16, "step": 24}
+    r0 = rank(0, "collective", 101, "trainer.train()", step=24,
+              coll=coll("all_gather", 26, shape=[16], dtype="float32", line=101), dl=evl, train_loader=tr0)
+    r1 = rank(1, "ddp-forward", 101, "trainer.train()", step=24,
+              dl={"n": 25, "len": 25, "end": True, "workers": 0, "bs": 16, "s0": 0}, train_loader=None)
+    r1["doing"] = "DDP's forward synchronisation"
+    return r0, r1
+
+
+def test_trigger_run005_an_evaluation_loader_of_the_training_shape_before_its_first_step_is_left():
+    r0, r1 = _left_pair("evaluation_loop (transformers/trainer.py)")
+    found = findings(section([r0, r1]), "RUN005")
+    assert len(found) == 1 and "left the training loop" in found[0].title, [f.title for f in found]
+    assert "by evaluation_loop (transformers/trainer.py)" in found[0].detail, found[0].detail
+
+
+def test_quiet_run005_the_same_shape_without_the_recorders_word_is_training_again():
+    r0, r1 = _left_pair(None)
+    assert findings(section([r0, r1]), "RUN005") == []
