@@ -136,3 +136,30 @@ def test_trigger_run005_an_evaluation_loader_of_the_training_shape_before_its_fi
 def test_quiet_run005_the_same_shape_without_the_recorders_word_is_training_again():
     r0, r1 = _left_pair(None)
     assert findings(section([r0, r1]), "RUN005") == []
+
+
+# ------------------------------------------------------------------------------ RUN028: a rank that never arrived
+
+def _rdv(ranks, world):
+    rs = [rank(i, "rendezvous", 12, "dist.init_process_group('gloo')", step=0, world=world) for i in ranks]
+    for r in rs:
+        r["phase"] = "init"
+    return rs
+
+
+def test_trigger_run028_names_the_rank_that_never_arrived_and_the_store_the_others_wait_on():
+    (f,) = findings(section(_rdv((0, 1, 2), 4)), "RUN028")
+    assert f.title.startswith("ranks 0–2 wait in init_process_group's rendezvous for rank 3, which never arrived"), f.title
+    assert "rank 0's TCPStore (MASTER_ADDR:MASTER_PORT) waits for all 4 ranks" in f.title, f.title
+    assert "rank:3" in f.subjects and f.severity == "error", (f.subjects, f.severity)
+
+
+def test_trigger_run028_rank_0_never_arrived_nobody_serves_the_store():
+    (f,) = findings(section(_rdv((1, 2, 3), 4)), "RUN028")
+    assert "for rank 0, which never arrived" in f.title and "connect to rank 0's TCPStore" in f.title, f.title
+
+
+def test_quiet_run028_every_rank_of_the_world_in_the_rendezvous_or_one_still_starting():
+    assert findings(section(_rdv((0, 1, 2, 3), 4)), "RUN028") == []
+    late = rank(3, "before-init", 8, "data = preprocess()", step=0)
+    assert findings(section(_rdv((0, 1, 2), 4) + [late]), "RUN028") == []

@@ -759,11 +759,46 @@ def _setup_wait(snap) -> Optional[str]:
     states = {r.get("state") for r in rs}
     if states == {"ddp-init"}:
         return "ddp-init"
+    if states == {"rendezvous"} and _never_joined(rs):
+        return "rendezvous"
     if states == {"collective"}:
         keys = {((r.get("last_collective") or {}).get("group"), (r.get("last_collective") or {}).get("seq"),
                  (r.get("last_collective") or {}).get("op")) for r in rs}
         return "collective" if len(keys) == 1 else None
     return None
+
+
+def _world_of(rs) -> int:
+    sizes = [str((r.get("framework") or {}).get(k) or "") for r in rs for k in ("pg_world", "env_world")]
+    sizes += [str(r.get("world") or "") for r in rs]  # the recorder's, at init_process_group
+    return max((int(w) for w in sizes if w.isdigit()), default=0)
+
+
+def _never_joined(rs) -> list:
+    """The ranks of the world (its size as the ranks recorded it at init_process_group) with no process among `rs`:
+    the ones that never called init_process_group here (a rank alive before it is RUN004's, one that died RUN010's)."""
+    world = _world_of(rs)
+    have = {r.get("rank") for r in rs}
+    if not world or any(not isinstance(x, int) for x in have):
+        return []
+    return [x for x in range(world) if x not in have]
+
+
+def _rendezvous_wait(rs, d: dict) -> tuple:
+    """(title words, detail words) for ranks that wait in init_process_group's rendezvous for ranks that never came:
+    who never arrived, and what the others wait on (data/setup_hang.json "rendezvous", torch's rendezvous.py)."""
+    world, missing = _world_of(rs), _never_joined(rs)
+    k = d["rendezvous"]
+    on = k["rank0_missing"] if 0 in missing else k["other_missing"].format(world=world)
+    hosts = sorted({r.get("host") for r in rs if r.get("host")})
+    here = f" on {hosts[0]}" if len(hosts) == 1 else " on these nodes"
+    title = (f"{_ranks(rs)} wait in init_process_group's rendezvous for {_ranks([{'rank': x} for x in missing])}, "
+             f"which never arrived (no process of {'it' if len(missing) == 1 else 'them'}{here}): {on}")
+    detail = (f"{k['meaning']} {_ranks(rs)} wait: {on}; {k['barrier'].format(world=world)}. "
+              f"{_ranks([{'rank': x} for x in missing])} of the world's {world} ranks never called init_process_group "
+              f"here: it was not started, or ended before it (its launcher's log says which), or runs on another "
+              f"node that is not there yet.")
+    return title, detail
 
 
 @check("RUN028", "stall-at-setup", family=FAMILY, when=("run",), needs=("run",), catalogue=("A4", "C3"))
@@ -776,7 +811,9 @@ def stall_at_setup(snap):
         a broadcast of the config) entered by all and completed by none, or DDP's constructor (its
         broadcast of rank 0's parameters and its shape check across ranks). It names the wait, the
         line, how many ranks of the world this node sees, and what to read (ddpdoctor/data/
-        setup_hang.json, from torch's documentation).
+        setup_hang.json, from torch's documentation). Every rank here inside init_process_group's
+        rendezvous with ranks of the world absent: it names the ranks that never arrived and what
+        the others wait on (rank 0's TCPStore, from torch's rendezvous.py).
 
     Why it matters
         No rank is behind: every stack is the same and nobody is a straggler. The ranks cannot reach
@@ -799,6 +836,19 @@ def stall_at_setup(snap):
     rs = _stalled(snap)
     d = setup_hang.data()
     r0 = rs[0]
+    if wait == "rendezvous":
+        title, detail = _rendezvous_wait(rs, d)
+        missing = _never_joined(rs)
+        # torchrun starts a node's ranks together: with fewer ranks missing than are here, they never came; as many
+        # or more may be another node's share still starting (a guess: said as a warning)
+        yield (error if len(missing) < len(rs) else warning)(title, detail=detail,
+                    fix="# start every rank of the world, and each must reach init_process_group:\n"
+                        f"# the launcher's log for rank(s) {', '.join(map(str, missing))} (did it start? did it exit?)\n"
+                        "echo $WORLD_SIZE $MASTER_ADDR $MASTER_PORT   # the same on every rank; --nproc-per-node x "
+                        "--nnodes = WORLD_SIZE\nnc -zv $MASTER_ADDR $MASTER_PORT   # rank 0's store answers",
+                    subjects=_subjects(rs) + [f"rank:{x}" for x in missing],
+                    evidence=dict(_evidence(snap, rs), wait=wait, world=_world_of(rs), never_arrived=missing))
+        return
     what = d["waits"][wait] + (f" ({_cname(r0.get('last_collective') or {})})" if wait == "collective" else "")
     sizes = [str((r.get("framework") or {}).get(k) or "") for r in rs for k in ("pg_world", "env_world")]
     sizes += [str(r.get("world") or "") for r in rs]  # the recorder's, at init_process_group
