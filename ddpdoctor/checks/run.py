@@ -1323,8 +1323,9 @@ PLACE_SLACK_S = 0.5
 
 def _killed_place(r: dict, end: dict):
     """RUN010's words for where a rank with no stack at its end (SIGKILL leaves none) was, when its beacon holds its
-    phase in a step: fetching a batch ("data") or in the step's compute ("run": forward, backward or the optimizer
-    step, not told apart on an unsampled step), the step it was in (its steps done + 1), and the user's line that
+    phase in a step: fetching a batch ("data") or working ("run": from its last optimizer step's end to the next one's:
+    the callbacks between steps, forward, backward, the optimizer; not told apart on an unsampled step, whose hooks are
+    not installed), the step it was in (its steps done + 1), and the user's line that
     started its loop over the loader (recorder._loader_origin, read once per loader). The last recorded place, said
     as that; a guess when the last step's end is older than PLACE_STEPS steps (or unknown). None where the beacon has
     no such place (inside a collective: _seen_line says it, with the collective's own line)."""
@@ -1338,7 +1339,9 @@ def _killed_place(r: dict, end: dict):
     elif phase == "data":
         what = f"data loading (fetching the batch of step {done + 1})"
     else:
-        what = f"step {done + 1}'s compute (forward, backward or the optimizer step: not told apart without a stack)"
+        what = (f"the work between step {done}'s optimizer step and step {done + 1}'s (its forward, backward, the "
+                f"optimizer, or callbacks, logging, a checkpoint between steps: not told apart without a stack)"
+                if done else f"its first step (forward, backward or the optimizer: not told apart without a stack)")
     t, st, mean = end.get("t"), r.get("step_end_t"), r.get("step_mean_s")
     age = t - st if isinstance(t, (int, float)) and isinstance(st, (int, float)) and st else None
     if age is None:
