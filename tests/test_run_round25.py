@@ -37,8 +37,21 @@ def test_trigger_a_sigkilled_rank_in_data_loading_is_placed_in_its_step_and_loop
 
 def test_trigger_a_sigkilled_rank_in_compute_is_placed_in_its_step():
     t = _run010({"phase": "run", "dl": _DL, "st": 49.95, "sd": [0.05]})
-    assert ", in the work between step 3's optimizer step and step 4's (its forward, backward" in t, t
+    assert ", in step 4's work after fetching its batch (forward, backward or the optimizer" in t, t
     assert "in the loop at train.py:30" in t, t
+
+
+def test_trigger_a_sigkilled_rank_between_steps_is_placed_after_its_optimizer_step():
+    t = _run010({"phase": "run", "between": True, "dl": _DL, "st": 49.95, "sd": [0.05]})
+    assert ", in what runs after step 3's optimizer step, before step 4's batch (the callbacks" in t, t
+
+
+def test_quiet_a_collective_since_the_last_step_leaves_the_part_unknown():
+    """Quiet (no claim of 'after its batch'): a collective issued after the last step's end wrote the beacon, which
+    overwrites the optimizer hook's byte too: between steps or in the step is not known."""
+    cring = [(5, 49.97, 0, 0, 2, 0, 4)]  # all_reduce, completed, issued after the step's end at 49.95
+    t = _run010({"phase": "run", "dl": _DL, "st": 49.95, "sd": [0.05], "cring": cring})
+    assert "after fetching its batch" not in t and "a collective since its last step leaves which one unknown" in t, t
     assert "a guess" not in t, t
 
 
@@ -164,3 +177,30 @@ def test_quiet_run028_every_rank_of_the_world_in_the_rendezvous_or_one_still_sta
     assert findings(section(_rdv((0, 1, 2, 3), 4)), "RUN028") == []
     late = rank(3, "before-init", 8, "data = preprocess()", step=0)
     assert findings(section(_rdv((0, 1, 2), 4) + [late]), "RUN028") == []
+
+
+# ------------------------------------------------------------------------------ the beacon's "between" byte
+
+def test_trigger_the_optimizer_hook_marks_between_steps_and_the_next_batch_clears_it(monkeypatch, tmp_path):
+    import time
+
+    from ddpdoctor.run import beacon, recorder
+
+    S, Base, Loader = hooked_recorder(monkeypatch)
+    for name in ("_store_u64", "_DL_N_AT", "_DL_END_AT", "_store_end", "_END_AT", "_PH_AT", "_BETWEEN"):
+        monkeypatch.setattr(recorder, name, getattr(recorder, name))
+    w = beacon.Writer(str(tmp_path / "beacon.1"))
+    w.hot("run", False, False, 1.0, 1.0, 0.0, 0.0, 0, 0, 0, 0)
+    recorder._bind_writer(w)
+    monkeypatch.setattr(S, "writer", w)
+    S.due, S.st = 1 << 40, time.time()
+    it = Base(Loader(range(4)))
+    next(it)
+    assert beacon.read(w.path).get("between") is None  # in the step, after its batch
+    recorder._on_optimizer_step(None, (), {})  # an unsampled step's end: the fast path
+    b = beacon.read(w.path)
+    assert b["phase"] == "run" and b["between"] is True and b["step"] == 1, b
+    next(it)  # the next step's batch overwrites the byte
+    b = beacon.read(w.path)
+    assert b["phase"] == "run" and "between" not in b and b["step"] == 1, b
+    w.close()

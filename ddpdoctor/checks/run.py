@@ -1323,9 +1323,10 @@ PLACE_SLACK_S = 0.5
 
 def _killed_place(r: dict, end: dict):
     """RUN010's words for where a rank with no stack at its end (SIGKILL leaves none) was, when its beacon holds its
-    phase in a step: fetching a batch ("data") or working ("run": from its last optimizer step's end to the next one's:
-    the callbacks between steps, forward, backward, the optimizer; not told apart on an unsampled step, whose hooks are
-    not installed), the step it was in (its steps done + 1), and the user's line that
+    phase in a step: fetching a batch ("data"), between steps (the optimizer hook's "between" byte, beacon.PHASES: after
+    its optimizer step, before the next batch), or in the step's work after its batch ("run" with no write since the
+    byte was overwritten by the batch; forward, backward and the optimizer are not told apart on an unsampled step,
+    whose hooks are not installed), the step it was in (its steps done + 1), and the user's line that
     started its loop over the loader (recorder._loader_origin, read once per loader). The last recorded place, said
     as that; a guess when the last step's end is older than PLACE_STEPS steps (or unknown). None where the beacon has
     no such place (inside a collective: _seen_line says it, with the collective's own line)."""
@@ -1338,10 +1339,19 @@ def _killed_place(r: dict, end: dict):
         what = f"its evaluation ({dl['eval']}) after step {done}, {'fetching a batch' if phase == 'data' else 'computing'}"
     elif phase == "data":
         what = f"data loading (fetching the batch of step {done + 1})"
+    elif r.get("between") and done:
+        what = (f"what runs after step {done}'s optimizer step, before step {done + 1}'s batch (the callbacks, the "
+                f"scheduler, zero_grad, logging or a checkpoint between steps)")
+    elif not any(isinstance(c.get("t"), (int, float)) and c["t"] > (r.get("step_end_t") or 0)
+                 for c in r.get("coll_history") or []):
+        # the optimizer hook's "between" byte was overwritten by the next batch (nothing else wrote since: no
+        # collective after the step's end), so the rank had its batch: inside the step's own work
+        what = f"step {done + 1}'s work after fetching its batch (forward, backward or the optimizer: not told apart " \
+               f"without a stack)"
     else:
         what = (f"the work between step {done}'s optimizer step and step {done + 1}'s (its forward, backward, the "
-                f"optimizer, or callbacks, logging, a checkpoint between steps: not told apart without a stack)"
-                if done else f"its first step (forward, backward or the optimizer: not told apart without a stack)")
+                f"optimizer, or callbacks, logging, a checkpoint between steps: a collective since its last step "
+                f"leaves which one unknown)")
     t, st, mean = end.get("t"), r.get("step_end_t"), r.get("step_mean_s")
     age = t - st if isinstance(t, (int, float)) and isinstance(st, (int, float)) and st else None
     if age is None:

@@ -235,11 +235,12 @@ def _log_once(where: str, exc: BaseException) -> None:
 
 def _bind_writer(w) -> None:
     """The beacon's byte and step stores for the fast paths (see _on_optimizer_step)."""
-    global _store_u64, _DL_N_AT, _DL_END_AT, _store_end, _END_AT
-    from .beacon import DL_END_AT, DL_N_AT, END, END_AT, STEP
+    global _store_u64, _DL_N_AT, _DL_END_AT, _store_end, _END_AT, _PH_AT, _BETWEEN
+    from .beacon import CODE, DL_END_AT, DL_N_AT, END, END_AT, PHASE_AT, STEP
 
     _store_u64, _DL_N_AT, _DL_END_AT = STEP.pack_into, DL_N_AT, DL_END_AT
     _store_end, _END_AT = END.pack_into, END_AT
+    _PH_AT, _BETWEEN = PHASE_AT, CODE["between"]
     S.mm = w.mm
 
 
@@ -516,6 +517,7 @@ _store_u64 = None  # beacon.STEP.pack_into (an aligned 8-byte count: the batch c
 _END_AT = 32  # beacon.END_AT (an unsampled step's end: dl_n, st, step), set with the writer
 _store_end = None  # beacon.END.pack_into, set with the writer
 _DL_N_AT, _DL_END_AT = 32, 10  # beacon.DL_N_AT, DL_END_AT, set with the writer (_bind_writer: this module imports nothing at load)
+_PH_AT, _BETWEEN = 8, 8  # beacon.PHASE_AT, CODE["between"], set with the writer
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
 
 # The split's hooks, installed only while a sampled step runs (see SPLIT_EVERY_S): (owner, attribute,
@@ -1506,8 +1508,12 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time, _S=S) -> None:
         if mm is not None:  # its batches, end and count (beacon.END_AT): exact at a stall
             dl = _S.dl
             _store_end(mm, _END_AT, 0 if dl is None else dl["n"] + _S.nb, now, n)
+            mm[_PH_AT] = _BETWEEN  # the phase byte alone: between steps until the next batch or write (beacon.PHASES)
         return
     _step_due(n, now)
+    mm = _S.mm
+    if mm is not None and _S.phase == "run":
+        mm[_PH_AT] = _BETWEEN
 
 
 def _step_due(n: int, now: float, _cpu=time.thread_time) -> None:

@@ -307,7 +307,7 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native"),
            # where a rank without a stack at its end was (RUN010): its last step's end and mean step time, and the
            # line that made its current loader's iterator (recorder._loader_origin: its batch loop), by its beacon
-           "step_end_t": b.get("st"), "step_mean_s": (b.get("sd") or [None])[-1],
+           "step_end_t": b.get("st"), "step_mean_s": (b.get("sd") or [None])[-1], "between": bool(b.get("between")),
            "loop_frame": _frame_of_line((b.get("dl") or {}).get("at") or (b.get("dlt") or {}).get("at"))}
     if side is not None:
         rec["thread"] = {"ident": f"0x{side['ident']:016x}" if side.get("ident") is not None else None,
