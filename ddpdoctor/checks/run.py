@@ -103,16 +103,29 @@ def _train_dl(r) -> tuple:
     current loader is the training one when steps were taken since it began ("s0") or it is that loader again (a
     new epoch); else the rank is in another loader (the Trainer's epoch-end evaluation: huggingface/transformers
     v5.25.0 src/transformers/trainer.py _run_epoch -> _maybe_log_save_evaluate -> evaluate, after the epoch's loop)
-    and its training loader is the one it left."""
+    and its training loader is the one it left. Before a step in the current loader, the recorder's word decides
+    (run/recorder.py _loader_origin, data/eval_loops.json): "eval" set, it is an evaluation's (grad mode off when its
+    iterator was made, or the Trainer's evaluation_loop made it); else a loader of the training loader's length and
+    batch size is the training loader again (a new epoch of a loader made anew: the one case still read by shape)."""
     dl = r.get("dataloader") or {}
     tr = r.get("train_loader")
     if not tr or not dl:
         return dl, False
     if isinstance(dl.get("s0"), int) and isinstance(r.get("step"), int) and r["step"] > dl["s0"]:
         return dl, False
+    if dl.get("eval"):
+        return tr, True
     if (dl.get("len"), dl.get("bs")) == (tr.get("len"), tr.get("bs")):
         return dl, False
     return tr, True
+
+
+def _eval_why(dl: dict) -> str:
+    """How the other loader is known to be an evaluation's: the recorder's word (grad mode off, the Trainer's evaluation
+    loop), or a guess from its shape and the steps (none taken in it)."""
+    if dl.get("eval"):
+        return f", by {dl['eval']}"
+    return ", a guess: no optimizer step in it and not the training loader's length and batch size"
 
 
 def _ran_out(r) -> bool:
@@ -533,7 +546,7 @@ def uneven_batches(snap):
                     + (" (ran out)" if r in ended else " (all fetched: still in its last step)"
                        if tdl.get("end") else "")
                     + (f", then left the training loop for another DataLoader (batch {dl.get('n')} of {dl.get('len')}:"
-                       f" an evaluation)" if left else "") + f", {r.get('doing')} at {_where(r.get('user_frame'))}")
+                       f" an evaluation{_eval_why(dl)})" if left else "") + f", {r.get('doing')} at {_where(r.get('user_frame'))}")
     more = [r for r in rs if r not in ended]
     e, m = ended[0], (more or [None])[0]
     etdl, eleft = _train_dl(e)
@@ -746,11 +759,46 @@ def _setup_wait(snap) -> Optional[str]:
     states = {r.get("state") for r in rs}
     if states == {"ddp-init"}:
         return "ddp-init"
+    if states == {"rendezvous"} and _never_joined(rs):
+        return "rendezvous"
     if states == {"collective"}:
         keys = {((r.get("last_collective") or {}).get("group"), (r.get("last_collective") or {}).get("seq"),
                  (r.get("last_collective") or {}).get("op")) for r in rs}
         return "collective" if len(keys) == 1 else None
     return None
+
+
+def _world_of(rs) -> int:
+    sizes = [str((r.get("framework") or {}).get(k) or "") for r in rs for k in ("pg_world", "env_world")]
+    sizes += [str(r.get("world") or "") for r in rs]  # the recorder's, at init_process_group
+    return max((int(w) for w in sizes if w.isdigit()), default=0)
+
+
+def _never_joined(rs) -> list:
+    """The ranks of the world (its size as the ranks recorded it at init_process_group) with no process among `rs`:
+    the ones that never called init_process_group here (a rank alive before it is RUN004's, one that died RUN010's)."""
+    world = _world_of(rs)
+    have = {r.get("rank") for r in rs}
+    if not world or any(not isinstance(x, int) for x in have):
+        return []
+    return [x for x in range(world) if x not in have]
+
+
+def _rendezvous_wait(rs, d: dict) -> tuple:
+    """(title words, detail words) for ranks that wait in init_process_group's rendezvous for ranks that never came:
+    who never arrived, and what the others wait on (data/setup_hang.json "rendezvous", torch's rendezvous.py)."""
+    world, missing = _world_of(rs), _never_joined(rs)
+    k = d["rendezvous"]
+    on = k["rank0_missing"] if 0 in missing else k["other_missing"].format(world=world)
+    hosts = sorted({r.get("host") for r in rs if r.get("host")})
+    here = f" on {hosts[0]}" if len(hosts) == 1 else " on these nodes"
+    title = (f"{_ranks(rs)} wait in init_process_group's rendezvous for {_ranks([{'rank': x} for x in missing])}, "
+             f"which never arrived (no process of {'it' if len(missing) == 1 else 'them'}{here}): {on}")
+    detail = (f"{k['meaning']} {_ranks(rs)} wait: {on}; {k['barrier'].format(world=world)}. "
+              f"{_ranks([{'rank': x} for x in missing])} of the world's {world} ranks never called init_process_group "
+              f"here: it was not started, or ended before it (its launcher's log says which), or runs on another "
+              f"node that is not there yet.")
+    return title, detail
 
 
 @check("RUN028", "stall-at-setup", family=FAMILY, when=("run",), needs=("run",), catalogue=("A4", "C3"))
@@ -763,7 +811,9 @@ def stall_at_setup(snap):
         a broadcast of the config) entered by all and completed by none, or DDP's constructor (its
         broadcast of rank 0's parameters and its shape check across ranks). It names the wait, the
         line, how many ranks of the world this node sees, and what to read (ddpdoctor/data/
-        setup_hang.json, from torch's documentation).
+        setup_hang.json, from torch's documentation). Every rank here inside init_process_group's
+        rendezvous with ranks of the world absent: it names the ranks that never arrived and what
+        the others wait on (rank 0's TCPStore, from torch's rendezvous.py).
 
     Why it matters
         No rank is behind: every stack is the same and nobody is a straggler. The ranks cannot reach
@@ -786,6 +836,19 @@ def stall_at_setup(snap):
     rs = _stalled(snap)
     d = setup_hang.data()
     r0 = rs[0]
+    if wait == "rendezvous":
+        title, detail = _rendezvous_wait(rs, d)
+        missing = _never_joined(rs)
+        # torchrun starts a node's ranks together: with fewer ranks missing than are here, they never came; as many
+        # or more may be another node's share still starting (a guess: said as a warning)
+        yield (error if len(missing) < len(rs) else warning)(title, detail=detail,
+                    fix="# start every rank of the world, and each must reach init_process_group:\n"
+                        f"# the launcher's log for rank(s) {', '.join(map(str, missing))} (did it start? did it exit?)\n"
+                        "echo $WORLD_SIZE $MASTER_ADDR $MASTER_PORT   # the same on every rank; --nproc-per-node x "
+                        "--nnodes = WORLD_SIZE\nnc -zv $MASTER_ADDR $MASTER_PORT   # rank 0's store answers",
+                    subjects=_subjects(rs) + [f"rank:{x}" for x in missing],
+                    evidence=dict(_evidence(snap, rs), wait=wait, world=_world_of(rs), never_arrived=missing))
+        return
     what = d["waits"][wait] + (f" ({_cname(r0.get('last_collective') or {})})" if wait == "collective" else "")
     sizes = [str((r.get("framework") or {}).get(k) or "") for r in rs for k in ("pg_world", "env_world")]
     sizes += [str(r.get("world") or "") for r in rs]  # the recorder's, at init_process_group
@@ -1219,9 +1282,10 @@ def rank_died(snap):
     # where it died is known from its exception, its fatal dump or a stack taken at its end; a rank killed with none
     # of them (SIGKILL leaves no stack) has only the line the recorder saw last: said as that, not as where it died
     seen_only = frame_d is not None and not (exc.get("user") or end.get("fatal_frame") or r.get("stack"))
+    place = None if exc.get("user") or end.get("fatal_frame") or r.get("stack") else _killed_place(r, end)
     title = f"{who} died first{step}: {how}" + (f" ({why})" if why else "") + \
         (f"; {kill['text']}" if kill.get("text") else "") + \
-        ((_seen_line(r, frame_d, end) if seen_only else f", at {_where(frame_d)}") if frame_d else "") + \
+        (place if place else (_seen_line(r, frame_d, end) if seen_only else f", at {_where(frame_d)}") if frame_d else "") + \
         (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
          f"{_where(last_seen)}" if last_seen else "")
     detail = _order_text(sec, r) + " " + (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else "")
@@ -1248,6 +1312,57 @@ def rank_died(snap):
     yield error(title, detail=detail.strip(), fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
                           "order": d.get("order"), "last_collective": r.get("last_collective")})
+
+
+# A rank's last recorded place is said as a guess when its last step ended longer before its end than this many of its
+# mean steps, plus PLACE_SLACK_S (a SIGKILL's end is seen by the parent's poll, ~0.2 s late and more under load):
+# then it may have left the step loop (a checkpoint, an evaluation without a DataLoader) after what the beacon holds.
+PLACE_STEPS = 2
+PLACE_SLACK_S = 0.5
+
+
+def _killed_place(r: dict, end: dict):
+    """RUN010's words for where a rank with no stack at its end (SIGKILL leaves none) was, when its beacon holds its
+    phase in a step: fetching a batch ("data"), between steps (the optimizer hook's "between" byte, beacon.PHASES: after
+    its optimizer step, before the next batch), or in the step's work after its batch ("run" with no write since the
+    byte was overwritten by the batch; forward, backward and the optimizer are not told apart on an unsampled step,
+    whose hooks are not installed), the step it was in (its steps done + 1), and the user's line that
+    started its loop over the loader (recorder._loader_origin, read once per loader). The last recorded place, said
+    as that; a guess when the last step's end is older than PLACE_STEPS steps (or unknown). None where the beacon has
+    no such place (inside a collective: _seen_line says it, with the collective's own line)."""
+    phase, loop = r.get("phase"), r.get("loop_frame")
+    if phase not in ("data", "run") or not loop:
+        return None
+    dl = r.get("dataloader") or {}
+    done = r.get("step") or 0
+    if dl.get("eval"):
+        what = f"its evaluation ({dl['eval']}) after step {done}, {'fetching a batch' if phase == 'data' else 'computing'}"
+    elif phase == "data":
+        what = f"data loading (fetching the batch of step {done + 1})"
+    elif r.get("between") and done:
+        what = (f"what runs after step {done}'s optimizer step, before step {done + 1}'s batch (the callbacks, the "
+                f"scheduler, zero_grad, logging or a checkpoint between steps)")
+    elif not any(isinstance(c.get("t"), (int, float)) and c["t"] > (r.get("step_end_t") or 0)
+                 for c in r.get("coll_history") or []):
+        # the optimizer hook's "between" byte was overwritten by the next batch (nothing else wrote since: no
+        # collective after the step's end), so the rank had its batch: inside the step's own work
+        what = f"step {done + 1}'s work after fetching its batch (forward, backward or the optimizer: not told apart " \
+               f"without a stack)"
+    else:
+        what = (f"the work between step {done}'s optimizer step and step {done + 1}'s (its forward, backward, the "
+                f"optimizer, or callbacks, logging, a checkpoint between steps: a collective since its last step "
+                f"leaves which one unknown)")
+    t, st, mean = end.get("t"), r.get("step_end_t"), r.get("step_mean_s")
+    age = t - st if isinstance(t, (int, float)) and isinstance(st, (int, float)) and st else None
+    if age is None:
+        guess = "; a guess: when its last step ended is not recorded"
+    elif age > PLACE_STEPS * (mean or 0.0) + PLACE_SLACK_S:
+        guess = (f"; a guess: its last step ended {age:.1f} s before its end, longer than its steps take"
+                 + (f" ({mean:.2f} s)" if mean else "") + ", so it may have left the loop since")
+    else:
+        guess = ""
+    return (f", in {what}, in the loop at {_where(loop)} (its last recorded place, by its beacon: no stack at its end"
+            f"{guess})")
 
 
 def _seen_line(r: dict, frame: dict, end: dict) -> str:

@@ -40,7 +40,11 @@ from typing import Optional
 SIZE = 8192
 COLD_END = 4096  # the cold JSON ends here; the step ring follows
 PARTS = ("data", "compute", "collective", "optimizer", "other")
-PHASES = ("start", "init", "run", "coll", "data", "exit", "exception", "worker")
+# "between": the phase byte alone, stored by the optimizer step's hook (recorder._on_optimizer_step) and overwritten by
+# the next batch's "data" or any full write: the rank's last optimizer step has ended and it has fetched no batch and
+# written nothing since (the callbacks, the scheduler, zero_grad, logging, a checkpoint between steps). `read` gives
+# it as phase "run" with between=True: every reader of "run" reads it as before.
+PHASES = ("start", "init", "run", "coll", "data", "exit", "exception", "worker", "between")
 CODE = {p: i for i, p in enumerate(PHASES)}
 # seq | phase, in_coll, dl_end | t, pt, dl_n | st, step | sdm, colls, ev | cold length. The first group
 # is what a change of phase writes (a batch fetched, a collective left): `Writer.phase`, 6 fields. dl_n,
@@ -272,7 +276,10 @@ def _read_fd(fd: int, tries: int, ring_from: int = 0, settled: bool = False) -> 
             if isinstance(dl, dict):
                 dl["n"], dl["end"] = dl_n, bool(dl_end)
             # t: the last progress; an unsampled step's end (END) stores st alone, which is progress too
-            out.update(phase=PHASES[phase] if phase < len(PHASES) else "run", t=max(t, st), pt=pt, st=st or None,
+            ph = PHASES[phase] if phase < len(PHASES) else "run"
+            if ph == "between":
+                ph, out["between"] = "run", True
+            out.update(phase=ph, t=max(t, st), pt=pt, st=st or None,
                        sd=[sdm] if sdm else [], step=step, seq=colls, ev=ev)
             if len(raw) >= SIZE:
                 out["ring"] = _ring(raw, ring_from)

@@ -131,7 +131,7 @@ class _State:
         # dl_id, a count of the iterators made (round 11: an attribute load per batch, where id(self) was a builtin
         # call and an audit event, ~300 instructions)
         self.dl_id = 0
-        self.dl_desc = None  # what S.dl describes (length, workers, ...): a new epoch of it keeps the cold part
+        self.dl_desc = None  # what S.dl describes (length, workers, ..., the loader's id): a new epoch of it keeps the cold part
         # the last loader the rank LEFT after optimizer steps were taken while it was S.dl (its training loader), frozen
         # when another loader (an evaluation's) took its place: {n, len, end, bs, step}; None until that happens.
         # A rank in its evaluation loader is not a rank still training (RUN005: who ran out is read from this)
@@ -235,11 +235,12 @@ def _log_once(where: str, exc: BaseException) -> None:
 
 def _bind_writer(w) -> None:
     """The beacon's byte and step stores for the fast paths (see _on_optimizer_step)."""
-    global _store_u64, _DL_N_AT, _DL_END_AT, _store_end, _END_AT
-    from .beacon import DL_END_AT, DL_N_AT, END, END_AT, STEP
+    global _store_u64, _DL_N_AT, _DL_END_AT, _store_end, _END_AT, _PH_AT, _BETWEEN
+    from .beacon import CODE, DL_END_AT, DL_N_AT, END, END_AT, PHASE_AT, STEP
 
     _store_u64, _DL_N_AT, _DL_END_AT = STEP.pack_into, DL_N_AT, DL_END_AT
     _store_end, _END_AT = END.pack_into, END_AT
+    _PH_AT, _BETWEEN = PHASE_AT, CODE["between"]
     S.mm = w.mm
 
 
@@ -516,6 +517,7 @@ _store_u64 = None  # beacon.STEP.pack_into (an aligned 8-byte count: the batch c
 _END_AT = 32  # beacon.END_AT (an unsampled step's end: dl_n, st, step), set with the writer
 _store_end = None  # beacon.END.pack_into, set with the writer
 _DL_N_AT, _DL_END_AT = 32, 10  # beacon.DL_N_AT, DL_END_AT, set with the writer (_bind_writer: this module imports nothing at load)
+_PH_AT, _BETWEEN = 8, 8  # beacon.PHASE_AT, CODE["between"], set with the writer
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
 
 # The split's hooks, installed only while a sampled step runs (see SPLIT_EVERY_S): (owner, attribute,
@@ -1410,6 +1412,50 @@ def _loader_preflight(loader) -> None:
     _reread_rt003(int(getattr(loader, "num_workers", 0) or 0), _loader_method(loader))
 
 
+_EVAL_FRAMES = None  # {(file suffix, function)}: data/eval_loops.json's frames, read at the first new loader
+
+
+def _eval_frames() -> dict:
+    global _EVAL_FRAMES
+    if _EVAL_FRAMES is None:
+        import json
+
+        try:
+            with open(os.path.join(os.path.dirname(_HERE), "data", "eval_loops.json"), encoding="utf-8") as fh:
+                _EVAL_FRAMES = {f["func"]: f["file_suffix"] for f in json.load(fh).get("frames") or []}
+        except (OSError, ValueError, KeyError, TypeError):
+            _EVAL_FRAMES = {}
+    return _EVAL_FRAMES
+
+
+def _loader_origin(frame) -> tuple:
+    """(the user's line that made this DataLoader iterator: 'file:line' (the `for batch in loader` line of a hand-written
+    loop, the `trainer.train()` line under a Trainer), why the loader is an evaluation's or None). Read when a NEW
+    loader's iterator is made (a new epoch of the same loader object is not read again): never per step. Evaluation is
+    told by what runs, not by the loader's shape (data/eval_loops.json): grad mode off (torch.no_grad /
+    inference_mode) or a framework's evaluation loop among the callers (Trainer.evaluation_loop)."""
+    why = None
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and not torch.is_grad_enabled():
+            why = "grad mode off (torch.no_grad or inference_mode)"
+    except Exception:  # noqa: BLE001 - a torch without grad mode: not read
+        pass
+    if why is None:
+        names = _eval_frames()
+        f = frame
+        for _ in range(60):
+            if f is None:
+                break
+            code = f.f_code
+            suffix = names.get(code.co_name)
+            if suffix is not None and code.co_filename.replace(os.sep, "/").endswith(suffix):
+                why = f"{code.co_name} ({suffix})"
+                break
+            f = f.f_back
+    return _user_line(frame), why
+
+
 def _loader_method(loader):
     """A DataLoader's own start method (its multiprocessing_context), or None: the process's."""
     ctx = getattr(loader, "multiprocessing_context", None)
@@ -1462,8 +1508,12 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time, _S=S) -> None:
         if mm is not None:  # its batches, end and count (beacon.END_AT): exact at a stall
             dl = _S.dl
             _store_end(mm, _END_AT, 0 if dl is None else dl["n"] + _S.nb, now, n)
+            mm[_PH_AT] = _BETWEEN  # the phase byte alone: between steps until the next batch or write (beacon.PHASES)
         return
     _step_due(n, now)
+    mm = _S.mm
+    if mm is not None and _S.phase == "run":
+        mm[_PH_AT] = _BETWEEN
 
 
 def _step_due(n: int, now: float, _cpu=time.thread_time) -> None:
@@ -1585,7 +1635,7 @@ def _patch_dataloader(mod) -> None:
                     getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None),
                                                                   "batch_size", None),
                     bool(getattr(loader, "pin_memory", False)), bool(getattr(loader, "persistent_workers", False)),
-                    getattr(loader, "prefetch_factor", None))
+                    getattr(loader, "prefetch_factor", None), id(loader))
             S.dl_id += 1
             setattr(self, _DL_GEN, S.dl_id)
             if S.dl is not None and desc == S.dl_desc:
@@ -1601,10 +1651,11 @@ def _patch_dataloader(mod) -> None:
             prev = S.dl
             if prev is not None and S.step > (prev.get("s0") or 0):  # steps taken while it was the loader: training's
                 S.dl_tr = {"n": prev["n"] + S.nb, "len": prev["len"], "end": prev["end"], "bs": prev["bs"],
-                           "step": S.step}
+                           "step": S.step, "at": prev.get("at")}
             S.dl_desc = desc
+            at, why = _loader_origin(sys._getframe(1))
             S.dl = {"n": -S.nb, "len": n, "end": False, "s0": S.step, "workers": desc[1], "bs": desc[2], "pin": desc[3],
-                    "persistent": desc[4], "prefetch": desc[5]}
+                    "persistent": desc[4], "prefetch": desc[5], "at": at, "eval": why}
             _publish_cold()
             if desc[1]:
                 S.dl_mp = _loader_method(loader)  # read again at preflight if this loader came before it

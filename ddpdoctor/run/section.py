@@ -304,7 +304,11 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "pg_timeout_s": b.get("pgt"), "world": b.get("world"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
            "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
            "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
-           "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native")}
+           "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native"),
+           # where a rank without a stack at its end was (RUN010): its last step's end and mean step time, and the
+           # line that made its current loader's iterator (recorder._loader_origin: its batch loop), by its beacon
+           "step_end_t": b.get("st"), "step_mean_s": (b.get("sd") or [None])[-1], "between": bool(b.get("between")),
+           "loop_frame": _frame_of_line((b.get("dl") or {}).get("at") or (b.get("dlt") or {}).get("at"))}
     if side is not None:
         rec["thread"] = {"ident": f"0x{side['ident']:016x}" if side.get("ident") is not None else None,
                          "started_by": "torch (C++), not Python: autograd's device thread or a Future's callback",
