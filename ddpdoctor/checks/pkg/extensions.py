@@ -544,6 +544,7 @@ def cuda_toolkit_mismatch(snap):
         entries, or when it is unset the GPUs' compute capabilities, against the release that first listed each in
         supported_arches (data/gpu_versions.json cpp_extension_arch_since): "ValueError: Unknown CUDA arch (9.0+PTX)
         or GPU not supported" (OpenBMB/BMTrain#83, torch 1.12; lhoyer/HRDA#35, an RTX 4090 under torch 1.7.1).
+        Named arches ('Ampere', 'Blackwell') are expanded as that release expanded them (named_arches_before).
 
     Why it matters
         torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version

@@ -1,0 +1,56 @@
+"""check29 (issue 26, round 23): classes left by check28, each with a trigger and a quiet fixture.
+Pure: snapshots are built by the factory over recorded facts; no process is started."""
+from __future__ import annotations
+
+from factory import findings_of, make_snapshot
+
+from ddpdoctor.facts import gpu_versions
+
+# -- PKG014 arm: the first torch release whose cpp_extension knows 8.6 (1.8), 10.0 (2.6) and 12.0 (2.7), and the
+# named arches as each release expanded them (data/gpu_versions.json cpp_extension_arch_since: rows,
+# named_arches_before) --
+
+
+def _snap(torch, cuda, env=None, kit="11.1.105", cap=(8, 6), name="NVIDIA GeForce RTX 3090"):
+    toolkit = {"home": "/usr/local/cuda", "from": "nvcc", "version": kit} if kit else {"home": None}
+    return make_snapshot(env=env or {}, packages={"torch": torch, "torch_build": {"cuda": cuda, "hip": None},
+                                                  "cuda_toolkit": toolkit},
+                         gpus={"devices": [{"index": 0, "name": name, "cuda_capability": list(cap)}]})
+
+
+def _unknown(snap):
+    return [f for f in findings_of(snap, "PKG014") if "cpp_extension does" in f.title]
+
+
+def test_rows_for_86_100_120_are_read_by_release():
+    rej = gpu_versions.cpp_extension_rejects
+    assert rej("1.7.1+cu110", None, [(8, 6)]) == [("8.6", (1, 8))]
+    assert rej("1.8.1+cu111", None, [(8, 6)]) == []
+    assert rej("2.5.1", "10.0", []) == [("10.0", (2, 6))] and rej("2.6.0", "10.0", []) == []
+    assert rej("2.6.0", "9.0;12.0+PTX", []) == [("12.0+PTX", (2, 7))] and rej("2.7.0", "12.0", []) == []
+
+
+def test_named_arches_expand_as_that_release_did():
+    rej = gpu_versions.cpp_extension_rejects
+    assert rej("2.6.0", "Blackwell", []) == []            # 2.6's Blackwell was 10.0+PTX
+    assert rej("2.5.1", "Blackwell", []) == [("10.0+PTX", (2, 6))]
+    assert rej("1.7.1", "Ampere", []) == []               # 1.7's Ampere was 8.0+PTX
+    assert rej("1.5.0", "Ampere", []) == [("8.0+PTX", (1, 6))]
+
+
+def test_an_rtx_3090_under_torch_17_warns_and_names_the_release_that_knows_it():
+    [f] = _unknown(_snap("1.7.1+cu110", "11.0", kit="11.0.221"))
+    assert f.severity == "warning" and "8.6" in f.title and "3090" in f.title
+    assert "torch>=1.8" in f.fix and "gpu:0" in f.subjects
+
+
+def test_a_listed_120_under_torch_26_warns_and_27_is_quiet():
+    env = {"TORCH_CUDA_ARCH_LIST": "9.0;12.0"}
+    [f] = _unknown(_snap("2.6.0+cu126", "12.6", env=env, kit="12.8.61", cap=(12, 0), name="NVIDIA GeForce RTX 5090"))
+    assert f.severity == "warning" and "12.0" in f.title and "TORCH_CUDA_ARCH_LIST" in f.title
+    assert _unknown(_snap("2.7.0+cu128", "12.8", env=env, kit="12.8.61", cap=(12, 0),
+                          name="NVIDIA GeForce RTX 5090")) == []
+
+
+def test_an_rtx_3090_under_torch_18_is_quiet():
+    assert _unknown(_snap("1.8.1+cu111", "11.1")) == []
