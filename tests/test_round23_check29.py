@@ -54,3 +54,44 @@ def test_a_listed_120_under_torch_26_warns_and_27_is_quiet():
 
 def test_an_rtx_3090_under_torch_18_is_quiet():
     assert _unknown(_snap("1.8.1+cu111", "11.1")) == []
+
+
+# -- PKG020: an mmcv without its compiled ops under a training script that imports mmcv.ops itself
+# (lint.scriptfacts mmcv_ops), not only under an OpenMMLab package that does --
+
+def _mmcv(ops=False, asks=None, version="1.5.0"):
+    sections = {"lint": {"unavailable": "no script", "facts": asks}} if asks is not None else {}
+    return make_snapshot(packages={"mmcv": version, "torch": "1.8.1+cu111",
+                                   "mmcv_build": {"ops": ops, "dir": "/env/lib/python3.8/site-packages/mmcv"}},
+                         **sections)
+
+
+def test_the_script_import_of_mmcv_ops_is_read():
+    import ast
+
+    from ddpdoctor.lint.scriptfacts import requests_of
+
+    def read(text):
+        return [e["what"] for e in requests_of(ast.parse(text), "net/model.py")["mmcv_ops"]]
+
+    assert read("from mmcv.ops import DeformConv2d, ModulatedDeformConv2d\n") == [
+        "from mmcv.ops import DeformConv2d, ModulatedDeformConv2d"]
+    assert read("import mmcv.ops.nms as nms\n") == ["import mmcv.ops.nms"]
+    assert read("from mmcv import ops\n") == ["from mmcv import ops"]
+    # mmcv's pure-Python parts, another package's ops, the project's own relative package: not mmcv.ops
+    assert read("import mmcv\nfrom mmcv import Config\nfrom mmdet.ops import nms\nfrom .mmcv.ops import x\n") == []
+
+
+def test_mmcv_without_ops_under_a_script_importing_mmcv_ops_warns():
+    asks = {"mmcv_ops": [{"path": "net/model.py", "line": 3, "what": "from mmcv.ops import DeformConv2d",
+                          "package": "mmcv"}]}
+    [f] = findings_of(_mmcv(asks=asks), "PKG020")
+    assert f.severity == "warning" and "mmcv 1.5.0 has no compiled ops" in f.title and "net/model.py:3" in f.title
+    assert "mmcv-full" in f.fix
+
+
+def test_mmcv_without_ops_and_no_user_of_mmcv_ops_is_quiet():
+    assert findings_of(_mmcv(), "PKG020") == []                       # nothing read imports mmcv.ops
+    assert findings_of(_mmcv(asks={"mmcv_ops": []}), "PKG020") == []  # a script read that does not
+    asks = {"mmcv_ops": [{"path": "train.py", "line": 1, "what": "from mmcv import ops", "package": "mmcv"}]}
+    assert findings_of(_mmcv(ops=True, asks=asks), "PKG020") == []     # the ops are there

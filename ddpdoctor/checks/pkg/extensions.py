@@ -700,14 +700,16 @@ def apex_without_extensions(snap):
 MMCV_OPS_USERS = ("mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose")
 
 
-@check("PKG020", "mmcv-without-ops", family="packages", needs=("packages",))
+@check("PKG020", "mmcv-without-ops", family="packages", needs=("packages",), reads=("lint",))
 def mmcv_without_ops(snap):
     """The importable mmcv has no compiled ops (mmcv._ext), under a package that imports mmcv.ops.
 
     What it checks
         packages.mmcv_build: whether the mmcv package Python imports holds its compiled `_ext` module,
         with mmcv 1.0 or later installed (mmcv.ops came with 1.0) beside mmdet, mmdet3d, mmsegmentation,
-        mmrotate or mmpose. mmcv's setup.py builds `_ext` only with MMCV_WITH_OPS=1: in the 1.x series
+        mmrotate or mmpose, or under a training script read (`check --script`, or the script of check's launch
+        command) that imports mmcv.ops itself (`from mmcv.ops import DeformConv2d`: lint.scriptfacts mmcv_ops;
+        XLearning-SCU/2022-CVPR-AirNet#5, a model importing mmcv's deformable convolution). mmcv's setup.py builds `_ext` only with MMCV_WITH_OPS=1: in the 1.x series
         the distribution "mmcv" is the build without it and "mmcv-full" the one with it; in 2.x
         "mmcv-lite" is the build without. Installing "mmcv" after "mmcv-full" overwrites the same mmcv/
         directory, so the fact reads the directory, not the distribution names.
@@ -734,10 +736,12 @@ def mmcv_without_ops(snap):
     if gpu_versions.release(mmcv) < (1, 0, 0):
         return  # before mmcv.ops (mmcv 0.x never had compiled ops; mmdet 1.x built its own)
     users = [f"{n} {versions[n]}" for n in MMCV_OPS_USERS if versions.get(n)]
+    users += [f"{e.get('path')}:{e.get('line')} ({e.get('what')})" for e in script_asks(snap, "mmcv_ops")[:2]]
     if not users:
         return
     names = [n for n in ("mmcv", "mmcv-full", "mmcv-lite") if versions.get(n)]
-    yield warning(f"mmcv {mmcv} has no compiled ops (mmcv._ext), and {', '.join(users)} imports mmcv.ops",
+    yield warning(f"mmcv {mmcv} has no compiled ops (mmcv._ext), and {', '.join(users)} "
+                  f"import{'s' if len(users) == 1 else ''} mmcv.ops",
                   detail=(f"The mmcv package Python imports ({built.get('dir') or 'its directory'}) holds no _ext module; "
                           f"installed distributions: {', '.join(f'{n} {versions[n]}' for n in names)}. mmcv's setup.py "
                           "builds _ext only with MMCV_WITH_OPS=1: 'mmcv' 1.x and 'mmcv-lite' 2.x are built without it, "
