@@ -95,3 +95,48 @@ def test_mmcv_without_ops_and_no_user_of_mmcv_ops_is_quiet():
     assert findings_of(_mmcv(asks={"mmcv_ops": []}), "PKG020") == []  # a script read that does not
     asks = {"mmcv_ops": [{"path": "train.py", "line": 1, "what": "from mmcv import ops", "package": "mmcv"}]}
     assert findings_of(_mmcv(ops=True, asks=asks), "PKG020") == []     # the ops are there
+
+
+# -- PKG010 import-time defects of Windows wheels (data/known_defects.json `stage: import`: torch 2.4.0's fbgemm.dll
+# without libomp140.x86_64.dll, fixed in 2.4.1; TheRock ROCm wheels dated before ROCm/TheRock#1520), and PKG005's
+# plain no-NCCL warning ranked after them (root cause first) --
+
+def _windows(torch="2.4.0+cu124", cuda="12.4", hip=None, gpus=1):
+    devices = [{"index": i, "name": "NVIDIA GeForce RTX 4090", "cuda_capability": [8, 9]} for i in range(gpus)]
+    return make_snapshot(host={"os": "Windows", "platform": "Windows-11-10.0.22631-SP0", "kernel": "10"},
+                         packages={"torch": torch, "torch_build": {"cuda": cuda, "hip": hip}},
+                         gpus={"devices": devices})
+
+
+def _fbgemm(snap):
+    return [f for f in findings_of(snap, "PKG010") if "fbgemm.dll" in f.title]
+
+
+def test_torch_240_on_windows_names_the_fbgemm_import_failure_and_ranks_no_nccl_after_it():
+    [f] = _fbgemm(_windows())
+    assert f.severity == "warning" and "2.4.0" in f.title and "libomp140" in f.title
+    assert "2.4.1" in f.fix and f.evidence["defect"] == "torch-2.4.0-windows-fbgemm-libomp140"
+    [nccl] = findings_of(_windows(), "PKG005")
+    assert nccl.severity == "info" and "Second to PKG010" in nccl.detail
+
+
+def test_torch_241_on_windows_and_240_on_linux_are_quiet_and_no_nccl_keeps_its_warning():
+    assert _fbgemm(_windows(torch="2.4.1+cu124")) == []
+    linux = make_snapshot(packages={"torch": "2.4.0+cu124", "torch_build": {"cuda": "12.4", "hip": None}})
+    assert _fbgemm(linux) == []
+    [nccl] = findings_of(_windows(torch="2.4.1+cu124"), "PKG005")
+    assert nccl.severity == "warning" and "Second to" not in nccl.detail
+
+
+def test_therock_windows_wheels_are_judged_by_their_build_date():
+    from ddpdoctor.facts.known_defects import stops_at_import
+
+    old, new = "2.9.0a0+rocm7.0.0rc20250905", "2.9.0a0+rocm7.0.0rc20251002"
+    assert [e["id"] for e in stops_at_import(old, "Windows")] == ["therock-rocm-windows-wheels-libomp140"]
+    assert stops_at_import(new, "Windows") == [] and stops_at_import("2.9.0+rocm7.0.0", "Windows") == []
+    assert stops_at_import(old, "Linux") == []
+    [f] = _fbgemm(_windows(torch=old, cuda=None, hip="7.0", gpus=0))
+    assert "MSVC" in f.fix and f.severity == "warning"
+    # a certain finding keeps its rank: ROCm's Windows builds have no torch.distributed at all
+    [d] = findings_of(_windows(torch=old, cuda=None, hip="7.0", gpus=0), "PKG005")
+    assert d.severity == "warning" and "no torch.distributed" in d.title
