@@ -140,3 +140,66 @@ def test_therock_windows_wheels_are_judged_by_their_build_date():
     # a certain finding keeps its rank: ROCm's Windows builds have no torch.distributed at all
     [d] = findings_of(_windows(torch=old, cuda=None, hip="7.0", gpus=0), "PKG005")
     assert d.severity == "warning" and "no torch.distributed" in d.title
+
+
+# -- ENV020 arm: a launch run through sudo, whose rebuilt environment (sudo's plugins/sudoers/env.c rebuild_env:
+# secure_path replaces PATH, env_reset keeps only env_keep) hides the CUDA toolkit this shell finds --
+
+def test_sudo_prefix_is_parsed_as_the_command_it_runs():
+    from ddpdoctor.facts.launch import parse_command, strip_sudo
+
+    assert strip_sudo(["torchrun", "t.py"]) == (None, ["torchrun", "t.py"])
+    facts, rest = strip_sudo(["sudo", "-u", "bob", "-E", "CUDA_HOME=/x", "python", "t.py"])
+    assert facts == {"preserve_env": True, "assigns": ["CUDA_HOME"]} and rest == ["python", "t.py"]
+    cmd = parse_command(["sudo", "torchrun", "--nproc-per-node", "2", "t.py"])
+    assert cmd["launcher"] == "torchrun" and cmd["program"] == "t.py" and cmd["sudo"]["preserve_env"] is False
+    assert parse_command(["sudo", "sh", "build.sh"])["program"] == "build.sh"
+    assert "sudo" not in parse_command(["torchrun", "t.py"]) and parse_command(["sh", "build.sh"]) is None
+
+
+def _sudo_job(argv, kit_home="/usr/local/cuda-9.0", env=None, how="CUDA_HOME"):
+    from ddpdoctor.facts.launch import parse_command, parse_program
+
+    cmd = dict(parse_command(argv) or parse_program(argv), depth=0)
+    kit = {"home": kit_home, "from": how, "version": "9.0.176"} if kit_home else {}
+    return make_snapshot(env=env if env is not None else {"CUDA_HOME": "/usr/local/cuda", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64"},
+                         packages={"torch": "1.0.0", "torch_build": {"cuda": "9.0", "hip": None}, "cuda_toolkit": kit},
+                         launch={"commands": [cmd], "depth_read": 0})
+
+
+def _sudo_findings(snap):
+    return [f for f in findings_of(snap, "ENV020") if "under sudo" in f.title]
+
+
+def test_a_build_under_sudo_loses_the_toolkit_on_path_and_its_variables():
+    [f] = _sudo_findings(_sudo_job(["sudo", "sh", "build.sh"]))
+    assert f.severity == "warning" and "nvcc" in f.title and "/usr/local/cuda-9.0/bin" in f.title
+    assert "CUDA_HOME" in f.title and "LD_LIBRARY_PATH" in f.title and "PATH" in f.subjects
+    assert "secure_path" in f.detail and "sudo env" in f.fix
+    # -E keeps CUDA_HOME, but never PATH under secure_path nor LD_* (sudo's bad-variable table)
+    [e] = _sudo_findings(_sudo_job(["sudo", "-E", "python", "setup.py", "build"]))
+    assert "CUDA_HOME" not in e.title and "LD_LIBRARY_PATH" in e.title and "nvcc" in e.title
+
+
+def test_no_sudo_a_system_toolkit_or_no_toolkit_is_quiet():
+    assert _sudo_findings(_sudo_job(["python", "setup.py", "build"])) == []
+    assert _sudo_findings(_sudo_job(["sudo", "python", "t.py"], kit_home="/usr", how="nvcc on PATH")) == []
+    assert _sudo_findings(_sudo_job(["sudo", "python", "t.py"], kit_home=None)) == []
+
+
+def test_the_gathered_parent_chain_keeps_sudo_as_a_fact_of_the_launch_it_runs(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.launch import launch_commands
+
+    def proc(pid, ppid, argv):
+        d = tmp_path / "proc" / pid
+        d.mkdir(parents=True)
+        (d / "stat").write_text(f"{pid} (x) S {ppid} 1 1 0")
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+    proc("self", "300", ["python", "-m", "ddpdoctor", "check"])
+    proc("300", "301", ["/usr/bin/python3", "-u", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"])
+    proc("301", "302", ["sudo", "-E", "torchrun", "--nproc-per-node", "2", "t.py"])
+    proc("302", "1", ["sudo", "bash"])  # a sudo shell above: not a launch
+    got = launch_commands(Sources(environ={}, root=str(tmp_path)))["commands"]
+    assert len(got) == 1 and got[0]["launcher"] == "torchrun" and got[0]["sudo"]["preserve_env"] is True

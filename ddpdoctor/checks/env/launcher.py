@@ -985,7 +985,7 @@ def _script_url_port_in_use(snap):
         return
 
 
-@check("ENV020", "launch-program-not-found", family="launcher", needs=("launch",))
+@check("ENV020", "launch-program-not-found", family="launcher", needs=("launch",), reads=("packages", "env"))
 def launch_program_not_found(snap):
     """The launch command's program (srun, torchrun, deepspeed, accelerate, python) is not on this machine's PATH.
 
@@ -996,7 +996,13 @@ def launch_program_not_found(snap):
         file is there, whether the kernel will run it (data/launchers.json exec_failures: execve(2)'s
         EACCES for a directory or a file without execute permission, ENOENT for a #! script whose
         interpreter is missing: a moved virtual environment's torchrun, `#!/usr/bin/env python` without
-        python on PATH, a CRLF #! line). Each gets its own wording: it is not a PATH problem.
+        python on PATH, a CRLF #! line). Each gets its own wording: it is not a PATH problem. And a launch
+        run through sudo (`sudo sh build.sh`, `sudo python setup.py ...`): sudo rebuilds the environment
+        (sudo's plugins/sudoers/env.c rebuild_env; data/launchers.json sudo): PATH becomes sudoers'
+        secure_path even with -E, and env_reset drops CUDA_HOME, LD_LIBRARY_PATH and the rest of the user's
+        variables, so the CUDA toolkit this shell finds (its nvcc outside secure_path's directories) is not
+        found by whatever the command builds with nvcc (speedinghzl/CCNet#56, traveller59/second.pytorch#7:
+        "nvcc: not found" under sudo).
 
     Why it matters
         The job stops before any rank starts: "train.sh: 1: srun: not found" on a machine outside a SLURM
@@ -1014,6 +1020,9 @@ def launch_program_not_found(snap):
     """
     from ddpdoctor.facts.launch import commands
 
+    sudo = next((c for c in commands(snap) if isinstance(c.get("sudo"), dict)), None)
+    if sudo is not None:
+        yield from _sudo_hides_toolkit(snap, sudo)
     for cmd in commands(snap):
         if cmd.get("found") is not False:
             continue
@@ -1036,6 +1045,56 @@ def launch_program_not_found(snap):
                     subjects=[f"path:{cmd['from_script'].rsplit(':', 1)[0]}"] if cmd.get("from_script") else [],
                     evidence={"command": {k: cmd.get(k) for k in ("launcher", "program_word", "from_script", "found")}})
         return
+
+
+def _sudo_hides_toolkit(snap, cmd: dict):
+    """ENV020 for a launch run through sudo when the CUDA toolkit this shell finds is outside sudo's PATH
+    (data/launchers.json sudo: secure_path's directories; env_reset's kept variables)."""
+    from ddpdoctor.facts.env import env_of
+    from ddpdoctor.facts.launch import sudo_table
+
+    table = sudo_table()
+    pk = snap.get("packages") if "packages" in snap else {}
+    kit = (pk or {}).get("cuda_toolkit") if isinstance((pk or {}).get("cuda_toolkit"), dict) else {}
+    home = str(kit.get("home") or "").rstrip("/")
+    if not home:
+        return
+    bindir = home + "/bin"
+    if bindir in (table.get("secure_path_dirs") or ()):
+        return  # a toolkit of the system's own directories (/usr/bin/nvcc): sudo's PATH has it
+    env = env_of(snap) if "env" in snap else {}
+    facts = cmd["sudo"]
+    keep = set(table.get("env_keep_default") or ())
+    deleted = tuple(table.get("always_deleted") or ())
+    assigned = set(facts.get("assigns") or ())
+
+    def dropped(name: str) -> bool:
+        if name in assigned or env.get(name) in (None, ""):
+            return False
+        if any(name == d or (d.endswith("*") and name.startswith(d[:-1])) for d in deleted):
+            return True
+        return not facts.get("preserve_env") and name not in keep
+
+    lost = [n for n in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_VISIBLE_DEVICES") if dropped(n)]
+    src = table.get("source") or {}
+    shown = " ".join(([] if not facts.get("preserve_env") else ["-E"]) + [str(cmd.get("program_word") or cmd.get("launcher") or "")]
+                     + ([str(cmd["program"])] if cmd.get("program") else []))
+    yield warning(f"the launch runs under sudo (sudo {shown}): PATH becomes sudoers' secure_path, without {bindir}, so "
+                  f"nvcc of the CUDA toolkit this shell finds ({home}" + (f", CUDA {kit['version']}" if kit.get("version") else "")
+                  + ") is not found" + (f", and {', '.join(lost)} {'is' if len(lost) == 1 else 'are'} dropped" if lost else ""),
+                  detail=(f"sudo runs the command in an environment it rebuilds ({src.get('repo')} {src.get('path')}@"
+                          f"{str(src.get('commit'))[:12]}, rebuild_env): PATH is replaced by secure_path whatever -E says "
+                          "(Debian/Ubuntu and RHEL/Fedora set it to the system directories), and env_reset keeps only a "
+                          "few variables (LD_* and PYTHONPATH are dropped even with -E). The toolkit here was found "
+                          f"through {kit.get('from') or 'this shell'}; a build the command runs that calls nvcc by name "
+                          "stops with \"nvcc: not found\" (a build script, a Makefile, an extension's setup), and "
+                          "torch's cpp_extension falls back to /usr/local/cuda."),
+                  fix=("run the launch without sudo (fix the permission that asked for it: chown the directory it "
+                       "writes); or pass the environment on: sudo env \"PATH=$PATH\" \"CUDA_HOME=$CUDA_HOME\" "
+                       "\"LD_LIBRARY_PATH=$LD_LIBRARY_PATH\" <command>"),
+                  subjects=["PATH"] + lost,
+                  evidence={"sudo": facts, "toolkit": kit, "secure_path_dirs": table.get("secure_path_dirs"),
+                            "dropped": lost})
 
 
 def _sentence(text: str) -> str:
