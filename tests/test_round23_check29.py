@@ -203,3 +203,44 @@ def test_the_gathered_parent_chain_keeps_sudo_as_a_fact_of_the_launch_it_runs(tm
     proc("302", "1", ["sudo", "bash"])  # a sudo shell above: not a launch
     got = launch_commands(Sources(environ={}, root=str(tmp_path)))["commands"]
     assert len(got) == 1 and got[0]["launcher"] == "torchrun" and got[0]["sudo"]["preserve_env"] is True
+
+
+# -- PKG014 arm: CUDA_HOME / CUDA_PATH that is not one toolkit directory (cpp_extension runs <it>/bin/nvcc) --
+
+def _home(home, how="CUDA_HOME", nvcc=None, os_name="Linux"):
+    kit = {"home": home, "from": how, "version": None}
+    if nvcc is not None:
+        kit["nvcc"] = nvcc
+    return make_snapshot(env={how: home}, host={"os": os_name},
+                         packages={"torch": "1.7.1+cu110", "torch_build": {"cuda": "11.0", "hip": None},
+                                   "cuda_toolkit": kit})
+
+
+def _not_toolkit(snap):
+    return [f for f in findings_of(snap, "PKG014") if "is not a CUDA toolkit directory" in f.title]
+
+
+def test_a_path_style_cuda_home_or_one_without_nvcc_warns():
+    [f] = _not_toolkit(_home(":/usr/local/cuda-11.0:/usr/local/cuda-11.0"))
+    assert f.severity == "warning" and "CUDA_HOME" in f.subjects and "list" in f.title
+    assert f.fix.startswith("export CUDA_HOME=/usr/local/cuda-11.0")
+    [g] = _not_toolkit(_home("/opt/cuda-empty", nvcc=False))
+    assert "no bin/nvcc under /opt/cuda-empty" in g.detail
+
+
+def test_a_real_toolkit_directory_and_a_windows_drive_path_are_quiet():
+    assert _not_toolkit(_home("/usr/local/cuda-11.0", nvcc=True)) == []
+    assert _not_toolkit(_home("/usr/local/cuda-11.0")) == []  # an older snapshot: nvcc not recorded, not a list
+    assert _not_toolkit(_home(r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v12.0", how="CUDA_PATH",
+                              os_name="Windows")) == []
+
+
+def test_the_gatherer_records_whether_bin_nvcc_is_there(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.packages import cuda_toolkit
+
+    (tmp_path / "opt" / "cuda" / "bin").mkdir(parents=True)
+    (tmp_path / "opt" / "cuda" / "bin" / "nvcc").write_text("")
+    (tmp_path / "opt" / "empty").mkdir(parents=True)
+    assert cuda_toolkit(Sources(environ={"CUDA_HOME": "/opt/cuda"}, root=str(tmp_path)))["nvcc"] is True
+    assert cuda_toolkit(Sources(environ={"CUDA_HOME": "/opt/empty"}, root=str(tmp_path)))["nvcc"] is False

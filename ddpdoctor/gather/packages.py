@@ -70,6 +70,7 @@ FIELDS = {
     "torch_pins": OBJ, "torch_pins.*": STR,
     # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
     "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
+    "cuda_toolkit.nvcc": BOOL,  # check29: whether <home>/bin/nvcc is a file (what cpp_extension runs)
     # check19: link names (-lcurand, ...) whose unversioned lib<name>.so the toolkit lacks, with the versioned file it has
     "cuda_toolkit.missing_links": OBJ, "cuda_toolkit.missing_links.*": STR,
     # check19 (PKG014): the ninja build tool a just-in-time extension build runs (`ninja --version` on the job's PATH),
@@ -274,7 +275,8 @@ def cuda_toolkit(src: Sources) -> dict:
                 version = m.group(1) if m else None
         except OSError:
             pass
-    out = {"home": home, "from": how, "version": version}
+    out = {"home": home, "from": how, "version": version,
+           "nvcc": os.path.isfile(src.path(os.path.join(home, "bin", "nvcc")))}
     missing = _unversioned_links_missing(src, home)
     if missing:
         out["missing_links"] = missing

@@ -525,6 +525,33 @@ def _cpp_extension_unknown_arch(snap, pk, kit):
                          "builders": builders})
 
 
+def _home_not_a_toolkit(kit: dict, windows: bool = False) -> list:
+    """PKG014 for CUDA_HOME / CUDA_PATH set to something that is not one toolkit directory: a PATH-style list
+    (':/usr/local/cuda-11.0', from CUDA_HOME=$CUDA_HOME:/usr/local/cuda-11.0 with the variable empty), or a directory
+    without bin/nvcc (cuda_toolkit.nvcc False). torch's cpp_extension takes the variable whole (_find_cuda_home:
+    `cuda_home = os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH')`) and runs <it>/bin/nvcc, so every
+    extension build fails ("<CUDA_HOME>/bin/nvcc: not found", Newbeeer/Poisson_flow#2)."""
+    how, home = str(kit.get("from") or ""), str(kit.get("home") or "")
+    if how not in ("CUDA_HOME", "CUDA_PATH") or not home:
+        return []
+    sep = ";" if windows else ":"  # the snapshot's system's list separator (C:\\ is a drive, not a list, on Windows)
+    listed = sep in home
+    if not listed and kit.get("nvcc") is not False:
+        return []
+    parts = [p for p in home.split(sep) if p]
+    fix_to = parts[-1] if listed and parts else "<the toolkit directory, the one holding bin/nvcc>"
+    return [warning(f"{how}={home!r} is not a CUDA toolkit directory: an extension build runs {home}/bin/nvcc, "
+                    "which does not exist" + (f" (a '{sep}'-separated list, not one directory)" if listed else ""),
+                    detail=("torch.utils.cpp_extension takes " + how + " whole as the toolkit's root "
+                            "(torch/utils/cpp_extension.py _find_cuda_home) and compiles with <root>/bin/nvcc; DeepSpeed's "
+                            "op builder uses the same root. " + (f"{how} holds a list, typically from `export {how}="
+                            f"${how}:/usr/local/cuda-X` while it was empty, so the build stops with \"{home}/bin/nvcc: "
+                            "not found\"." if listed else f"There is no bin/nvcc under {home}, so the build stops with "
+                            "\"nvcc: not found\".")),
+                    fix=f"export {how}={fix_to}   # one directory: the toolkit whose bin/nvcc exists",
+                    subjects=[how, "pkg:cuda-toolkit"], evidence={"toolkit": kit, "list": listed})]
+
+
 @check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint", "env"))
 def cuda_toolkit_mismatch(snap):
     """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
@@ -545,6 +572,10 @@ def cuda_toolkit_mismatch(snap):
         supported_arches (data/gpu_versions.json cpp_extension_arch_since): "ValueError: Unknown CUDA arch (9.0+PTX)
         or GPU not supported" (OpenBMB/BMTrain#83, torch 1.12; lhoyer/HRDA#35, an RTX 4090 under torch 1.7.1).
         Named arches ('Ampere', 'Blackwell') are expanded as that release expanded them (named_arches_before).
+        And (check29) CUDA_HOME / CUDA_PATH set to what is not one toolkit directory: a ':'-separated list
+        (';' on Windows), or a directory without bin/nvcc (cuda_toolkit.nvcc), which cpp_extension's
+        _find_cuda_home takes whole, so every build stops with "<CUDA_HOME>/bin/nvcc: not found"
+        (Newbeeer/Poisson_flow#2).
 
     Why it matters
         torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version
@@ -589,6 +620,10 @@ def cuda_toolkit_mismatch(snap):
     yield from _ninja_missing(snap, pk)
     kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
     yield from _cpp_extension_unknown_arch(snap, pk, kit)
+    windows = str((snap.get("host") or {}).get("os") or "") == "Windows" if "host" in snap else False
+    if _home_not_a_toolkit(kit, windows):
+        yield from _home_not_a_toolkit(kit, windows)
+        return
     if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
         yield from _no_cuda_toolkit(snap, pk)
         return
