@@ -244,3 +244,17 @@ def test_the_gatherer_records_whether_bin_nvcc_is_there(tmp_path):
     (tmp_path / "opt" / "empty").mkdir(parents=True)
     assert cuda_toolkit(Sources(environ={"CUDA_HOME": "/opt/cuda"}, root=str(tmp_path)))["nvcc"] is True
     assert cuda_toolkit(Sources(environ={"CUDA_HOME": "/opt/empty"}, root=str(tmp_path)))["nvcc"] is False
+
+
+# -- PKG005: a ROCm build of torch on Windows told by its HIP version when its version has no '+rocm' part --
+
+def test_a_windows_rocm_build_without_rocm_in_its_version_has_no_distributed():
+    [f] = findings_of(_windows(torch="2.8.0", cuda=None, hip="7.0", gpus=0), "PKG005")
+    assert f.severity == "warning" and "no torch.distributed" in f.title and "USE_DISTRIBUTED" in f.detail
+
+
+def test_a_windows_cuda_build_and_a_linux_rocm_build_are_not_taken_for_it():
+    assert [f for f in findings_of(_windows(torch="2.8.0", cuda="12.8"), "PKG005")
+            if "no torch.distributed" in f.title] == []
+    linux = make_snapshot(packages={"torch": "2.8.0", "torch_build": {"cuda": None, "hip": "7.0"}})
+    assert findings_of(linux, "PKG005") == []

@@ -16,7 +16,8 @@ def torch_backends(snap) -> dict:
     recorded them) when present, without gathering them: they cost an interpreter that imports torch.
     Otherwise what the platform settles: torch's Windows wheels had no torch.distributed before 1.7
     and never NCCL (NCCL is Linux-only); ROCm's Windows builds are made without USE_DISTRIBUTED
-    (ROCm/TheRock external-builds/pytorch/build_prod_wheels.py)."""
+    (ROCm/TheRock external-builds/pytorch/build_prod_wheels.py), told by '+rocm' in the version or by the
+    build's HIP version (packages.torch_build.hip, torch.version.hip) when the version has no local part."""
     recorded = (getattr(snap, "sections", None) or {}).get("torch")
     if isinstance(recorded, dict) and not recorded.get("error") and "distributed_available" in recorded:
         return {"distributed": recorded.get("distributed_available"),
@@ -27,7 +28,9 @@ def torch_backends(snap) -> dict:
     release = gpu_versions.release(version)
     if os_name != "Windows" or not release:
         return {"distributed": None, "nccl": None, "gloo": None, "how": ""}
-    if "rocm" in str(version):
+    build = (snap.get("packages") or {}).get("torch_build")
+    hip = build.get("hip") if isinstance(build, dict) else None  # torch.version.hip: a ROCm build whatever its name
+    if "rocm" in str(version) or hip:
         return {"distributed": False, "nccl": None, "gloo": False,
                 "how": "ROCm's Windows builds of torch are made without USE_DISTRIBUTED"}
     if release < gpu_versions.windows_distributed_since():
