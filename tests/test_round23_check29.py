@@ -258,3 +258,21 @@ def test_a_windows_cuda_build_and_a_linux_rocm_build_are_not_taken_for_it():
             if "no torch.distributed" in f.title] == []
     linux = make_snapshot(packages={"torch": "2.8.0", "torch_build": {"cuda": None, "hip": "7.0"}})
     assert findings_of(linux, "PKG005") == []
+
+
+# -- SET001: a name cut short at an underscore, the start of exactly one catalogued name of its family --
+
+def test_a_cut_short_name_is_reported_with_the_one_name_it_starts():
+    from ddpdoctor.facts.settings import near_miss
+
+    assert near_miss("CUDA_VISIBLE") == "CUDA_VISIBLE_DEVICES"
+    [f] = findings_of(make_snapshot(env={"CUDA_VISIBLE": "0"}), "SET001")
+    assert "did you mean CUDA_VISIBLE_DEVICES" in f.title and f.severity == "warning"
+
+
+def test_a_start_several_names_share_or_a_known_name_is_quiet():
+    from ddpdoctor.facts.settings import near_miss
+
+    assert near_miss("CUDA_CACHE") is None  # CUDA_CACHE_DISABLE, _MAXSIZE, _PATH: which one is not known
+    assert near_miss("CUDA_VISIBLE_DEVICES") is None
+    assert findings_of(make_snapshot(env={"CUDA_VISIBLE_DEVICES": "0"}), "SET001") == []
