@@ -276,3 +276,38 @@ def test_a_start_several_names_share_or_a_known_name_is_quiet():
     assert near_miss("CUDA_CACHE") is None  # CUDA_CACHE_DISABLE, _MAXSIZE, _PATH: which one is not known
     assert near_miss("CUDA_VISIBLE_DEVICES") is None
     assert findings_of(make_snapshot(env={"CUDA_VISIBLE_DEVICES": "0"}), "SET001") == []
+
+
+# -- ENV001 arm: a DeepSpeed config handed to a program whose launch sets no rank variables (plain python; accelerate
+# launch's simple launcher): deepspeed.init_distributed falls back to MPI discovery and imports mpi4py --
+
+def _ds_job(argv, mpi4py="absent", env=None):
+    from ddpdoctor.facts.launch import parse_command, parse_program
+
+    cmd = dict(parse_command(argv) or parse_program(argv), depth=1)
+    pk = {"deepspeed": "0.13.1", "torch": "2.1.2+cu121", "torch_build": {"cuda": "12.1", "hip": None}}
+    if mpi4py != "absent":
+        pk["mpi4py"] = mpi4py
+    return make_snapshot(env=env or {}, packages=pk, launch={"commands": [cmd], "depth_read": 1})
+
+
+def _mpi(snap):
+    return [f for f in findings_of(snap, "ENV001") if "mpi4py" in f.title]
+
+
+def test_deepspeed_under_a_launch_without_rank_variables_needs_mpi4py():
+    [f] = _mpi(_ds_job(["accelerate", "launch", "-m", "pkg.train", "cfg.yml", "--deepspeed", "zero1.json"]))
+    assert f.severity == "warning" and "RANK" in f.subjects and "simple launcher" in f.title
+    assert "not recorded" in f.title and "--use_deepspeed" in f.fix
+    [g] = _mpi(_ds_job(["python", "train.py", "--deepspeed", "--deepspeed_config", "ds.json"], mpi4py=None))
+    assert "not installed" in g.title and "ds.json" in g.title
+
+
+def test_a_launcher_that_sets_them_or_an_installed_mpi4py_is_quiet():
+    assert _mpi(_ds_job(["accelerate", "launch", "--use_deepspeed", "train.py", "--deepspeed", "ds.json"])) == []
+    assert _mpi(_ds_job(["accelerate", "launch", "--num_processes", "2", "train.py", "--deepspeed", "ds.json"])) == []
+    assert _mpi(_ds_job(["python", "train.py", "--deepspeed", "ds.json"], mpi4py="3.1.5")) == []
+    assert _mpi(_ds_job(["python", "train.py", "--lr", "1e-4"])) == []
+    assert _mpi(_ds_job(["python", "train.py", "--deepspeed", "ds.json"],
+                        env={"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+                             "LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": "x"})) == []

@@ -192,6 +192,19 @@ def script_model_dirs(args: list) -> dict:
             if name.startswith("--") and key in keys and words and words[0]}
 
 
+# the options by which a training program is handed a DeepSpeed config (transformers' TrainingArguments --deepspeed;
+# DeepSpeed's own argparse group, deepspeed/__init__.py add_config_arguments: --deepspeed_config): the program then
+# calls deepspeed.initialize / init_distributed
+DEEPSPEED_CONFIG_OPTIONS = ("deepspeed", "deepspeed_config")
+
+
+def script_deepspeed_config(args: list) -> Optional[str]:
+    """The DeepSpeed config a training program's arguments hand it (`--deepspeed ds.json`), else None."""
+    return next((words[0] for name, key, words, _ in program_options(args)
+                 if name.startswith("--") and key in DEEPSPEED_CONFIG_OPTIONS and words and words[0].endswith(".json")),
+                None)
+
+
 def config_precision(config: dict) -> Optional[tuple]:
     """(precision word, key, dtype name) a model's config.json records (`torch_dtype` / `dtype`: "bfloat16"), else
     None (float32, absent, or not a name the table maps)."""
@@ -402,6 +415,9 @@ def _with_program_options(out: dict, rest: list) -> dict:
     models = script_model_dirs(rest)
     if models:
         out["script_models"] = models
+    ds = script_deepspeed_config(rest)
+    if ds:
+        out["script_deepspeed"] = ds
     if os.path.basename(str(out.get("program") or "")) == "setup.py":  # check27: `python setup.py build develop`
         words = [w for w in rest if not w.startswith("-")][:8]
         if words:

@@ -461,6 +461,7 @@ FIELDS = {
     # check29: a launch run through sudo (facts.launch.strip_sudo: -E given, the VAR=value words sudo sets)
     "commands[].sudo": OBJ, "commands[].sudo.preserve_env": BOOL, "commands[].sudo.assigns": LIST,
     "commands[].sudo.assigns[]": STR,
+    "commands[].script_deepspeed": STR,  # check29: the program's --deepspeed <config> (ENV001)
 }
 
 

@@ -27,7 +27,9 @@ DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed
                  # "mmcv-lite" without) and the packages that import mmcv.ops (PKG020)
                  "mmcv", "mmcv-full", "mmcv-lite", "mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose",
                  # check18: libraries whose kernels are Triton's, compiled into Triton's cache at run time (SYS010)
-                 "auto-gptq", "liger-kernel", "unsloth", "mamba-ssm")
+                 "auto-gptq", "liger-kernel", "unsloth", "mamba-ssm",
+                 # check29: mpi4py, which deepspeed.init_distributed imports when no launcher set RANK & co (ENV001)
+                 "mpi4py")
 
 
 def _runtime_builders() -> tuple:

@@ -79,6 +79,59 @@ def _needs_a_launcher(snap, env):
                   evidence={"reads": reads[:12], "launcher": "none"})
 
 
+def _deepspeed_without_rank_env(snap, env):
+    """ENV001 for a program handed a DeepSpeed config (`--deepspeed ds.json`) by a launch that exports none of the
+    rank variables deepspeed.init_distributed needs (plain python; accelerate launch's simple launcher): DeepSpeed then
+    discovers the ranks through MPI and imports mpi4py (data/launchers.json deepspeed_mpi_discovery)."""
+    import json
+    import os
+
+    if snap["launcher"].get("kind") != "none":
+        return
+    cmd = next((c for c in commands(snap) if c.get("script_deepspeed")), None)
+    if cmd is None or cmd.get("launcher") not in ("python", "accelerate"):
+        return
+    opts = cmd.get("options") or {}
+    cfg = (((snap.get("host") or {}) if "host" in snap else {}).get("accelerate_config") or {}).get("values") or {}
+    kind = str(cfg.get("distributed_type") or "").upper().replace("DISTRIBUTEDTYPE.", "")
+    if cmd["launcher"] == "accelerate":
+        if any(opts.get(k) for k in ("use_deepspeed", "use_fsdp", "use_megatron_lm", "multi_gpu")) \
+                or kind in ("DEEPSPEED", "MULTI_GPU", "FSDP", "MEGATRON_LM"):
+            return  # a launcher that sets the rank variables (deepspeed's, or torchrun's)
+        try:
+            if int(opts.get("num_processes") or 1) > 1:
+                return  # accelerate takes the multi-GPU launcher for several processes
+        except ValueError:
+            return
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    if not versions.get("deepspeed") or versions.get("mpi4py"):
+        return  # no DeepSpeed to initialise, or MPI discovery has its mpi4py (one process: world size 1)
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                           "launchers.json"), encoding="utf-8") as fh:
+        table = json.load(fh)["deepspeed_mpi_discovery"]
+    need = [v for v in table["required_env"] if not env.get(v)]
+    src = table["sources"][0]
+    how = ("accelerate launch's simple launcher (no --use_deepspeed, no --multi_gpu, one process)"
+           if cmd["launcher"] == "accelerate" else "python, with no launcher")
+    unknown = "mpi4py" not in versions
+    yield warning(f"DeepSpeed is given {cmd['script_deepspeed']} under {how}, which sets none of {', '.join(need)}: "
+                  "deepspeed.init_distributed falls back to MPI discovery and imports mpi4py, "
+                  + ("which is not recorded here" if unknown else "which is not installed"),
+                  detail=(f"{src['repo']} {src['path']}@{src['commit'][:12]} init_distributed: when any of "
+                          f"{', '.join(table['required_env'])} is unset it calls mpi_discovery(), whose first line is "
+                          "`from mpi4py import MPI`: the job stops with \"ModuleNotFoundError: No module named 'mpi4py'\" "
+                          "before training" + (" (mpi4py's presence was not recorded: a guess)" if unknown else "")
+                          + ". accelerate runs the program with its simple launcher unless --use_deepspeed, --use_fsdp, "
+                          "--multi_gpu or a DEEPSPEED/MULTI_GPU config selects a launcher that sets them "
+                          "(huggingface/accelerate src/accelerate/commands/launch.py launch_command)."),
+                  fix=("accelerate launch --use_deepspeed --deepspeed_config_file " + str(cmd["script_deepspeed"])
+                       + " ...   # or: deepspeed <program> ...; torchrun --nproc-per-node 1 <program> ... (all set "
+                       "RANK & co); or pip install mpi4py"),
+                  subjects=need + ["pkg:deepspeed"],
+                  evidence={"launcher": cmd["launcher"], "deepspeed_config": cmd["script_deepspeed"], "missing": need,
+                            "mpi4py": versions.get("mpi4py")})
+
+
 def _env_rendezvous_without_launcher(snap, env):
     """ENV001 for a script whose init_process_group rendezvous is env:// (the default) where no launcher runs and the
     script does not set the variables itself nor start its own processes (mp.spawn: its workers' env is the script's)."""
@@ -142,7 +195,11 @@ def rendezvous_env_incomplete(snap):
         init_process_group with the env:// rendezvous (no init_method and no store, or "env://"), which
         reads RANK and WORLD_SIZE unless passed and MASTER_ADDR and MASTER_PORT always
         (torch/distributed/rendezvous.py _env_rendezvous_handler), in a script that neither sets them
-        nor starts its own processes with mp.spawn.
+        nor starts its own processes with mp.spawn. And a program handed a DeepSpeed config (`--deepspeed
+        ds.json`) by a launch that sets none of RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK (plain
+        python; accelerate launch's simple launcher): deepspeed.init_distributed then discovers the ranks
+        through MPI and imports mpi4py (deepspeed/comm/comm.py; data/launchers.json deepspeed_mpi_discovery):
+        "No module named 'mpi4py'" where it is not installed.
 
     Why it matters
         "ValueError: Error initializing torch.distributed using env:// rendezvous: environment
@@ -171,6 +228,7 @@ def rendezvous_env_incomplete(snap):
     missing = [v for v in RENDEZVOUS_VARS if v not in present]
     if not present:
         yield from _needs_a_launcher(snap, env)
+        yield from _deepspeed_without_rank_env(snap, env)
     if not present or not missing or slurm_batch_world_below(env):
         return  # (a batch script exporting WORLD_SIZE below SLURM_NTASKS: ENV011 reports the cause)
     kind = snap["launcher"].get("kind")
