@@ -311,3 +311,25 @@ def test_a_launcher_that_sets_them_or_an_installed_mpi4py_is_quiet():
     assert _mpi(_ds_job(["python", "train.py", "--deepspeed", "ds.json"],
                         env={"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
                              "LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": "x"})) == []
+
+
+# -- GPU019: CUDA_VISIBLE_DEVICES copied from SLURM_JOB_GPUS (the node's indices) inside a job that sees only its
+# own GPUs, numbered from 0: the copy is named as the cause, with SLURM's own value as the fix --
+
+def _slurm_job(cvd, job_gpus="4,5,6,7"):
+    devices = [{"index": i, "name": "NVIDIA H100 80GB HBM3", "cuda_capability": [9, 0], "uuid": f"GPU-{i:08d}-0000"}
+               for i in range(4)]
+    return make_snapshot(env={"CUDA_VISIBLE_DEVICES": cvd, "SLURM_JOB_GPUS": job_gpus, "SLURM_JOB_ID": "42"},
+                         gpus={"count": 4, "devices": devices})
+
+
+def test_visible_devices_copied_from_slurm_job_gpus_name_the_copy():
+    [f] = findings_of(_slurm_job("4,5,6,7"), "GPU019")
+    assert f.severity == "error" and "copied from SLURM_JOB_GPUS" in f.title
+    assert "SLURM sets the job's own value" in f.fix and f.evidence["from_slurm_job_gpus"] is True
+
+
+def test_another_missing_index_keeps_the_plain_wording():
+    [f] = findings_of(_slurm_job("0,9", job_gpus="0,1"), "GPU019")
+    assert "SLURM_JOB_GPUS" not in f.title and f.fix.startswith("nvidia-smi -L")
+    assert findings_of(_slurm_job("0,1,2,3", job_gpus="0,1,2,3"), "GPU019") == []
