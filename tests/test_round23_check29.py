@@ -333,3 +333,33 @@ def test_another_missing_index_keeps_the_plain_wording():
     [f] = findings_of(_slurm_job("0,9", job_gpus="0,1"), "GPU019")
     assert "SLURM_JOB_GPUS" not in f.title and f.fix.startswith("nvidia-smi -L")
     assert findings_of(_slurm_job("0,1,2,3", job_gpus="0,1,2,3"), "GPU019") == []
+
+
+# -- GPU032: Triton's compute-capability floor is data with its source (torch/utils/_triton.py has_triton) --
+
+def test_the_triton_floor_is_read_from_data_with_its_source():
+    import json
+    import os
+    import re
+
+    from ddpdoctor.checks.gpu.driver import TRITON_MIN_CAPABILITY
+    from ddpdoctor.facts import gpu_versions
+
+    with open(os.path.join(os.path.dirname(gpu_versions.DATA), "triton_libraries.json"), encoding="utf-8") as fh:
+        row = json.load(fh)["min_capability"]
+    assert row["capability"] == [7, 0] and TRITON_MIN_CAPABILITY == 70
+    assert row["source"]["path"] == "torch/utils/_triton.py" and re.fullmatch(r"[0-9a-f]{40}", row["source"]["commit"])
+
+
+def _compiling(cap, name):
+    lint = {"unavailable": "no script", "facts": {"compiles": [{"path": "train.py", "line": 9}]}}
+    return make_snapshot(packages={"torch": "2.3.0+cu121", "torch_build": {"cuda": "12.1", "hip": None},
+                                   "triton": "2.3.0"},
+                         gpus={"devices": [{"index": 0, "name": name, "cuda_capability": list(cap)}]}, lint=lint)
+
+
+def test_torch_compile_below_the_floor_is_an_error_and_at_it_is_quiet():
+    [f] = [f for f in findings_of(_compiling((6, 1), "NVIDIA GeForce GTX 1080 Ti"), "GPU032") if "Triton" in f.title]
+    assert f.severity == "error" and "sm_61" in f.title
+    assert [f for f in findings_of(_compiling((7, 0), "Tesla V100-SXM2-16GB"), "GPU032")
+            if "has no support for" in f.title] == []
