@@ -363,3 +363,12 @@ def test_torch_compile_below_the_floor_is_an_error_and_at_it_is_quiet():
     assert f.severity == "error" and "sm_61" in f.title
     assert [f for f in findings_of(_compiling((7, 0), "Tesla V100-SXM2-16GB"), "GPU032")
             if "has no support for" in f.title] == []
+
+
+def test_a_snapshot_that_saw_torch_import_has_no_import_time_defect():
+    snap = _windows()
+    snap.sections["torch"] = {"version": "2.4.0+cu124", "distributed_available": True, "nccl_available": False,
+                              "gloo_available": True, "mpi_available": False}
+    assert _fbgemm(snap) == []
+    [nccl] = findings_of(snap, "PKG005")
+    assert nccl.severity == "warning" and "Second to" not in nccl.detail

@@ -103,9 +103,19 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
     return None
 
 
-def stops_at_import(torch: Optional[str], os_name: Optional[str]) -> List[dict]:
+def torch_imported(snap) -> bool:
+    """Whether the snapshot recorded torch's own answers (the `torch` facts, gathered by importing torch in a
+    subprocess) without an error: then torch imports on this machine, and no import-time defect holds here."""
+    recorded = (getattr(snap, "sections", None) or {}).get("torch")
+    return isinstance(recorded, dict) and not recorded.get("error") and "distributed_available" in recorded
+
+
+def stops_at_import(torch: Optional[str], os_name: Optional[str], imported: bool = False) -> List[dict]:
     """The entries (`stage: import`) by which this torch does not import at all on this OS (torch 2.4.0's Windows
-    fbgemm.dll without libomp140): every finding about what torch does after its import comes second to them."""
+    fbgemm.dll without libomp140): every finding about what torch does after its import comes second to them. None
+    where torch was seen to import (`imported`: torch_imported)."""
+    if imported:
+        return []
     out = []
     for entry, _known in matching(torch, None):
         if entry.get("stage") != "import":

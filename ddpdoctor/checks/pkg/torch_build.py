@@ -72,7 +72,7 @@ def torch_without_distributed_backend(snap):
         On Windows: init_process_group(backend="gloo"), or run under Linux/WSL2 for NCCL; otherwise
         install a torch build with distributed support (the official Linux wheels).
     """
-    from ddpdoctor.facts.known_defects import stops_at_import
+    from ddpdoctor.facts.known_defects import stops_at_import, torch_imported
 
     b = torch_backends(snap)
     os_name = str((snap.get("host") or {}).get("os") or "")
@@ -82,7 +82,7 @@ def torch_without_distributed_backend(snap):
     # root cause first: the plain no-NCCL warning below holds only if the script asks for NCCL (not read); where this
     # release may not even import here (a known import-time defect, PKG010), that import failure leads and the
     # no-NCCL note is info. The certain findings (no torch.distributed; a script read that names nccl) keep their rank.
-    first = [e["id"] for e in stops_at_import(version, os_name or None)]
+    first = [e["id"] for e in stops_at_import(version, os_name or None, torch_imported(snap))]
     later = (lambda make: info) if first else (lambda make: make)  # noqa: E731
     after = (f" Second to PKG010 ({', '.join(first)}): this torch release may not import here at all, which is met "
              "first.") if first else ""
