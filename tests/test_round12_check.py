@@ -166,7 +166,7 @@ def test_script_facts_read_from_lint_index(tmp_path):
                                       "reads_local_rank_env": False, "node_args": [], "strict_parse_args": [],
                                       "setting_sets": [], "debug_calls": [], "launcher_env_reads": [], "global_rank_devices": [],  # round 18
                                       "spawn_worlds": [], "env_rendezvous": [],  # round 19
-                                      "precision": [], "attention": [], "backends": [], "extension_builds": [], "triton_libraries": [], "cuda_uses": []}
+                                      "precision": [], "attention": [], "backends": [], "extension_builds": [], "triton_libraries": [], "cuda_uses": [], "mmcv_ops": []}  # round 23 (check29)
 
 
 def test_script_sets_visible_devices_this_machine_lacks():

@@ -145,12 +145,12 @@ def test_cuda_toolkit_gathered_as_cpp_extension_finds_it(tmp_path):
     (tmp_path / "opt" / "cuda-11.7").mkdir(parents=True)
     (tmp_path / "opt" / "cuda-11.7" / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "11.7.1"}}')
     assert cuda_toolkit(Sources(environ={"CUDA_HOME": "/opt/cuda-11.7"}, root=str(tmp_path))) == {
-        "home": "/opt/cuda-11.7", "from": "CUDA_HOME", "version": "11.7.1"}
+        "home": "/opt/cuda-11.7", "from": "CUDA_HOME", "version": "11.7.1", "nvcc": False}  # round 23: bin/nvcc here?
     (tmp_path / "old" / "bin").mkdir(parents=True)
     (tmp_path / "old" / "bin" / "nvcc").write_text("")
     (tmp_path / "old" / "version.txt").write_text("CUDA Version 10.2.89\n")
     assert cuda_toolkit(Sources(environ={"PATH": "/usr/bin:/old/bin"}, root=str(tmp_path))) == {
-        "home": "/old", "from": "nvcc on PATH", "version": "10.2.89"}
+        "home": "/old", "from": "nvcc on PATH", "version": "10.2.89", "nvcc": True}
     assert cuda_toolkit(Sources(environ={"PATH": "/usr/bin"}, root=str(tmp_path))) == {}
 
 

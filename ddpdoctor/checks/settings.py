@@ -37,8 +37,9 @@ def misspelt_setting(snap):
         Every set variable under the prefixes these libraries own (TORCH_, PYTORCH_, PET_, CUDA_,
         TRANSFORMERS_, ACCELERATE_, TOKENIZERS_, DS_...) and names whose prefix is itself misspelt
         (NCLL_DEBUG), against the settings catalogue mined from their sources; a name the catalogue
-        does not hold that is close to one it holds (difflib ratio >= 0.85) is reported with the name
-        it was probably meant to be. NCCL_* and TORCH_NCCL_* names are NCCL001's. Names in a process
+        does not hold that is close to one it holds (difflib ratio >= 0.85), or that is the start of
+        exactly one name it holds cut at an underscore (CUDA_VISIBLE, open-mmlab/mmagic#1580), is
+        reported with the name it was probably meant to be. NCCL_* and TORCH_NCCL_* names are NCCL001's. Names in a process
         launcher's namespace (OMPI_*, PMIX_*, PMI_*, MV2_*, SLURM_*...) are the launcher's own, written
         by mpirun or srun, not typed: OMPI_COMM_WORLD_NODE_RANK is Open MPI's, not a misspelt
         OMPI_COMM_WORLD_RANK. Nor are the NVIDIA Container Toolkit's NVIDIA_* variables, which every

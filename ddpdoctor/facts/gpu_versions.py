@@ -383,9 +383,19 @@ def cpp_extension_arch_since() -> Dict[str, Tuple[int, ...]]:
     return {r["arch"]: version_tuple(r["torch"])[:2] for r in rows("cpp_extension_arch_since")}
 
 
-def cpp_extension_named_arches() -> Tuple[Tuple[str, str], ...]:
-    """The named architectures cpp_extension expands before validating (its named_arches), in its order."""
-    return tuple((a, b) for a, b in tables()["cpp_extension_arch_since"]["named_arches"])
+def cpp_extension_named_arches(torch_version=None) -> Tuple[Tuple[str, str], ...]:
+    """The named architectures cpp_extension expands before validating (its named_arches), in its order; with a torch
+    version, a name whose expansion changed later (named_arches_before: 'Blackwell' was '10.0+PTX' before 2.7) takes
+    the value that release had."""
+    table = tables()["cpp_extension_arch_since"]
+    have = release(torch_version)[:2] if torch_version is not None else ()
+    before = {k: v for k, v in (table.get("named_arches_before") or {}).items() if isinstance(v, list)}
+    out = []
+    for name, value in table["named_arches"]:
+        if have and name in before and have < version_tuple(before[name][0])[:2]:
+            value = before[name][1]
+        out.append((name, value))
+    return tuple(out)
 
 
 def cpp_extension_rejects(torch_version, arch_list: Optional[str], capabilities) -> list:
@@ -404,7 +414,7 @@ def cpp_extension_rejects(torch_version, arch_list: Optional[str], capabilities)
     since = cpp_extension_arch_since()
     if arch_list is not None and str(arch_list).strip():
         text = str(arch_list).replace(" ", ";")
-        for name, value in cpp_extension_named_arches():  # the order cpp_extension replaces them in
+        for name, value in cpp_extension_named_arches(torch_version):  # the order cpp_extension replaces them in
             text = text.replace(name, value)
         entries = [e for e in text.split(";") if e]
     else:

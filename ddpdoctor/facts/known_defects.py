@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -30,7 +31,9 @@ def _within(version: Optional[Tuple[int, ...]], span: Optional[dict]) -> Optiona
 def matching(torch: Optional[str], nccl: Optional[Tuple[int, ...]]) -> List[Tuple[dict, bool]]:
     """(entry, nccl_known) for every entry whose torch span holds `torch` and whose NCCL span does not exclude `nccl`
     (an unrecorded NCCL does not exclude: the entry is returned with nccl_known=False). An entry of NCCL alone
-    (no torch span) needs the NCCL version recorded: without it nothing ties the job to that release."""
+    (no torch span) needs the NCCL version recorded: without it nothing ties the job to that release. An entry with
+    `torch_local_dated_before` holds only for a torch whose local version starts with one of its prefixes and carries
+    a build date before its bound ('+rocm7.0.0rc20250905'); a wheel without a dated local version is not judged."""
     t = release(torch)
     out = []
     for e in entries():
@@ -38,6 +41,11 @@ def matching(torch: Optional[str], nccl: Optional[Tuple[int, ...]]) -> List[Tupl
             continue
         if e.get("torch") and (t is None or not _within(t, e.get("torch"))):
             continue
+        dated = e.get("torch_local_dated_before")  # a build series told by its local version's date
+        if dated:
+            day = _local_date(torch, dated.get("prefixes") or ())
+            if day is None or day >= str(dated["before"]):
+                continue
         n = _within(nccl, e.get("nccl"))
         if n is False or (n is None and not e.get("torch")):
             continue
@@ -54,6 +62,16 @@ def matching_accelerate(accelerate: Optional[str], gpu_ids: Optional[str]) -> Li
     named = gpu_ids is not None and str(gpu_ids).strip().lower() not in ("", "all", "none")
     return [e for e in entries() if e.get("accelerate") and _within(a, e["accelerate"])
             and (named or not e.get("needs_gpu_ids"))]
+
+
+def _local_date(torch: Optional[str], prefixes) -> Optional[str]:
+    """The build date (YYYYMMDD) in torch's local version when it starts with one of `prefixes`
+    ('2.9.0a0+rocm7.0.0rc20250905' -> '20250905'), else None."""
+    local = str(torch or "").partition("+")[2]
+    if not local or not any(local.startswith(p) for p in prefixes):
+        return None
+    found = re.search(r"(20\d{6})", local)
+    return found.group(1) if found else None
 
 
 def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]],
@@ -83,3 +101,25 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
     if cap and capabilities and any(tuple(c) < tuple(cap) for c in capabilities):
         return f"GPUs below compute capability {cap[0]}.{cap[1]}"
     return None
+
+
+def torch_imported(snap) -> bool:
+    """Whether the snapshot recorded torch's own answers (the `torch` facts, gathered by importing torch in a
+    subprocess) without an error: then torch imports on this machine, and no import-time defect holds here."""
+    recorded = (getattr(snap, "sections", None) or {}).get("torch")
+    return isinstance(recorded, dict) and not recorded.get("error") and "distributed_available" in recorded
+
+
+def stops_at_import(torch: Optional[str], os_name: Optional[str], imported: bool = False) -> List[dict]:
+    """The entries (`stage: import`) by which this torch does not import at all on this OS (torch 2.4.0's Windows
+    fbgemm.dll without libomp140): every finding about what torch does after its import comes second to them. None
+    where torch was seen to import (`imported`: torch_imported)."""
+    if imported:
+        return []
+    out = []
+    for entry, _known in matching(torch, None):
+        if entry.get("stage") != "import":
+            continue
+        if conditions_unmet(entry, None, [], None, os_name) is None:
+            out.append(entry)
+    return out

@@ -192,6 +192,19 @@ def script_model_dirs(args: list) -> dict:
             if name.startswith("--") and key in keys and words and words[0]}
 
 
+# the options by which a training program is handed a DeepSpeed config (transformers' TrainingArguments --deepspeed;
+# DeepSpeed's own argparse group, deepspeed/__init__.py add_config_arguments: --deepspeed_config): the program then
+# calls deepspeed.initialize / init_distributed
+DEEPSPEED_CONFIG_OPTIONS = ("deepspeed", "deepspeed_config")
+
+
+def script_deepspeed_config(args: list) -> Optional[str]:
+    """The DeepSpeed config a training program's arguments hand it (`--deepspeed ds.json`), else None."""
+    return next((words[0] for name, key, words, _ in program_options(args)
+                 if name.startswith("--") and key in DEEPSPEED_CONFIG_OPTIONS and words and words[0].endswith(".json")),
+                None)
+
+
 def config_precision(config: dict) -> Optional[tuple]:
     """(precision word, key, dtype name) a model's config.json records (`torch_dtype` / `dtype`: "bfloat16"), else
     None (float32, absent, or not a name the table maps)."""
@@ -296,9 +309,54 @@ def fp16_asked(snap) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def sudo_table() -> dict:
+    """data/launchers.json `sudo`: how sudo rebuilds the environment of the command it runs (sudo's env.c)."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "launchers.json"),
+              encoding="utf-8") as fh:
+        return json.load(fh).get("sudo") or {}
+
+
+def strip_sudo(argv: list):
+    """(sudo facts or None, the command sudo runs) for `sudo [options] [VAR=value ...] command ...`: the facts are
+    {"preserve_env": -E/--preserve-env given, "assigns": the VAR=value words sudo sets}; (None, argv) otherwise."""
+    argv = [str(a) for a in argv or []]
+    if not argv or os.path.basename(argv[0]) != "sudo":
+        return None, argv
+    table = sudo_table()
+    takes = set(table.get("options_with_value") or ())
+    keep = set(table.get("preserve_env_options") or ())
+    facts = {"preserve_env": False, "assigns": []}
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+        word = argv[i]
+        if word.split("=", 1)[0] in keep:
+            facts["preserve_env"] = True
+        i += 2 if word in takes else 1
+    if i < len(argv) and argv[i] == "--":
+        i += 1
+    while i < len(argv) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[i]):
+        facts["assigns"].append(argv[i].split("=", 1)[0])
+        i += 1
+    return facts, argv[i:]
+
+
 def parse_command(argv: list) -> Optional[dict]:
     """{launcher, options, program} for a launcher's command line, else None. `options` holds the launcher's own
-    options that KEPT names, as strings (a flag: "1"); `program` is the first word after them (the script)."""
+    options that KEPT names, as strings (a flag: "1"); `program` is the first word after them (the script). Under
+    `sudo ...` the command sudo runs, with `sudo` (strip_sudo's facts) added; a command that is neither a launcher
+    nor python (`sudo sh build.sh`) is kept as {"launcher": its program word, "program": the shell's script}."""
+    sudo, rest = strip_sudo(argv)
+    if sudo is not None:
+        cmd = _parse_command(rest) or parse_program(rest)
+        if cmd is None and rest:  # `sudo sh build.sh`, `sudo make`: the program word stands for the launcher
+            shell = os.path.basename(rest[0]) in ("sh", "bash", "dash", "zsh") and len(rest) > 1
+            cmd = {"launcher": os.path.basename(rest[0]), "options": {}, "program": rest[1] if shell else rest[0]}
+        return dict(cmd, sudo=sudo, program_word=rest[0]) if cmd is not None else None
+    return _parse_command(argv)
+
+
+def _parse_command(argv: list) -> Optional[dict]:
     argv = [str(a) for a in argv or []]
     kind, i = which_launcher(argv)
     if kind is None:
@@ -357,6 +415,9 @@ def _with_program_options(out: dict, rest: list) -> dict:
     models = script_model_dirs(rest)
     if models:
         out["script_models"] = models
+    ds = script_deepspeed_config(rest)
+    if ds:
+        out["script_deepspeed"] = ds
     if os.path.basename(str(out.get("program") or "")) == "setup.py":  # check27: `python setup.py build develop`
         words = [w for w in rest if not w.startswith("-")][:8]
         if words:

@@ -121,11 +121,16 @@ def governed(name: str) -> bool:
 def near_miss(name: str) -> Optional[str]:
     """The known name `name` is probably a misspelling of, or None. Close means difflib ratio >= 0.85
     against the known names of the same family prefix, and not just a longer name of which a known
-    one is the start (NCCL_IB_HCA_X is a plugin's, not a typo of NCCL_IB_HCA)."""
+    one is the start (NCCL_IB_HCA_X is a plugin's, not a typo of NCCL_IB_HCA). A name cut short at an underscore
+    is one too when exactly one known name of its family continues it (CUDA_VISIBLE for CUDA_VISIBLE_DEVICES:
+    open-mmlab/mmagic#1580, documentation that printed the cut name); a start several names share is not judged."""
     if lookup(name) is not None:
         return None
     fam = family_of(name)
     pool = sorted(n for n, e in _index()[0].items() if e["family"] == fam) if fam else sorted(_index()[0])
+    longer = [n for n in pool if n.startswith(name + "_")] if fam and name.count("_") >= 1 else []
+    if len(longer) == 1:
+        return longer[0]
     close = difflib.get_close_matches(name, pool, n=1, cutoff=0.85)
     if not close or name.startswith(close[0] + "_"):
         return None

@@ -13,7 +13,7 @@ import re
 import sys
 from typing import Optional
 
-from ddpdoctor.facts.launch import parse_command
+from ddpdoctor.facts.launch import parse_command, strip_sudo
 from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
 MAX_DEPTH = 8
@@ -407,6 +407,15 @@ def launch_commands(src: Sources) -> dict:
         depth += 1
         argv = _cmdline(src, pid)
         cmd = parse_command(argv)
+        if cmd and cmd.get("sudo") is not None:
+            # `sudo torchrun ...` above the torchrun process itself: the sudo hop is a fact of that same launch, not a
+            # launch of its own; a sudo running something that is no launcher is not recorded
+            cmd.pop("program_word", None)
+            if parse_command(strip_sudo(argv)[1]) is None:
+                cmd = None
+            elif out and out[-1].get("launcher") == cmd["launcher"]:
+                out[-1]["sudo"] = cmd["sudo"]
+                cmd = None
         if cmd:
             cmd["depth"] = depth
             if cmd.get("program") is None:
@@ -449,6 +458,10 @@ FIELDS = {
     # check27: a `python setup.py <commands>` build (facts.launch: its setuptools commands, PKG014's builders)
     "commands[].setup_commands": LIST, "commands[].setup_commands[]": STR,
     "commands[].serving.pipeline_parallel": INT, "commands[].serving.dtype": STR, "commands[].serving.multi_node": BOOL,
+    # check29: a launch run through sudo (facts.launch.strip_sudo: -E given, the VAR=value words sudo sets)
+    "commands[].sudo": OBJ, "commands[].sudo.preserve_env": BOOL, "commands[].sudo.assigns": LIST,
+    "commands[].sudo.assigns[]": STR,
+    "commands[].script_deepspeed": STR,  # check29: the program's --deepspeed <config> (ENV001)
 }
 
 

@@ -27,7 +27,9 @@ DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed
                  # "mmcv-lite" without) and the packages that import mmcv.ops (PKG020)
                  "mmcv", "mmcv-full", "mmcv-lite", "mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose",
                  # check18: libraries whose kernels are Triton's, compiled into Triton's cache at run time (SYS010)
-                 "auto-gptq", "liger-kernel", "unsloth", "mamba-ssm")
+                 "auto-gptq", "liger-kernel", "unsloth", "mamba-ssm",
+                 # check29: mpi4py, which deepspeed.init_distributed imports when no launcher set RANK & co (ENV001)
+                 "mpi4py")
 
 
 def _runtime_builders() -> tuple:
@@ -70,6 +72,7 @@ FIELDS = {
     "torch_pins": OBJ, "torch_pins.*": STR,
     # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
     "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
+    "cuda_toolkit.nvcc": BOOL,  # check29: whether <home>/bin/nvcc is a file (what cpp_extension runs)
     # check19: link names (-lcurand, ...) whose unversioned lib<name>.so the toolkit lacks, with the versioned file it has
     "cuda_toolkit.missing_links": OBJ, "cuda_toolkit.missing_links.*": STR,
     # check19 (PKG014): the ninja build tool a just-in-time extension build runs (`ninja --version` on the job's PATH),
@@ -274,7 +277,8 @@ def cuda_toolkit(src: Sources) -> dict:
                 version = m.group(1) if m else None
         except OSError:
             pass
-    out = {"home": home, "from": how, "version": version}
+    out = {"home": home, "from": how, "version": version,
+           "nvcc": os.path.isfile(src.path(os.path.join(home, "bin", "nvcc")))}
     missing = _unversioned_links_missing(src, home)
     if missing:
         out["missing_links"] = missing

@@ -69,7 +69,8 @@
   of packages whose own kernels are Triton's (data/triton_libraries.json: Unsloth, Liger Kernel, flash-attn's Triton
   ops), judged by GPU032 as torch.compile is. `cuda_uses`: the first places the script puts work on a CUDA device
   (a "cuda"/"cuda:N" string, a `.cuda()` call): torch raises "Torch not compiled with CUDA enabled" there under a CPU
-  build, and finds no device on a machine without a usable NVIDIA driver (GPU001, GPU023).
+  build, and finds no device on a machine without a usable NVIDIA driver (GPU001, GPU023). `mmcv_ops`: imports of
+  OpenMMLab's mmcv.ops, which load the compiled mmcv._ext at import (PKG020 judges them against the installed mmcv).
 - `global_rank_devices`: the places the script picks its GPU by the GLOBAL rank - `set_device(r)`, `.cuda(r)`,
   `.to(r)`, `torch.device("cuda", r)`, `device_ids=[r]` where r is `dist.get_rank()` / `int(os.environ["RANK"])` or a
   name (or self attribute) bound only to one of those in the file. On one node the global rank is the local one; on
@@ -535,6 +536,7 @@ def requests_of(tree: ast.AST, path: str) -> dict:
     builds: list = []
     tritons: list = []
     cuda_uses: list = []
+    mmcv_ops: list = []
     consts = _constants(tree)
     loaders = set()  # names bound by `from torch.utils.cpp_extension import load, load_inline`
 
@@ -553,6 +555,9 @@ def requests_of(tree: ast.AST, path: str) -> dict:
                     hit = next((f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" == mod), None)
                 if hit:
                     tritons.append(at(node, f"import {hit}", library=lib["name"]))
+            ops = _mmcv_ops_import(node, mods)
+            if ops:
+                mmcv_ops.append(at(node, ops, package="mmcv"))
             if any(m == "flash_attn" or m.startswith("flash_attn.") for m in mods):
                 attention.append(at(node, "import " + next(m for m in mods if m.startswith("flash_attn")),
                                     kernel="flash_attention_2"))
@@ -616,7 +621,26 @@ def requests_of(tree: ast.AST, path: str) -> dict:
                 if isinstance(b, ast.Constant) and isinstance(b.value, str):
                     backends.append(at(node, f"init_process_group({b.value!r})", backend=b.value.lower()))
     return {"precision": precision, "attention": attention, "backends": backends, "extension_builds": builds,
-            "triton_libraries": tritons, "cuda_uses": sorted(cuda_uses, key=lambda r: r["line"])}
+            "triton_libraries": tritons, "cuda_uses": sorted(cuda_uses, key=lambda r: r["line"]), "mmcv_ops": mmcv_ops}
+
+
+def _mmcv_ops_import(node, mods) -> str:
+    """The import text when `node` imports OpenMMLab's mmcv.ops (`import mmcv.ops`, `from mmcv.ops import
+    DeformConv2d`, `from mmcv.ops.x import y`, `from mmcv import ops`), else "". open-mmlab/mmcv mmcv/ops/__init__.py
+    imports every op module, and each loads the compiled `mmcv._ext` through mmcv/utils/ext_loader.py
+    (`importlib.import_module('mmcv._ext')`) at import: under an mmcv without it, the import itself fails with
+    "No module named 'mmcv._ext'" (PKG020)."""
+    if isinstance(node, ast.Import):
+        hit = next((m for m in mods if m == "mmcv.ops" or m.startswith("mmcv.ops.")), None)
+        return f"import {hit}" if hit else ""
+    module = node.module or ""
+    if getattr(node, "level", 0):
+        return ""  # a relative import is the project's own package, not mmcv
+    if module == "mmcv.ops" or module.startswith("mmcv.ops."):
+        return f"from {module} import " + ", ".join(a.name for a in node.names[:3])
+    if module == "mmcv" and any(a.name == "ops" for a in node.names):
+        return "from mmcv import ops"
+    return ""
 
 
 def _how(node) -> str:
@@ -854,7 +878,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     nodes: list = []
     strict: list = []
     asks: dict = {"precision": [], "attention": [], "backends": [], "extension_builds": [], "triton_libraries": [],
-                  "cuda_uses": []}
+                  "cuda_uses": [], "mmcv_ops": []}
     for script, index in units:
         for key, rows in requests_of(script.tree, script.path).items():
             asks[key].extend(rows)

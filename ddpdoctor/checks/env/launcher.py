@@ -79,6 +79,59 @@ def _needs_a_launcher(snap, env):
                   evidence={"reads": reads[:12], "launcher": "none"})
 
 
+def _deepspeed_without_rank_env(snap, env):
+    """ENV001 for a program handed a DeepSpeed config (`--deepspeed ds.json`) by a launch that exports none of the
+    rank variables deepspeed.init_distributed needs (plain python; accelerate launch's simple launcher): DeepSpeed then
+    discovers the ranks through MPI and imports mpi4py (data/launchers.json deepspeed_mpi_discovery)."""
+    import json
+    import os
+
+    if snap["launcher"].get("kind") != "none":
+        return
+    cmd = next((c for c in commands(snap) if c.get("script_deepspeed")), None)
+    if cmd is None or cmd.get("launcher") not in ("python", "accelerate"):
+        return
+    opts = cmd.get("options") or {}
+    cfg = (((snap.get("host") or {}) if "host" in snap else {}).get("accelerate_config") or {}).get("values") or {}
+    kind = str(cfg.get("distributed_type") or "").upper().replace("DISTRIBUTEDTYPE.", "")
+    if cmd["launcher"] == "accelerate":
+        if any(opts.get(k) for k in ("use_deepspeed", "use_fsdp", "use_megatron_lm", "multi_gpu")) \
+                or kind in ("DEEPSPEED", "MULTI_GPU", "FSDP", "MEGATRON_LM"):
+            return  # a launcher that sets the rank variables (deepspeed's, or torchrun's)
+        try:
+            if int(opts.get("num_processes") or 1) > 1:
+                return  # accelerate takes the multi-GPU launcher for several processes
+        except ValueError:
+            return
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    if not versions.get("deepspeed") or versions.get("mpi4py"):
+        return  # no DeepSpeed to initialise, or MPI discovery has its mpi4py (one process: world size 1)
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                           "launchers.json"), encoding="utf-8") as fh:
+        table = json.load(fh)["deepspeed_mpi_discovery"]
+    need = [v for v in table["required_env"] if not env.get(v)]
+    src = table["sources"][0]
+    how = ("accelerate launch's simple launcher (no --use_deepspeed, no --multi_gpu, one process)"
+           if cmd["launcher"] == "accelerate" else "python, with no launcher")
+    unknown = "mpi4py" not in versions
+    yield warning(f"DeepSpeed is given {cmd['script_deepspeed']} under {how}, which sets none of {', '.join(need)}: "
+                  "deepspeed.init_distributed falls back to MPI discovery and imports mpi4py, "
+                  + ("which is not recorded here" if unknown else "which is not installed"),
+                  detail=(f"{src['repo']} {src['path']}@{src['commit'][:12]} init_distributed: when any of "
+                          f"{', '.join(table['required_env'])} is unset it calls mpi_discovery(), whose first line is "
+                          "`from mpi4py import MPI`: the job stops with \"ModuleNotFoundError: No module named 'mpi4py'\" "
+                          "before training" + (" (mpi4py's presence was not recorded: a guess)" if unknown else "")
+                          + ". accelerate runs the program with its simple launcher unless --use_deepspeed, --use_fsdp, "
+                          "--multi_gpu or a DEEPSPEED/MULTI_GPU config selects a launcher that sets them "
+                          "(huggingface/accelerate src/accelerate/commands/launch.py launch_command)."),
+                  fix=("accelerate launch --use_deepspeed --deepspeed_config_file " + str(cmd["script_deepspeed"])
+                       + " ...   # or: deepspeed <program> ...; torchrun --nproc-per-node 1 <program> ... (all set "
+                       "RANK & co); or pip install mpi4py"),
+                  subjects=need + ["pkg:deepspeed"],
+                  evidence={"launcher": cmd["launcher"], "deepspeed_config": cmd["script_deepspeed"], "missing": need,
+                            "mpi4py": versions.get("mpi4py")})
+
+
 def _env_rendezvous_without_launcher(snap, env):
     """ENV001 for a script whose init_process_group rendezvous is env:// (the default) where no launcher runs and the
     script does not set the variables itself nor start its own processes (mp.spawn: its workers' env is the script's)."""
@@ -142,7 +195,11 @@ def rendezvous_env_incomplete(snap):
         init_process_group with the env:// rendezvous (no init_method and no store, or "env://"), which
         reads RANK and WORLD_SIZE unless passed and MASTER_ADDR and MASTER_PORT always
         (torch/distributed/rendezvous.py _env_rendezvous_handler), in a script that neither sets them
-        nor starts its own processes with mp.spawn.
+        nor starts its own processes with mp.spawn. And a program handed a DeepSpeed config (`--deepspeed
+        ds.json`) by a launch that sets none of RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK (plain
+        python; accelerate launch's simple launcher): deepspeed.init_distributed then discovers the ranks
+        through MPI and imports mpi4py (deepspeed/comm/comm.py; data/launchers.json deepspeed_mpi_discovery):
+        "No module named 'mpi4py'" where it is not installed.
 
     Why it matters
         "ValueError: Error initializing torch.distributed using env:// rendezvous: environment
@@ -171,6 +228,7 @@ def rendezvous_env_incomplete(snap):
     missing = [v for v in RENDEZVOUS_VARS if v not in present]
     if not present:
         yield from _needs_a_launcher(snap, env)
+        yield from _deepspeed_without_rank_env(snap, env)
     if not present or not missing or slurm_batch_world_below(env):
         return  # (a batch script exporting WORLD_SIZE below SLURM_NTASKS: ENV011 reports the cause)
     kind = snap["launcher"].get("kind")
@@ -985,7 +1043,7 @@ def _script_url_port_in_use(snap):
         return
 
 
-@check("ENV020", "launch-program-not-found", family="launcher", needs=("launch",))
+@check("ENV020", "launch-program-not-found", family="launcher", needs=("launch",), reads=("packages", "env"))
 def launch_program_not_found(snap):
     """The launch command's program (srun, torchrun, deepspeed, accelerate, python) is not on this machine's PATH.
 
@@ -996,7 +1054,13 @@ def launch_program_not_found(snap):
         file is there, whether the kernel will run it (data/launchers.json exec_failures: execve(2)'s
         EACCES for a directory or a file without execute permission, ENOENT for a #! script whose
         interpreter is missing: a moved virtual environment's torchrun, `#!/usr/bin/env python` without
-        python on PATH, a CRLF #! line). Each gets its own wording: it is not a PATH problem.
+        python on PATH, a CRLF #! line). Each gets its own wording: it is not a PATH problem. And a launch
+        run through sudo (`sudo sh build.sh`, `sudo python setup.py ...`): sudo rebuilds the environment
+        (sudo's plugins/sudoers/env.c rebuild_env; data/launchers.json sudo): PATH becomes sudoers'
+        secure_path even with -E, and env_reset drops CUDA_HOME, LD_LIBRARY_PATH and the rest of the user's
+        variables, so the CUDA toolkit this shell finds (its nvcc outside secure_path's directories) is not
+        found by whatever the command builds with nvcc (speedinghzl/CCNet#56, traveller59/second.pytorch#7:
+        "nvcc: not found" under sudo).
 
     Why it matters
         The job stops before any rank starts: "train.sh: 1: srun: not found" on a machine outside a SLURM
@@ -1014,6 +1078,9 @@ def launch_program_not_found(snap):
     """
     from ddpdoctor.facts.launch import commands
 
+    sudo = next((c for c in commands(snap) if isinstance(c.get("sudo"), dict)), None)
+    if sudo is not None:
+        yield from _sudo_hides_toolkit(snap, sudo)
     for cmd in commands(snap):
         if cmd.get("found") is not False:
             continue
@@ -1036,6 +1103,56 @@ def launch_program_not_found(snap):
                     subjects=[f"path:{cmd['from_script'].rsplit(':', 1)[0]}"] if cmd.get("from_script") else [],
                     evidence={"command": {k: cmd.get(k) for k in ("launcher", "program_word", "from_script", "found")}})
         return
+
+
+def _sudo_hides_toolkit(snap, cmd: dict):
+    """ENV020 for a launch run through sudo when the CUDA toolkit this shell finds is outside sudo's PATH
+    (data/launchers.json sudo: secure_path's directories; env_reset's kept variables)."""
+    from ddpdoctor.facts.env import env_of
+    from ddpdoctor.facts.launch import sudo_table
+
+    table = sudo_table()
+    pk = snap.get("packages") if "packages" in snap else {}
+    kit = (pk or {}).get("cuda_toolkit") if isinstance((pk or {}).get("cuda_toolkit"), dict) else {}
+    home = str(kit.get("home") or "").rstrip("/")
+    if not home:
+        return
+    bindir = home + "/bin"
+    if bindir in (table.get("secure_path_dirs") or ()):
+        return  # a toolkit of the system's own directories (/usr/bin/nvcc): sudo's PATH has it
+    env = env_of(snap) if "env" in snap else {}
+    facts = cmd["sudo"]
+    keep = set(table.get("env_keep_default") or ())
+    deleted = tuple(table.get("always_deleted") or ())
+    assigned = set(facts.get("assigns") or ())
+
+    def dropped(name: str) -> bool:
+        if name in assigned or env.get(name) in (None, ""):
+            return False
+        if any(name == d or (d.endswith("*") and name.startswith(d[:-1])) for d in deleted):
+            return True
+        return not facts.get("preserve_env") and name not in keep
+
+    lost = [n for n in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_VISIBLE_DEVICES") if dropped(n)]
+    src = table.get("source") or {}
+    shown = " ".join(([] if not facts.get("preserve_env") else ["-E"]) + [str(cmd.get("program_word") or cmd.get("launcher") or "")]
+                     + ([str(cmd["program"])] if cmd.get("program") else []))
+    yield warning(f"the launch runs under sudo (sudo {shown}): PATH becomes sudoers' secure_path, without {bindir}, so "
+                  f"nvcc of the CUDA toolkit this shell finds ({home}" + (f", CUDA {kit['version']}" if kit.get("version") else "")
+                  + ") is not found" + (f", and {', '.join(lost)} {'is' if len(lost) == 1 else 'are'} dropped" if lost else ""),
+                  detail=(f"sudo runs the command in an environment it rebuilds ({src.get('repo')} {src.get('path')}@"
+                          f"{str(src.get('commit'))[:12]}, rebuild_env): PATH is replaced by secure_path whatever -E says "
+                          "(Debian/Ubuntu and RHEL/Fedora set it to the system directories), and env_reset keeps only a "
+                          "few variables (LD_* and PYTHONPATH are dropped even with -E). The toolkit here was found "
+                          f"through {kit.get('from') or 'this shell'}; a build the command runs that calls nvcc by name "
+                          "stops with \"nvcc: not found\" (a build script, a Makefile, an extension's setup), and "
+                          "torch's cpp_extension falls back to /usr/local/cuda."),
+                  fix=("run the launch without sudo (fix the permission that asked for it: chown the directory it "
+                       "writes); or pass the environment on: sudo env \"PATH=$PATH\" \"CUDA_HOME=$CUDA_HOME\" "
+                       "\"LD_LIBRARY_PATH=$LD_LIBRARY_PATH\" <command>"),
+                  subjects=["PATH"] + lost,
+                  evidence={"sudo": facts, "toolkit": kit, "secure_path_dirs": table.get("secure_path_dirs"),
+                            "dropped": lost})
 
 
 def _sentence(text: str) -> str:

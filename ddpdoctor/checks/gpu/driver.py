@@ -719,10 +719,19 @@ def _flash_attn_1_beyond_the_gpus(version, caps, asks):
 # torch/_inductor/scheduler.py (Scheduler.create_backend): `if device.type == "cuda" and not has_triton(): if
 # device_props.major < 7: raise GPUTooOldForTriton ... else: raise TritonMissing` - "Found <GPU> which is too old to be
 # supported by the triton GPU compiler, which is used as the backend. Triton only supports devices of CUDA
-# Capability >= 7.0" / "Cannot find a working triton installation" (torch/_dynamo/exc.py); read in stored copies of
-# several releases, commit not pinned. Triton's own wheels on PyPI are built for Linux only (a guess from its release
+# Capability >= 7.0" / "Cannot find a working triton installation" (torch/_dynamo/exc.py); the floor itself is data
+# (data/triton_libraries.json min_capability: torch/utils/_triton.py has_triton @f44ba642, capability >= (7, 0)). Triton's own wheels on PyPI are built for Linux only (a guess from its release
 # files, not read at a commit): on Windows a plain `pip install torch` has no triton.
-TRITON_MIN_CAPABILITY = 70
+def _triton_min_capability() -> int:
+    """data/triton_libraries.json min_capability (torch/utils/_triton.py has_triton: capability >= (7, 0)), as 70."""
+    import json
+
+    with open(os.path.join(os.path.dirname(gpu_versions.DATA), "triton_libraries.json"), encoding="utf-8") as fh:
+        major, minor = json.load(fh)["min_capability"]["capability"]
+    return int(major) * 10 + int(minor)
+
+
+TRITON_MIN_CAPABILITY = _triton_min_capability()
 # the distributions that install the `triton` module: triton itself, and pytorch-triton / pytorch-triton-rocm, on
 # which torch's nightly and ROCm wheels depend (download.pytorch.org/whl/nightly/pytorch_triton-*.whl)
 TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm")

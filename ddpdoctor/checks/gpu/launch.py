@@ -559,14 +559,24 @@ def visible_devices_not_found(snap):
         return
     kept = len(v.cmap.visible)
     ignored = f" and ignores {', '.join(v.cmap.ignored)} after it" if v.cmap.ignored else ""
-    yield error(f"CUDA_VISIBLE_DEVICES={v.cmap.cvd}: {v.cmap.problems[0]}",
+    # check29: the value copied from SLURM_JOB_GPUS (the node's own GPU indices) into a job whose cgroup shows CUDA and
+    # NVML only its GPUs, numbered from 0: the copy is the cause, and SLURM's own CUDA_VISIBLE_DEVICES is the fix
+    job_gpus = str(v.env.get("SLURM_JOB_GPUS") or v.env.get("SLURM_STEP_GPUS") or "").strip()
+    copied = bool(job_gpus) and job_gpus.replace(" ", "") == str(v.cmap.cvd or "").replace(" ", "")
+    yield error(f"CUDA_VISIBLE_DEVICES={v.cmap.cvd}: {v.cmap.problems[0]}"
+                + (" (copied from SLURM_JOB_GPUS: the node's indices, not this job's)" if copied else ""),
                 detail=(f"CUDA stops at that entry{ignored}: this process will see {kept} GPU(s)"
                         + (" (" + ", ".join(v.short(e.nvml) for e in v.cmap.visible) + ")" if kept else
-                           ", so torch.cuda.is_available() is False") + "."),
-                fix="nvidia-smi -L   # then: export CUDA_VISIBLE_DEVICES=<indices or UUIDs from that list>",
+                           ", so torch.cuda.is_available() is False") + "."
+                        + (f" SLURM_JOB_GPUS={job_gpus} numbers the job's GPUs as the node does; inside the job's "
+                           f"device cgroup CUDA and NVML see only them, numbered 0..{len(v.devices) - 1}, and SLURM "
+                           "sets CUDA_VISIBLE_DEVICES to those itself (gres/gpu)." if copied else "")),
+                fix=("unset the line that copies SLURM_JOB_GPUS into CUDA_VISIBLE_DEVICES: SLURM sets the job's own "
+                     "value   # nvidia-smi -L lists what the job sees" if copied else
+                     "nvidia-smi -L   # then: export CUDA_VISIBLE_DEVICES=<indices or UUIDs from that list>"),
                 subjects=["CUDA_VISIBLE_DEVICES"] + subjects(e.nvml for e in v.cmap.visible),
                 evidence={"CUDA_VISIBLE_DEVICES": v.cmap.cvd, "visible": [e.nvml for e in v.cmap.visible],
-                          "problems": v.cmap.problems})
+                          "problems": v.cmap.problems, "from_slurm_job_gpus": copied})
 
 
 def _command_gpu_ordinals(snap, v):

@@ -525,6 +525,33 @@ def _cpp_extension_unknown_arch(snap, pk, kit):
                          "builders": builders})
 
 
+def _home_not_a_toolkit(kit: dict, windows: bool = False) -> list:
+    """PKG014 for CUDA_HOME / CUDA_PATH set to something that is not one toolkit directory: a PATH-style list
+    (':/usr/local/cuda-11.0', from CUDA_HOME=$CUDA_HOME:/usr/local/cuda-11.0 with the variable empty), or a directory
+    without bin/nvcc (cuda_toolkit.nvcc False). torch's cpp_extension takes the variable whole (_find_cuda_home:
+    `cuda_home = os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH')`) and runs <it>/bin/nvcc, so every
+    extension build fails ("<CUDA_HOME>/bin/nvcc: not found", Newbeeer/Poisson_flow#2)."""
+    how, home = str(kit.get("from") or ""), str(kit.get("home") or "")
+    if how not in ("CUDA_HOME", "CUDA_PATH") or not home:
+        return []
+    sep = ";" if windows else ":"  # the snapshot's system's list separator (C:\\ is a drive, not a list, on Windows)
+    listed = sep in home
+    if not listed and kit.get("nvcc") is not False:
+        return []
+    parts = [p for p in home.split(sep) if p]
+    fix_to = parts[-1] if listed and parts else "<the toolkit directory, the one holding bin/nvcc>"
+    return [warning(f"{how}={home!r} is not a CUDA toolkit directory: an extension build runs {home}/bin/nvcc, "
+                    "which does not exist" + (f" (a '{sep}'-separated list, not one directory)" if listed else ""),
+                    detail=("torch.utils.cpp_extension takes " + how + " whole as the toolkit's root "
+                            "(torch/utils/cpp_extension.py _find_cuda_home) and compiles with <root>/bin/nvcc; DeepSpeed's "
+                            "op builder uses the same root. " + (f"{how} holds a list, typically from `export {how}="
+                            f"${how}:/usr/local/cuda-X` while it was empty, so the build stops with \"{home}/bin/nvcc: "
+                            "not found\"." if listed else f"There is no bin/nvcc under {home}, so the build stops with "
+                            "\"nvcc: not found\".")),
+                    fix=f"export {how}={fix_to}   # one directory: the toolkit whose bin/nvcc exists",
+                    subjects=[how, "pkg:cuda-toolkit"], evidence={"toolkit": kit, "list": listed})]
+
+
 @check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint", "env"))
 def cuda_toolkit_mismatch(snap):
     """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
@@ -544,6 +571,11 @@ def cuda_toolkit_mismatch(snap):
         entries, or when it is unset the GPUs' compute capabilities, against the release that first listed each in
         supported_arches (data/gpu_versions.json cpp_extension_arch_since): "ValueError: Unknown CUDA arch (9.0+PTX)
         or GPU not supported" (OpenBMB/BMTrain#83, torch 1.12; lhoyer/HRDA#35, an RTX 4090 under torch 1.7.1).
+        Named arches ('Ampere', 'Blackwell') are expanded as that release expanded them (named_arches_before).
+        And (check29) CUDA_HOME / CUDA_PATH set to what is not one toolkit directory: a ':'-separated list
+        (';' on Windows), or a directory without bin/nvcc (cuda_toolkit.nvcc), which cpp_extension's
+        _find_cuda_home takes whole, so every build stops with "<CUDA_HOME>/bin/nvcc: not found"
+        (Newbeeer/Poisson_flow#2).
 
     Why it matters
         torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version
@@ -588,6 +620,10 @@ def cuda_toolkit_mismatch(snap):
     yield from _ninja_missing(snap, pk)
     kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
     yield from _cpp_extension_unknown_arch(snap, pk, kit)
+    windows = str((snap.get("host") or {}).get("os") or "") == "Windows" if "host" in snap else False
+    if _home_not_a_toolkit(kit, windows):
+        yield from _home_not_a_toolkit(kit, windows)
+        return
     if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
         yield from _no_cuda_toolkit(snap, pk)
         return
@@ -699,14 +735,16 @@ def apex_without_extensions(snap):
 MMCV_OPS_USERS = ("mmdet", "mmdet3d", "mmsegmentation", "mmrotate", "mmpose")
 
 
-@check("PKG020", "mmcv-without-ops", family="packages", needs=("packages",))
+@check("PKG020", "mmcv-without-ops", family="packages", needs=("packages",), reads=("lint",))
 def mmcv_without_ops(snap):
     """The importable mmcv has no compiled ops (mmcv._ext), under a package that imports mmcv.ops.
 
     What it checks
         packages.mmcv_build: whether the mmcv package Python imports holds its compiled `_ext` module,
         with mmcv 1.0 or later installed (mmcv.ops came with 1.0) beside mmdet, mmdet3d, mmsegmentation,
-        mmrotate or mmpose. mmcv's setup.py builds `_ext` only with MMCV_WITH_OPS=1: in the 1.x series
+        mmrotate or mmpose, or under a training script read (`check --script`, or the script of check's launch
+        command) that imports mmcv.ops itself (`from mmcv.ops import DeformConv2d`: lint.scriptfacts mmcv_ops;
+        XLearning-SCU/2022-CVPR-AirNet#5, a model importing mmcv's deformable convolution). mmcv's setup.py builds `_ext` only with MMCV_WITH_OPS=1: in the 1.x series
         the distribution "mmcv" is the build without it and "mmcv-full" the one with it; in 2.x
         "mmcv-lite" is the build without. Installing "mmcv" after "mmcv-full" overwrites the same mmcv/
         directory, so the fact reads the directory, not the distribution names.
@@ -733,10 +771,12 @@ def mmcv_without_ops(snap):
     if gpu_versions.release(mmcv) < (1, 0, 0):
         return  # before mmcv.ops (mmcv 0.x never had compiled ops; mmdet 1.x built its own)
     users = [f"{n} {versions[n]}" for n in MMCV_OPS_USERS if versions.get(n)]
+    users += [f"{e.get('path')}:{e.get('line')} ({e.get('what')})" for e in script_asks(snap, "mmcv_ops")[:2]]
     if not users:
         return
     names = [n for n in ("mmcv", "mmcv-full", "mmcv-lite") if versions.get(n)]
-    yield warning(f"mmcv {mmcv} has no compiled ops (mmcv._ext), and {', '.join(users)} imports mmcv.ops",
+    yield warning(f"mmcv {mmcv} has no compiled ops (mmcv._ext), and {', '.join(users)} "
+                  f"import{'s' if len(users) == 1 else ''} mmcv.ops",
                   detail=(f"The mmcv package Python imports ({built.get('dir') or 'its directory'}) holds no _ext module; "
                           f"installed distributions: {', '.join(f'{n} {versions[n]}' for n in names)}. mmcv's setup.py "
                           "builds _ext only with MMCV_WITH_OPS=1: 'mmcv' 1.x and 'mmcv-lite' 2.x are built without it, "

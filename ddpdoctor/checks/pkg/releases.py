@@ -49,6 +49,13 @@ def known_defective_release(snap):
         (NVIDIA/nccl#238; fixed in 2.4.6 by f40ce73e; workaround NCCL_LL_THRESHOLD=0). Entries may also name the host OS: torch 2.4-2.6 on
         Windows create the TCPStore with libuv, which the Windows wheels lack, unless USE_LIBUV=0
         (torch/distributed/rendezvous.py, pytorch/pytorch#148266; the upper bound 2.6 is assumed).
+        Some entries stop the job at `import torch` (`stage: import`): torch 2.4.0's Windows wheels, whose
+        fbgemm.dll needs MSVC's OpenMP runtime libomp140.x86_64.dll, which neither the wheel nor the VC++
+        redistributable installs ("Error loading ...\\torch\\lib\\fbgemm.dll or one of its dependencies",
+        pytorch/pytorch#131662, fixed by #130697 in 2.4.1), and ROCm TheRock Windows wheels dated before
+        ROCm/TheRock#1520 (external-builds/pytorch/build_prod_wheels.py copy_msvc_libomp_to_torch_lib), told by
+        the build date in torch's local version. Quiet where the snapshot recorded torch's own answers (torch
+        imported there).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
         (src/accelerate/utils/launch.py prepare_multi_gpu_env sets ZE_AFFINITY_MASK instead of
         CUDA_VISIBLE_DEVICES; introduced by #1676, fixed by #1850 in 0.22.0), judged only when the
@@ -81,7 +88,10 @@ def known_defective_release(snap):
     # NCCL loads NCCL_TOPO_FILE, else /var/run/nvidia-topologyd/virtualTopology.xml (src/graph/topo.cc)
     vt = (snap.get("pci") or {}).get("nccl_virtual_topology") if "pci" in snap else None
     topology_file = True if (env.get("NCCL_TOPO_FILE") or "").strip() or vt else (False if vt is False else None)
+    imported = known_defects.torch_imported(snap)
     for entry, nccl_known in known_defects.matching(torch, nccl):
+        if entry.get("stage") == "import" and imported:
+            continue  # torch was seen to import here: an import-time defect does not hold on this machine
         workaround = entry.get("workaround_env") or {}
         if workaround and all(str(env.get(k, "")).strip() == v for k, v in workaround.items()):
             continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ddpdoctor.facts import gpu_versions
 from ddpdoctor.facts.env import script_asks
-from ddpdoctor.model import error, warning
+from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
 
@@ -16,7 +16,8 @@ def torch_backends(snap) -> dict:
     recorded them) when present, without gathering them: they cost an interpreter that imports torch.
     Otherwise what the platform settles: torch's Windows wheels had no torch.distributed before 1.7
     and never NCCL (NCCL is Linux-only); ROCm's Windows builds are made without USE_DISTRIBUTED
-    (ROCm/TheRock external-builds/pytorch/build_prod_wheels.py)."""
+    (ROCm/TheRock external-builds/pytorch/build_prod_wheels.py), told by '+rocm' in the version or by the
+    build's HIP version (packages.torch_build.hip, torch.version.hip) when the version has no local part."""
     recorded = (getattr(snap, "sections", None) or {}).get("torch")
     if isinstance(recorded, dict) and not recorded.get("error") and "distributed_available" in recorded:
         return {"distributed": recorded.get("distributed_available"),
@@ -27,7 +28,9 @@ def torch_backends(snap) -> dict:
     release = gpu_versions.release(version)
     if os_name != "Windows" or not release:
         return {"distributed": None, "nccl": None, "gloo": None, "how": ""}
-    if "rocm" in str(version):
+    build = (snap.get("packages") or {}).get("torch_build")
+    hip = build.get("hip") if isinstance(build, dict) else None  # torch.version.hip: a ROCm build whatever its name
+    if "rocm" in str(version) or hip:
         return {"distributed": False, "nccl": None, "gloo": False,
                 "how": "ROCm's Windows builds of torch are made without USE_DISTRIBUTED"}
     if release < gpu_versions.windows_distributed_since():
@@ -50,7 +53,9 @@ def torch_without_distributed_backend(snap):
         torch's Windows wheels had no torch.distributed before 1.7 and have shipped Gloo only since
         (NCCL is Linux-only); ROCm's Windows builds have none. An error, not a warning, when the
         training script read (`check --script`, or the script of check's own launch command)
-        names "nccl" in init_process_group.
+        names "nccl" in init_process_group. The plain no-NCCL warning (no script read names nccl) is info
+        where this torch release may not import at all on this OS (a known import-time defect, PKG010: torch
+        2.4.0's Windows fbgemm.dll without libomp140): the root cause is met first.
 
     Why it matters
         Without torch.distributed every training script fails at its first distributed call
@@ -67,11 +72,20 @@ def torch_without_distributed_backend(snap):
         On Windows: init_process_group(backend="gloo"), or run under Linux/WSL2 for NCCL; otherwise
         install a torch build with distributed support (the official Linux wheels).
     """
+    from ddpdoctor.facts.known_defects import stops_at_import, torch_imported
+
     b = torch_backends(snap)
     os_name = str((snap.get("host") or {}).get("os") or "")
     version = ((snap.get("packages") or {}).get("versions") or {}).get("torch")
     where = f"torch {version}" + (f" on {os_name}" if os_name else "")
     launched = (snap.get("launcher") or {}).get("kind") not in (None, "none")
+    # root cause first: the plain no-NCCL warning below holds only if the script asks for NCCL (not read); where this
+    # release may not even import here (a known import-time defect, PKG010), that import failure leads and the
+    # no-NCCL note is info. The certain findings (no torch.distributed; a script read that names nccl) keep their rank.
+    first = [e["id"] for e in stops_at_import(version, os_name or None, torch_imported(snap))]
+    later = (lambda make: info) if first else (lambda make: make)  # noqa: E731
+    after = (f" Second to PKG010 ({', '.join(first)}): this torch release may not import here at all, which is met "
+             "first.") if first else ""
     if b["distributed"] is False:
         yield (error if launched else warning)(
             f"{where} has no torch.distributed: init_process_group does not exist in it",
@@ -100,10 +114,10 @@ def torch_without_distributed_backend(snap):
         return
     if b["nccl"] is False and devices:
         gloo = b.get("gloo")
-        yield warning(f"{where} has no NCCL backend, and this machine has {len(devices)} NVIDIA GPU(s)",
+        yield later(warning)(f"{where} has no NCCL backend, and this machine has {len(devices)} NVIDIA GPU(s)",
                       detail=f"torch.distributed.is_nccl_available() is False ({b['how']})"
                              + ": init_process_group(backend=\"nccl\") raises \"Distributed package doesn't have NCCL "
-                             "built in\"" + (", and Gloo is the backend this build has." if gloo else "."),
+                             "built in\"" + (", and Gloo is the backend this build has." if gloo else ".") + after,
                       fix=('dist.init_process_group(backend="gloo")   # or run under Linux/WSL2 for NCCL'
                            if os_name == "Windows" else "install a CUDA build of torch (pip install torch from the "
                                                         "CUDA index), which bundles NCCL"),
