@@ -378,11 +378,11 @@ class Job:
             # failure line, and no failure class or end from its words (blocks.py)
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
-        if (not code and evs and t[:1] in " #" and _HEADING.match(t) and not _HEADING_QUOTE.search(t)
-                and _prose.errno_text(t)):
+        if (not code and evs and t[:1] in " #*_" and _prose.caption_heading(t) and _prose.errno_text(t)):
             # a Markdown heading (an issue's or a post's title) that names an errno's text and quotes no message ("#
             # Broken pipe when training with ...", "# [Errno 111] Connection refused when ..."): it names what the thread
-            # is about, and no process printed it (round 20, issue 24: b182_21). The body's own lines say what failed.
+            # is about, and no process printed it (round 20, issue 24: b182_21). The body's own lines say what failed. The same
+            # for a caption that is one emphasis span ("**Broken pipe error**:", round 23: b208_16)
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
         ttl = self._title.get(line.src) if self._title else None
