@@ -52,3 +52,68 @@ def test_an_emphasis_span_that_quotes_a_message_or_a_bare_line_still_fails(tmp_p
         assert f and (f[0].severity == "error" or f[0].title.startswith("unexplained failure")), (line, _ids(f))
         assert "line 31" in f[0].title + f[0].detail, (line, _ids(f))
     assert not prose.caption_heading("*** Check failure stack trace: ***")   # glog's banner is no span
+
+
+# --- the miner follows a message built in a local variable ------------------------------------------------------------
+def test_the_miner_follows_a_message_built_in_a_local_before_its_raise():
+    """`msg = f"..."; msg += "..."; raise X(msg)` (DeepSpeed engine.py _configure_optimizer's shape): the message is
+    the assignments' text, at the assignment's line; each branch's assignment is its own message."""
+    import ast
+
+    from tools.mine_messages import _python_tree_messages
+
+    src = ("def f(opt, ok):\n"
+           "    msg = f'You are using ZeRO-Offload with a client provided optimizer ({type(opt)})'\n"
+           "    msg += ' which in most cases will yield poor performance.'\n"
+           "    if not ok:\n"
+           "        raise ZeRORuntimeException(msg)\n"
+           "def g(x):\n"
+           "    if x:\n"
+           "        why = 'the world size does not divide the batch'\n"
+           "    else:\n"
+           "        why = 'the checkpoint tag differs across ranks'\n"
+           "    logger.error(why)\n")
+    got = {(c.line, c.how, c.text) for c in _python_tree_messages(ast.parse(src), "o/r", "m.py")}
+    assert (2, "raise:ZeRORuntimeException", "You are using ZeRO-Offload with a client provided optimizer ({type}) which "
+            "in most cases will yield poor performance.") in got, got
+    assert {(8, "log:error", "the world size does not divide the batch"),
+            (10, "log:error", "the checkpoint tag differs across ranks")} <= got, got
+
+
+def test_the_miner_takes_no_message_from_a_local_that_holds_none():
+    """The quiet side: a local that holds an exception or a value (`raise RuntimeError(e)`, `raise X(err)` with err
+    from a call), or one assigned only after the raise, or in another function, gives no message."""
+    import ast
+
+    from tools.mine_messages import _python_tree_messages
+
+    src = ("def f():\n"
+           "    try:\n        run()\n    except Exception as e:\n        raise RuntimeError(e)\n"
+           "    err = compute()\n    raise ValueError(err)\n"
+           "def g():\n    raise KeyError(late)\n    late = 'assigned after the raise'\n"
+           "def h():\n    text = 'only in h, never raised there'\n"
+           "def k():\n    raise OSError(text)\n")
+    assert list(_python_tree_messages(ast.parse(src), "o/r", "m.py")) == []
+
+
+# --- Ray's autoscaler refusing a request no node type can hold --------------------------------------------------------
+_RAY_HEAD = ("2024-05-30 16:31:59,841 INFO worker.py:1564 -- Connecting to existing Ray cluster at address: 10.0.0.1:6379\n"
+             "(autoscaler +2s) Tip: use `ray status` to view detailed cluster status. To disable these messages, set "
+             "RAY_SCHEDULER_EVENTS=0.\n")
+
+
+def test_an_infeasible_resource_request_is_a_configuration_mismatch(tmp_path):
+    """ray autoscaler.py @8f70aec (StandardAutoscaler, the infeasible bundles): the request waits forever."""
+    line = ("(autoscaler +2s) Error: No available node types can fulfill resource request {'GPU': 8.0, 'CPU': 8.0}. "
+            "Add suitable node types to this cluster to resolve this issue.\n")
+    f = _found(tmp_path, _RAY_HEAD + line + line.replace("+2s", "+33s"))
+    assert f and f[0].id == "LOG024" and "line 3" in f[0].detail + f[0].title, _ids(f)
+
+
+def test_a_request_pending_behind_actors_that_then_runs_is_no_failure(tmp_path):
+    """The quiet side: the same autoscaler's "Warning: The following resource request cannot be scheduled right now"
+    (cluster full of actors, autoscaler.py @8f70aec) is a wait the job may survive; the steps after it say it did."""
+    f = _found(tmp_path, _RAY_HEAD + "(autoscaler +2s) Warning: The following resource request cannot be scheduled "
+               "right now: {'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors. Consider "
+               "creating fewer actors or adding more nodes to this Ray cluster.\n" + _STEPS)
+    assert not any(x.severity == "error" or x.id == "LOG024" for x in f), _ids(f)
