@@ -102,12 +102,12 @@ _RAY_HEAD = ("2024-05-30 16:31:59,841 INFO worker.py:1564 -- Connecting to exist
              "RAY_SCHEDULER_EVENTS=0.\n")
 
 
-def test_an_infeasible_resource_request_is_a_configuration_mismatch(tmp_path):
+def test_an_infeasible_resource_request_is_a_launch_that_asks_too_much(tmp_path):
     """ray autoscaler.py @8f70aec (StandardAutoscaler, the infeasible bundles): the request waits forever."""
     line = ("(autoscaler +2s) Error: No available node types can fulfill resource request {'GPU': 8.0, 'CPU': 8.0}. "
             "Add suitable node types to this cluster to resolve this issue.\n")
     f = _found(tmp_path, _RAY_HEAD + line + line.replace("+2s", "+33s"))
-    assert f and f[0].id == "LOG024" and "line 3" in f[0].detail + f[0].title, _ids(f)
+    assert f and f[0].id == "LOG023" and "line 3" in f[0].detail + f[0].title, _ids(f)
 
 
 def test_a_request_pending_behind_actors_that_then_runs_is_no_failure(tmp_path):
@@ -116,4 +116,4 @@ def test_a_request_pending_behind_actors_that_then_runs_is_no_failure(tmp_path):
     f = _found(tmp_path, _RAY_HEAD + "(autoscaler +2s) Warning: The following resource request cannot be scheduled "
                "right now: {'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors. Consider "
                "creating fewer actors or adding more nodes to this Ray cluster.\n" + _STEPS)
-    assert not any(x.severity == "error" or x.id == "LOG024" for x in f), _ids(f)
+    assert not any(x.severity == "error" or x.id == "LOG023" for x in f), _ids(f)
