@@ -117,3 +117,41 @@ def test_a_request_pending_behind_actors_that_then_runs_is_no_failure(tmp_path):
                "right now: {'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors. Consider "
                "creating fewer actors or adding more nodes to this Ray cluster.\n" + _STEPS)
     assert not any(x.severity == "error" or x.id == "LOG023" for x in f), _ids(f)
+
+
+# --- glog's level in the Hyperscan expression -------------------------------------------------------------------------
+def _glog_db():
+    import pytest
+
+    hyperscan = pytest.importorskip("hyperscan")
+    from ddpdoctor.facts.messages import ANCHORS
+    from ddpdoctor.triage import reader
+
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=reader._hs_expressions(ANCHORS), ids=list(range(len(ANCHORS))),
+               flags=reader._hs_flags(ANCHORS, hyperscan))
+    assert reader._hs_probe(hyperscan, db, ANCHORS)
+    return db, {i for i, a in enumerate(ANCHORS) if a in reader.GLOG_HEAD}
+
+
+def _glog_hits(db, ids, text: bytes):
+    got = []
+    db.scan(text, match_event_handler=lambda i, _f, to, _fl, _c: got.append(to) if i in ids else None)
+    return [text[:to].rsplit(b"\n", 1)[-1] for to in got]
+
+
+def test_a_glog_head_on_an_error_or_warning_line_is_a_match_in_hyperscan_itself():
+    db, ids = _glog_db()
+    text = (b"E1207 10:43:16.922251 3493939 rpc_server.cc:134] Connection failed\n"
+            b"[W1207 10:43:16.922251 3493939 socket.py:12] retrying\n"
+            b"F20220801 07:29:34.701110 2256 fs_coordinator.cc:42] Check failed: ok\n")
+    assert len(_glog_hits(db, ids, text)) == 3
+
+
+def test_a_glog_head_on_an_info_line_or_a_python_warning_is_no_match():
+    """The quiet side: glog's INFO head and a Python warning's 'x.py:295: ' never reach Python at all."""
+    db, ids = _glog_db()
+    text = (b"I1207 10:43:16.922251 3493939 rpc_server.cc:134] step 10 loss 0.1\n"
+            b"/opt/x/trainer.py:295: FutureWarning: deprecated\n"
+            b"some text E1207 then rpc_server.cc:134] inside\n")
+    assert _glog_hits(db, ids, text) == []
