@@ -155,3 +155,27 @@ def test_a_glog_head_on_an_info_line_or_a_python_warning_is_no_match():
             b"/opt/x/trainer.py:295: FutureWarning: deprecated\n"
             b"some text E1207 then rpc_server.cc:134] inside\n")
     assert _glog_hits(db, ids, text) == []
+
+
+# --- an IPython traceback cut among a frame's numbered context lines --------------------------------------------------
+_IPY = ("File /envs/x/lib/python3.8/site-packages/pytorch_lightning/trainer/trainer.py:420, in Trainer.__init__(self)\n"
+        "    417 # init connectors\n"
+        "    418 self._data_connector = DataConnector(self, multiple_trainloader_mode)\n"
+        "--> 420 self._accelerator_connector = AcceleratorConnector(\n"
+        "    421     num_processes=num_processes,\n"
+        "    422     devices=devices,\n"
+        "    423     tpu_cores=tpu_cores,\n"
+        "    424     ipus=ipus,\n"
+        "    425     accelerator=accelerator,\n")
+
+
+def test_a_log_that_ends_among_an_ipython_frames_context_lines_ends_inside_a_traceback(tmp_path):
+    f = _found(tmp_path, "[turn 0, continued]\n" + _IPY)
+    assert f and f[0].title.startswith("unexplained failure"), _ids(f)
+
+
+def test_numbered_lines_with_no_ipython_arrow_above_them_are_no_traceback(tmp_path):
+    """The quiet side: a table of right-aligned numbers (no arrow line above it) is no frame's context."""
+    rows = "".join(f"    {400 + i} samples read from shard {i}\n" for i in range(8))
+    f = _found(tmp_path, "Dataset summary:\n" + rows)
+    assert not any(x.severity == "error" or x.title.startswith("unexplained failure") for x in f), _ids(f)

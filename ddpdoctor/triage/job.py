@@ -270,6 +270,7 @@ class Job:
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.last_frame: Dict[tuple, Line] = {}   # stream -> its last traceback frame line (Python, rich, C++)
+        self._ipy_body: Dict[tuple, Line] = {}   # stream -> the last line of an IPython frame's arrow and context run
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
         self.relaunch: Dict[int, Line] = {}        # file -> its last shell-prompt line that runs a training launch
@@ -632,6 +633,18 @@ class Job:
             # launch_training(...)"), its header cut by the paste
             first, n = self.headless_frames.get(key, (line, 0))
             self.headless_frames[key] = (first, n + 1)
+            self.last_headless_frame[key] = self._ipy_body[key] = line
+        elif frame is None and key not in self._tb_header and key in self._ipy_body:
+            # ... and the frame's numbered context lines around it ("    421     num_processes=num_processes,": the
+            # line number right-aligned in 7 columns then a space, or stack_data's gap "   (...)"; ultratb.py
+            # _format_traceback_lines @02660f35, numbers_width = INDENT_SIZE - 1): a stream that ends among them ends
+            # inside the traceback (unexplained._ends_inside_traceback), its exception line cut (round 23, issue 24:
+            # b203_12, a Lightning traceback cut inside a frame read as "cannot show health")
+            body = self._ipy_body[key]
+            if body.src == line.src and body.lineno == line.lineno - 1 and _IPY_CONTEXT.match(line.text):
+                self.last_headless_frame[key] = self._ipy_body[key] = line
+            else:
+                del self._ipy_body[key]
         if frame is None and line.text.startswith("│ ❱ ") and key not in self._tb_header:
             # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
             first, n = self.headless_frames.get(key, (line, 0))
@@ -1428,6 +1441,7 @@ _RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in(?: [\w<>.]+)?)?|in
 # the current line of a frame is numbered after debugger.make_arrow(pad), "-" * (pad - 3) + "-> " in the older code,
 # pad = 7 - len(lineno)): "---> 78     launch_training(c=c, ...)"; only in a traceback (round 19, issue 24: b168_17)
 _IPY_ARROW = re.compile(r"^-{1,6}> ?\d{1,6}(?: |$)")
+_IPY_CONTEXT = re.compile(r"^(?=[ \d]{7} ) *\d{1,7} |^   \(\.\.\.\)\s*$")
 # IPython's verbose traceback names each frame on its own line: "File <path>[:<lineno>], in <func>(<args>)", or for a
 # notebook cell "Cell In[9], line 1" (ipython/ipython IPython/core/ultratb.py @02660f35, VerboseTB.format_record:
 # '%s, %s' % (link, call), link = _format_filename's "File %s", call "in %s%s"; later 8.x releases add ":<lineno>" and the
