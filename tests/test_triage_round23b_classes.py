@@ -179,3 +179,24 @@ def test_numbered_lines_with_no_ipython_arrow_above_them_are_no_traceback(tmp_pa
     rows = "".join(f"    {400 + i} samples read from shard {i}\n" for i in range(8))
     f = _found(tmp_path, "Dataset summary:\n" + rows)
     assert not any(x.severity == "error" or x.title.startswith("unexplained failure") for x in f), _ids(f)
+
+
+# --- an unranked exception quoted apart from the one rank's cut traceback ---------------------------------------------
+_TAGGED = "".join(f'[1,{{r}}]<stderr>:  File "/opt/conda/lib/python3.8/site-packages/torchrec/m{i}.py", line {100 + i}, '
+                  f'in f{i}\n[1,{{r}}]<stderr>:    return g{i}(x)\n' for i in range(3))
+_QUOTED = "```\nRuntimeError: Storage size calculation overflowed with sizes=[8410156404468110876]\n```\n```\n"
+
+
+def test_an_exception_quoted_apart_from_the_only_ranks_cut_traceback_is_that_ranks(tmp_path):
+    f = _found(tmp_path, "I am hitting this error randomly during training:\n\n" + _QUOTED + _TAGGED.format(r=7) + "```\n")
+    assert f and f[0].id == "LOG004" and "rank:7" in f[0].subjects, _ids(f)
+    assert f[0].evidence.get("rank_from_cut_traceback") == 7, f[0].evidence
+
+
+def test_two_ranks_in_the_log_leave_the_quoted_exception_unranked(tmp_path):
+    """The quiet side: with another rank's output in the log, which traceback the quote ends is not shown."""
+    other = "[1,3]<stdout>:epoch 1 step 10 loss 0.5\n"
+    f = _found(tmp_path, "I am hitting this error randomly during training:\n\n" + _QUOTED + other
+               + _TAGGED.format(r=7) + "```\n")
+    assert f and f[0].id == "LOG004" and not any(s.startswith("rank:") for s in f[0].subjects), _ids(f)
+    assert "rank_from_cut_traceback" not in f[0].evidence
