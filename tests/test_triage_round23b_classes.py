@@ -200,3 +200,27 @@ def test_two_ranks_in_the_log_leave_the_quoted_exception_unranked(tmp_path):
                + _TAGGED.format(r=7) + "```\n")
     assert f and f[0].id == "LOG004" and not any(s.startswith("rank:") for s in f[0].subjects), _ids(f)
     assert "rank_from_cut_traceback" not in f[0].evidence
+
+
+# --- a catalogued raise's text inside a Python warning's own message --------------------------------------------------
+_UNSLOTH_WARN = ("/envs/u/lib/python3.10/site-packages/unsloth/__init__.py:47: UserWarning: Unsloth: 'CUDA_VISIBLE_DEVICES' "
+                 "is currently 0,1 \nUnsloth currently does not support multi GPU setups - but we are working on it!\n"
+                 "Multiple CUDA devices detected but we require a single device.\n")
+
+
+def test_a_raised_message_continuing_a_warnings_text_is_the_warning(tmp_path):
+    """unsloth __init__.py warns the text its tokenizer_utils.py raises (messages.json unsloth.trainer.multi_gpu_refused,
+    "raises": RuntimeError): inside the warning's message it is no raise (Lib/warnings.py _formatwarnmsg_impl)."""
+    f = _found(tmp_path, "When I set CUDA_VISIBLE_DEVICES=0,1 it says:\n\n" + _UNSLOTH_WARN + "\n" + _STEPS)
+    assert not any(x.severity == "error" or x.id == "LOG023" for x in f), _ids(f)
+
+
+def test_the_same_text_raised_after_the_warning_or_a_kill_after_it_still_fail(tmp_path):
+    """The quiet side: the raise itself (its exception line) still reads LOG023, and a line that says a process died
+    right under a warning still fails."""
+    raised = ('Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    trainer.train()\n'
+              "RuntimeError: Unsloth currently does not support multi GPU setups - but we are working on it!\n")
+    f = _found(tmp_path, _UNSLOTH_WARN + raised)
+    assert f and f[0].id == "LOG023", _ids(f)
+    f = _found(tmp_path, _STEPS + "/x/y.py:12: UserWarning: slow path\nKilled\n")
+    assert f and f[0].id == "LOG002", _ids(f)

@@ -30,7 +30,7 @@ from .prose import (
     _TEST_RUN_FAILED,
     is_format_template,
 )
-from .signatures import BASH_LINE_ALT, GLUED_TO_PROGRESS, KILLED_ALT, KILLED_GLUED, SIGNAL_OF_TEXT, Event, survivable, user_frame
+from .signatures import BASH_LINE_ALT, GLUED_TO_PROGRESS, KILLED_ALT, KILLED_GLUED, SIGNAL_OF_TEXT, Event, entry_of, survivable, user_frame
 
 KEEP = 8  # examples kept per event kind
 
@@ -742,8 +742,20 @@ class Job:
         if traced:
             evs = self._trace_line(key, line, evs)
             kinds = {ev.kind for ev in evs}
-        echo = self._warn_header.pop(key, None) == (line.src, line.lineno - 1) and _WARN_SOURCE_ECHO.match(line.text)
-        if _PY_WARNING_HEADER.search(line.text):
+        after_warn = self._warn_header.pop(key, None) == (line.src, line.lineno - 1)
+        echo = after_warn and _WARN_SOURCE_ECHO.match(line.text)
+        header = _PY_WARNING_HEADER.search(line.text)
+        cont = (after_warn and not echo and not header and t.strip() and t[:1] not in " \t[" and not t[:1].isdigit()
+                and not t.startswith("Traceback") and not _EXC_LINE.match(t))
+        if (header or cont) and evs:
+            # a warning's own message, on its header line or on the lines it continues on (warnings.warn("...\n...")
+            # prints the message whole after "<file>:<lineno>: <Category>: ", Lib/warnings.py _formatwarnmsg_impl
+            # @v3.12.0): a catalogued text that a library also raises ("Unsloth currently does not support multi GPU
+            # setups", unsloth's __init__.py warns it, tokenizer_utils.py raises it) is the warning here, not the
+            # raise (round 23, issue 24: b200_05, an error on a warning-only log)
+            evs = [ev for ev in evs if not (entry_of(ev) or {}).get("raises")]
+            kinds = {ev.kind for ev in evs}
+        if header or cont:
             self._warn_header[key] = (line.src, line.lineno)
         ttl = self._title.get(line.src) if self._title else None
         if ttl is not None and ttl[0] is line:
