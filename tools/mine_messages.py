@@ -141,6 +141,69 @@ def _parts(node: ast.AST, depth: int = 0) -> Optional[List[Tuple[str, str]]]:
     return None
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of one scope (a module's or a function's body), not those of the functions and classes nested in it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, _SCOPES):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def local_messages(tree: ast.AST) -> Dict[int, Dict[str, List[Tuple[int, str, List[Tuple[str, str]]]]]]:
+    """id(scope) -> name -> [(line, "=" or "+=", parts)] in source order: the messages a function builds in a local
+    variable before raising or logging it (`msg = f"..."` then `msg += "..."` then `raise ValueError(msg)`, DeepSpeed's
+    and transformers' usual shape). Only assignments of a message expression (a literal, an f-string, a %/format
+    string, a concatenation holding one) are kept."""
+    out: Dict[int, Dict[str, list]] = {}
+    scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in scopes:
+        table: Dict[str, list] = {}
+        for node in _scope_nodes(scope):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name, op, value = node.targets[0].id, "=", node.value
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                name, op, value = node.target.id, "=", node.value
+            elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name):
+                name, op, value = node.target.id, "+=", node.value
+            else:
+                continue
+            p = _parts(value)
+            if p and any(k == "lit" and t.strip() for k, t in p):
+                table.setdefault(name, []).append((node.lineno, op, p))
+        for rows in table.values():
+            rows.sort(key=lambda r: r[0])
+        out[id(scope)] = table
+    return out
+
+
+def _message_args(arg: ast.AST, table: Dict[str, list], line: int) -> List[Tuple[int, List[Tuple[str, str]]]]:
+    """(line, parts) of each message ARG can hold: the expression itself when it is one, else, for a local name, each
+    assignment of it before LINE, extended by the `+=` pieces between that assignment and LINE (a branch's `msg = "a"`
+    / `else: msg = "b"` gives both)."""
+    p = _parts(arg)
+    if p:
+        return [(line, p)]
+    if not isinstance(arg, ast.Name) or arg.id not in table:
+        return []
+    rows = [r for r in table[arg.id] if r[0] < line]
+    out = []
+    for i, (ln, op, parts) in enumerate(rows):
+        if op != "=":
+            continue
+        text = list(parts)
+        for ln2, op2, more in rows[i + 1:]:
+            if op2 == "=":
+                break
+            text += more
+        out.append((ln, text))
+    return out
+
+
 def python_messages(root: str, rel_files: Iterable[str], repo: str, path_prefix: str = "") -> Iterator[Candidate]:
     for rel in rel_files:
         full = os.path.join(root, rel)
@@ -150,50 +213,61 @@ def python_messages(root: str, rel_files: Iterable[str], repo: str, path_prefix:
         except (OSError, SyntaxError, ValueError):
             continue
         path = path_prefix + rel
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
-                exc = _name_of(node.exc.func, 0)
-                p = _parts(node.exc.args[0])
-                if p:
-                    yield Candidate(repo, path, node.lineno, p, f"raise:{exc}")
-            elif isinstance(node, ast.Return) and isinstance(node.value, ast.Call) and node.value.args \
-                    and _name_of(node.value.func, 0).lower().endswith(("error", "exception")):
-                p = _parts(node.value.args[0])   # `return ValueError(...)`: an error built for a caller to raise
-                if p:
-                    yield Candidate(repo, path, node.lineno, p, f"raise:{_name_of(node.value.func, 0)}")
-            elif isinstance(node, ast.FunctionDef) and node.name in ("__str__", "_base_str"):
-                for sub in ast.walk(node):   # an exception class's message (Ray's exceptions build them here)
-                    if isinstance(sub, ast.Return) and sub.value is not None:
-                        p = _parts(sub.value)
-                        if p and any(k == "lit" and len(t) > 20 for k, t in p):
-                            yield Candidate(repo, path, sub.lineno, p, "raise:" + _enclosing_class(tree, node))
-                    elif isinstance(sub, ast.Assign) and any(isinstance(t, ast.Attribute) and "msg" in t.attr
-                                                             for t in sub.targets):
-                        p = _parts(sub.value)
-                        if p and any(k == "lit" and len(t) > 20 for k, t in p):
-                            yield Candidate(repo, path, sub.lineno, p, "raise:" + _enclosing_class(tree, node))
-            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr in ("base_error_msg",)
-                                                      for t in node.targets):
-                p = _parts(node.value)
-                if p:
-                    yield Candidate(repo, path, node.lineno, p, "raise:" + _enclosing_class(tree, node))
-            elif isinstance(node, ast.Assert) and node.msg is not None:
-                p = _parts(node.msg)
-                if p:
-                    yield Candidate(repo, path, node.lineno, p, "raise:AssertionError")
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
-                how = _LOG_METHODS.get(node.func.attr)
-                if node.func.attr == "warn" and _name_of(node.func.value, 0) == "warnings":
-                    how = "warn"
-                if how:
-                    first = node.args[0]
-                    if how.startswith("log:") and isinstance(first, ast.Constant) and isinstance(first.value, str):
-                        # logging formats lazily: logger.error("... %s ...", value)
-                        p = _split_fmt(first.value, _PCT, [_name_of(a, i) for i, a in enumerate(node.args[1:])])
-                    else:
-                        p = _parts(first)
+        yield from _python_tree_messages(tree, repo, path)
+
+
+def _python_tree_messages(tree: ast.AST, repo: str, path: str) -> Iterator[Candidate]:
+    """The messages of one parsed module (python_messages); a message built in a local variable first is followed
+    to its assignments (local_messages), for a raise, a `return XError(msg)`, an assert and a logging call."""
+    locals_ = local_messages(tree)
+    scope_of: Dict[int, dict] = {}
+    for scope in [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        for node in _scope_nodes(scope):
+            scope_of[id(node)] = locals_.get(id(scope), {})
+    for node in ast.walk(tree):
+        table = scope_of.get(id(node), {})
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            exc = _name_of(node.exc.func, 0)
+            for ln, p in _message_args(node.exc.args[0], table, node.lineno):
+                yield Candidate(repo, path, ln, p, f"raise:{exc}")
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Call) and node.value.args \
+                and _name_of(node.value.func, 0).lower().endswith(("error", "exception")):
+            # `return ValueError(...)`: an error built for a caller to raise
+            for ln, p in _message_args(node.value.args[0], table, node.lineno):
+                yield Candidate(repo, path, ln, p, f"raise:{_name_of(node.value.func, 0)}")
+        elif isinstance(node, ast.FunctionDef) and node.name in ("__str__", "_base_str"):
+            for sub in ast.walk(node):   # an exception class's message (Ray's exceptions build them here)
+                if isinstance(sub, ast.Return) and sub.value is not None:
+                    p = _parts(sub.value)
+                    if p and any(k == "lit" and len(t) > 20 for k, t in p):
+                        yield Candidate(repo, path, sub.lineno, p, "raise:" + _enclosing_class(tree, node))
+                elif isinstance(sub, ast.Assign) and any(isinstance(t, ast.Attribute) and "msg" in t.attr
+                                                         for t in sub.targets):
+                    p = _parts(sub.value)
+                    if p and any(k == "lit" and len(t) > 20 for k, t in p):
+                        yield Candidate(repo, path, sub.lineno, p, "raise:" + _enclosing_class(tree, node))
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr in ("base_error_msg",)
+                                                  for t in node.targets):
+            p = _parts(node.value)
+            if p:
+                yield Candidate(repo, path, node.lineno, p, "raise:" + _enclosing_class(tree, node))
+        elif isinstance(node, ast.Assert) and node.msg is not None:
+            for ln, p in _message_args(node.msg, table, node.lineno):
+                yield Candidate(repo, path, ln, p, "raise:AssertionError")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            how = _LOG_METHODS.get(node.func.attr)
+            if node.func.attr == "warn" and _name_of(node.func.value, 0) == "warnings":
+                how = "warn"
+            if how:
+                first = node.args[0]
+                if how.startswith("log:") and isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    # logging formats lazily: logger.error("... %s ...", value)
+                    p = _split_fmt(first.value, _PCT, [_name_of(a, i) for i, a in enumerate(node.args[1:])])
                     if p:
                         yield Candidate(repo, path, node.lineno, p, how)
+                else:
+                    for ln, p in _message_args(first, table, node.lineno):
+                        yield Candidate(repo, path, ln, p, how)
 
 
 def python_exception_classes(root: str, rel_files: Iterable[str], repo: str, path_prefix: str = "") -> Iterator[Candidate]:

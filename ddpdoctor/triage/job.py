@@ -30,7 +30,7 @@ from .prose import (
     _TEST_RUN_FAILED,
     is_format_template,
 )
-from .signatures import BASH_LINE_ALT, GLUED_TO_PROGRESS, KILLED_ALT, KILLED_GLUED, SIGNAL_OF_TEXT, Event, survivable, user_frame
+from .signatures import BASH_LINE_ALT, GLUED_TO_PROGRESS, KILLED_ALT, KILLED_GLUED, SIGNAL_OF_TEXT, Event, entry_of, survivable, user_frame
 
 KEEP = 8  # examples kept per event kind
 
@@ -270,6 +270,7 @@ class Job:
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.last_frame: Dict[tuple, Line] = {}   # stream -> its last traceback frame line (Python, rich, C++)
+        self._ipy_body: Dict[tuple, Line] = {}   # stream -> the last line of an IPython frame's arrow and context run
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
         self.relaunch: Dict[int, Line] = {}        # file -> its last shell-prompt line that runs a training launch
@@ -378,11 +379,11 @@ class Job:
             # failure line, and no failure class or end from its words (blocks.py)
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
-        if (not code and evs and t[:1] in " #" and _HEADING.match(t) and not _HEADING_QUOTE.search(t)
-                and _prose.errno_text(t)):
+        if (not code and evs and t[:1] in " #*_" and _prose.caption_heading(t) and _prose.errno_text(t)):
             # a Markdown heading (an issue's or a post's title) that names an errno's text and quotes no message ("#
             # Broken pipe when training with ...", "# [Errno 111] Connection refused when ..."): it names what the thread
-            # is about, and no process printed it (round 20, issue 24: b182_21). The body's own lines say what failed.
+            # is about, and no process printed it (round 20, issue 24: b182_21). The body's own lines say what failed. The same
+            # for a caption that is one emphasis span ("**Broken pipe error**:", round 23: b208_16)
             evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
                    and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
         ttl = self._title.get(line.src) if self._title else None
@@ -632,6 +633,18 @@ class Job:
             # launch_training(...)"), its header cut by the paste
             first, n = self.headless_frames.get(key, (line, 0))
             self.headless_frames[key] = (first, n + 1)
+            self.last_headless_frame[key] = self._ipy_body[key] = line
+        elif frame is None and key not in self._tb_header and key in self._ipy_body:
+            # ... and the frame's numbered context lines around it ("    421     num_processes=num_processes,": the
+            # line number right-aligned in 7 columns then a space, or stack_data's gap "   (...)"; ultratb.py
+            # _format_traceback_lines @02660f35, numbers_width = INDENT_SIZE - 1): a stream that ends among them ends
+            # inside the traceback (unexplained._ends_inside_traceback), its exception line cut (round 23, issue 24:
+            # b203_12, a Lightning traceback cut inside a frame read as "cannot show health")
+            body = self._ipy_body[key]
+            if body.src == line.src and body.lineno == line.lineno - 1 and _IPY_CONTEXT.match(line.text):
+                self.last_headless_frame[key] = self._ipy_body[key] = line
+            else:
+                del self._ipy_body[key]
         if frame is None and line.text.startswith("│ ❱ ") and key not in self._tb_header:
             # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
             first, n = self.headless_frames.get(key, (line, 0))
@@ -729,8 +742,20 @@ class Job:
         if traced:
             evs = self._trace_line(key, line, evs)
             kinds = {ev.kind for ev in evs}
-        echo = self._warn_header.pop(key, None) == (line.src, line.lineno - 1) and _WARN_SOURCE_ECHO.match(line.text)
-        if _PY_WARNING_HEADER.search(line.text):
+        after_warn = self._warn_header.pop(key, None) == (line.src, line.lineno - 1)
+        echo = after_warn and _WARN_SOURCE_ECHO.match(line.text)
+        header = _PY_WARNING_HEADER.search(line.text)
+        cont = (after_warn and not echo and not header and t.strip() and t[:1] not in " \t[" and not t[:1].isdigit()
+                and not t.startswith("Traceback") and not _EXC_LINE.match(t))
+        if (header or cont) and evs:
+            # a warning's own message, on its header line or on the lines it continues on (warnings.warn("...\n...")
+            # prints the message whole after "<file>:<lineno>: <Category>: ", Lib/warnings.py _formatwarnmsg_impl
+            # @v3.12.0): a catalogued text that a library also raises ("Unsloth currently does not support multi GPU
+            # setups", unsloth's __init__.py warns it, tokenizer_utils.py raises it) is the warning here, not the
+            # raise (round 23, issue 24: b200_05, an error on a warning-only log)
+            evs = [ev for ev in evs if not (entry_of(ev) or {}).get("raises")]
+            kinds = {ev.kind for ev in evs}
+        if header or cont:
             self._warn_header[key] = (line.src, line.lineno)
         ttl = self._title.get(line.src) if self._title else None
         if ttl is not None and ttl[0] is line:
@@ -1428,6 +1453,7 @@ _RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in(?: [\w<>.]+)?)?|in
 # the current line of a frame is numbered after debugger.make_arrow(pad), "-" * (pad - 3) + "-> " in the older code,
 # pad = 7 - len(lineno)): "---> 78     launch_training(c=c, ...)"; only in a traceback (round 19, issue 24: b168_17)
 _IPY_ARROW = re.compile(r"^-{1,6}> ?\d{1,6}(?: |$)")
+_IPY_CONTEXT = re.compile(r"^(?=[ \d]{7} ) *\d{1,7} |^   \(\.\.\.\)\s*$")
 # IPython's verbose traceback names each frame on its own line: "File <path>[:<lineno>], in <func>(<args>)", or for a
 # notebook cell "Cell In[9], line 1" (ipython/ipython IPython/core/ultratb.py @02660f35, VerboseTB.format_record:
 # '%s, %s' % (link, call), link = _format_filename's "File %s", call "in %s%s"; later 8.x releases add ":<lineno>" and the

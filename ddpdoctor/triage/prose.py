@@ -261,6 +261,14 @@ _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]ho
                             # "the failed rank", "any crashed node"): a writer describing a thing (round 19, b167_29)
                             r"\b(?:[Aa]n?|[Tt]he|[Aa]ny|[Ee]ach|[Ee]very|[Tt]his|[Tt]hat|[Tt]hese|[Tt]hose|[Ss]ome|[Ss]uch)\s+"
                             r"(?:[a-z\-]+\s+(?:or|and)\s+|[a-z\-]+\s+)?(?:failed|failing|crashed|hung|timed-out)\b|"
+                            # AVOIDED: a failure word as the object of a verb of preventing or removing it ("I apply
+                            # the signal length limit to 32000 to avoid OOM", "to prevent the crash", "this avoids
+                            # timeouts", "in order to get rid of the errors"): the writer's aim, not a failure that
+                            # happened (round 23, issue 24: b207_20, an unexplained failure on a healthy log)
+                            r"\b(?:avoid(?:s|ed|ing)?|prevent(?:s|ed|ing)?|get rid of|work ?around|mitigat(?:e|es|ed|ing)|"
+                            r"guard(?:s|ed|ing)? against)\s+(?:(?:the|an?|any|such|these|those|this|that|possible|"
+                            r"potential|further|more|future)\s+)?(?:(?:[a-z\-]+|NCCL|CUDA|GPU|CPU)\s+){0,2}"
+                            r"(?:OOMs?|[Ee]rrors?|[Ee]xceptions?|crash(?:es)?|hangs?|time ?outs?|failures?|deadlocks?)\b|"
                             # NEGATED: an error named as NOT raised, thrown or propagated ("remote exception is not
                             # rethrown", "the RuntimeError was never raised", "does not raise an exception", "didn't
                             # throw any error", "without any error"): a sentence about a failure that did not happen
@@ -283,6 +291,22 @@ _NAMED_FAILURE = re.compile(r"\b(?:[Aa]n?|[Tt]he|[Tt]his|[Tt]hat|[Tt]hese|[Tt]ho
 # that quotes a message (a failure word followed by ': ' and its text: "# RuntimeError: 'weight' must be 2-D") is
 # evidence of a failure (round 18, issue 24: b125_01, b125_15, b125_20)
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+\S")
+# a line that is one Markdown emphasis span and nothing else, at most a colon after it (CommonMark 0.31.2, 6.2
+# "Emphasis and strong emphasis": '**' or '__' (or one '*' / '_'), not followed by whitespace, the text, the same
+# delimiter not preceded by whitespace): "**Broken pipe error**:", "*Error log*" -- a writer's caption over what follows,
+# the way GitHub's issue forms render a field's label, read as a heading is (round 23, issue 24: b208_16, a caption's
+# "Broken pipe" read as the lost-peer error). glog's banner "*** Check failure stack trace: ***" is no span (whitespace
+# after its delimiter).
+_EMPH_CAPTION = re.compile(r"^ {0,3}(\*{1,2}|_{1,2})(?=[^\s*_])[^*_\n]{1,100}?(?<=[^\s*_])\1\s*[:\uff1a]?\s*$")
+
+
+def caption_heading(text: str) -> bool:
+    """Is TEXT a Markdown heading (ATX) or a line that is one emphasis span ("**Broken pipe error**:"): the document's
+    structure, not a process's output, unless it quotes a message ("# RuntimeError: ...")?"""
+    return bool((_HEADING.match(text) or ("*" in text or "_" in text) and _EMPH_CAPTION.match(text))
+                and not _HEADING_QUOTE.search(text))
+
+
 # an issue's title pasted as the first line of a thread, not as a Markdown heading: GitHub's issue forms prefix it with
 # the form's label in brackets ("[BUG] RuntimeError: NCCL error ...", "[Bug]: ...", "[Question] ..."), a copied page or a
 # mailing list with "Title: " (round 21, issue 24). Read only as a source's first non-blank line (Job.feed_line)
@@ -386,6 +410,8 @@ def judge_text(text: str):
         return False   # prose naming an exception class in a Markdown code span ("raises `AttributeError` when")
     if text[:1] in " #" and _HEADING.match(text) and (not _HEADING_QUOTE.search(text) or _HEADING_FIX.match(text)):
         return False   # a Markdown heading naming an error ("# Error while launching ..."), no message quoted, or a change
+    if text[:1] in " *_" and _EMPH_CAPTION.match(text) and not _HEADING_QUOTE.search(text):
+        return False   # a caption that is one emphasis span ("**Broken pipe error**:"), no message quoted
     if text.rstrip().endswith("?") and text.count(" ") >= 4 and not _HEADING_QUOTE.search(text):
         return False   # a question about failures ("... exits on a signal, exception, or ...?"), no message quoted
     if text.rstrip().endswith((":", "\uff1a")) and _LABEL.match(text):

@@ -412,7 +412,7 @@ def _hyperscan():
                     if db is None:
                         db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                         db.compile(expressions=_hs_expressions(anchors), ids=list(range(len(anchors))),
-                                   flags=[0] * len(anchors))
+                                   flags=_hs_flags(anchors, hyperscan))
                         _set_glog_from(db, anchors)
                         if path:
                             _hs_save(hyperscan, db, path)
@@ -443,7 +443,7 @@ def _hs_cache_path(hyperscan) -> Optional[str]:
     anchors = _anchors()
     blob = b"\0".join(anchors)
     version = "".join(c if c.isalnum() else "_" for c in str(getattr(hyperscan, "__version__", "x")))
-    return os.path.join(cache_dir(), f"hs2-{version}-{zlib.crc32(blob):08x}{zlib.adler32(blob):08x}-{len(anchors)}.db")
+    return os.path.join(cache_dir(), f"hs3-{version}-{zlib.crc32(blob):08x}{zlib.adler32(blob):08x}-{len(anchors)}.db")
 
 
 def _hs_src_path(hyperscan, source: Optional[str] = None) -> Optional[str]:
@@ -466,7 +466,7 @@ def _hs_src_path(hyperscan, source: Optional[str] = None) -> Optional[str]:
         return None
     key = f"{os.path.realpath(source)}|{st.st_mtime_ns}|{st.st_size}|{st.st_ino}".encode()
     version = "".join(c if c.isalnum() else "_" for c in str(getattr(hyperscan, "__version__", "x")))
-    return os.path.join(cache_dir(), f"hs2-{version}-src-{zlib.crc32(key):08x}{zlib.adler32(key):08x}.db")
+    return os.path.join(cache_dir(), f"hs3-{version}-src-{zlib.crc32(key):08x}{zlib.adler32(key):08x}.db")
 
 
 HS_SRC_KEEP_S = 7 * 86400   # copies under an older source's name go once unused this long (a week of edits at most)
@@ -503,7 +503,7 @@ def _hs_probe(hyperscan, db, anchors: Optional[Tuple[bytes, ...]] = None) -> boo
     other keywords, another build's, or a damaged one fails this, and the database is compiled instead)."""
     if anchors is None:
         anchors = _anchors()
-    probes = [a + GLOG_TAIL_PROBE if a in GLOG_HEAD else a for a in anchors]
+    probes = [GLOG_LEVEL_PROBE + a + GLOG_TAIL_PROBE if a in GLOG_HEAD else a for a in anchors]
     text = b"\n".join(probes)
     want, at = set(), 0
     for i, a in enumerate(probes):
@@ -588,6 +588,13 @@ GLOG_HEAD = (b".cc:", b".py:")
 # is a call into Python, and the ~80,000 warning lines of issue 24's 1 GiB log cost the search 0.4 s of CPU (round 22).
 GLOG_TAIL = rb"\d{1,9}\]"
 GLOG_TAIL_PROBE = b"1]"
+# ... and the line opens with glog's level E, F or W and its date (the level `_glog_rx` checks, "[" for c10d's bracketed
+# head), in the same expression, multi-line ('^' after each newline and at each block's start, which `_search` cuts
+# after a newline): an INFO line's head ("I1207 ... file.cc:123] ") is then no match either, where before each one was
+# a call into Python and a look back for its level (16.8x `grep -c` on round 22's glog-heavy 128 MiB log). The Python
+# check stays behind it (`_glog_kept`), for a database compiled before this (loaded from an older cache name).
+GLOG_LEVEL = rb"^\[?[EFW]\d{4}[^\n]*"
+GLOG_LEVEL_PROBE = b"E1207 "
 _GLOG_RX: list = []
 
 
@@ -598,8 +605,13 @@ def _hs_expressions(anchors: Tuple[bytes, ...]) -> list:
     for a in anchors:
         lit = b"".join(bytes([c]) if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c == 95) else b"\\x%02x" % c
                        for c in a)
-        out.append(lit + GLOG_TAIL if a in GLOG_HEAD else lit)
+        out.append(GLOG_LEVEL + lit + GLOG_TAIL if a in GLOG_HEAD else lit)
     return out
+
+
+def _hs_flags(anchors: Tuple[bytes, ...], hyperscan) -> list:
+    """Each expression's flags: multi-line for a GLOG_HEAD keyword's (its '^'), none for a literal's."""
+    return [hyperscan.HS_FLAG_MULTILINE if a in GLOG_HEAD else 0 for a in anchors]
 
 
 def _glog_rx():

@@ -438,6 +438,19 @@ def _mpirun_named(job: Job, line) -> Optional[int]:
     return named[0].rank
 
 
+def _cut_traceback_rank(job: Job, line) -> Optional[int]:
+    """The rank whose traceback an unranked exception line ends, told by the traceback itself: the log names one rank
+    only, that rank's frames carry its prefix (Open MPI's --tag-output "[1,7]<stderr>:", torchrun's "[rank7]:") and
+    stop with no exception line of their own, and the exception was pasted apart from them, unprefixed, in the same
+    file (a writer who quotes the message first, then the cut traceback: round 23, issue 24, b207_03). Else None."""
+    if len(job.ranks) != 1 or any(r is not None and lst for r, lst in job.exceptions.items()):
+        return None
+    (r,) = tuple(job.ranks)
+    frames = job.headless_frames.get((line.src, r))
+    tb = job._tb.get((line.src, r))
+    return r if (frames is not None and frames[1] >= 2) or tb else None
+
+
 @rule("LOG004", "rank-failed")
 def rank_failed(job: Job):
     """A rank failed with an exception, a signal or an exit code that no more specific rule explains.
@@ -498,6 +511,9 @@ def rank_failed(job: Job):
                 continue   # no cause in the log, not even its class's name
         if rank is None:
             rank = _mpirun_named(job, ev.line)
+        cut_rank = None
+        if rank is None:
+            rank = cut_rank = _cut_traceback_rank(job, ev.line)
         local = None
         if rank is None and not any(r is not None for r in job.exceptions):
             # no line names the rank; the launcher reports one process failing ("failed (exitcode: 1) local_rank: 0"):
@@ -534,10 +550,14 @@ def rank_failed(job: Job):
                                        " (its global rank is not in these logs)" if rank is None else "")
                                     + ": the exception is taken to be its (an inference from the exit). "
                                     if local is not None else "")
+                          + (f"The exception line names no rank; rank {rank} is the only rank in the log, and its "
+                             f"traceback's frames stop with no exception line of their own: the exception is taken to "
+                             f"be its (an inference from the traceback). " if cut_rank is not None else "")
                           + sentence).strip(),
                   fix=_GENERIC_FIX,
                   evidence={"exception": etype, "message": msg[:500], "frame": frame, **extra,
-                            **({"rank_from_launcher_exit": local} if local is not None else {})})
+                            **({"rank_from_launcher_exit": local} if local is not None else {}),
+                            **({"rank_from_cut_traceback": cut_rank} if cut_rank is not None else {})})
         reported += 1
         if reported >= 3:
             break
