@@ -151,3 +151,23 @@ def launch_needs_local_gpu(cmd: dict, env) -> dict:
             continue
         return row
     return {}
+
+
+@functools.lru_cache(maxsize=1)
+def deepspeed_resource_filter() -> dict:
+    """How DeepSpeed's runner checks -i/--include, -e/--exclude and --num_gpus against its resource pool
+    (data/launchers.json deepspeed_resource_filter: runner.py parse_resource_filter / parse_inclusion_exclusion)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("deepspeed_resource_filter") or {})
+
+
+def deepspeed_checks_included_slots(version: Optional[str]) -> Optional[bool]:
+    """True when this DeepSpeed release stops the launch on an included slot outside the host's 0..slots-1 ("No slot
+    'N' specified on host 'H'"), False when it takes included slots as device indices (from `slots_from_include_since`,
+    deepspeedai/DeepSpeed#6530), None when the release is not known."""
+    from ddpdoctor.facts.gpu import version_tuple  # noqa: PLC0415
+
+    have = version_tuple(version)
+    if not have:
+        return None
+    return have < version_tuple(deepspeed_resource_filter().get("slots_from_include_since"))
