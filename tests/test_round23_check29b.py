@@ -61,3 +61,41 @@ def test_num_gpus_with_include_is_refused_and_num_gpus_above_slots_warns():
     [g] = findings_of(_ds({"num_gpus": "4"}, hostfile=HF), "ENV021")
     assert g.severity == "warning" and "--num_gpus 4" in g.title and "slots=2" in g.title
     assert findings_of(_ds({"num_gpus": "2"}, hostfile=HF), "ENV021") == []
+
+
+# -- ENV011: a task's torch variables against its srun ids (RANK/SLURM_PROCID, LOCAL_RANK/SLURM_LOCALID) as ONE finding,
+# whatever tells the GPUs the task sees (CUDA_VISIBLE_DEVICES, SLURM's node count, typed `a100:4`, NVML); ENV007 no
+# longer reports RANK vs SLURM_PROCID beside it --
+STEP = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_NNODES": "1", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0",
+        "SLURM_JOB_NODELIST": "gpu01", "SLURM_NTASKS": "4", "SLURM_NTASKS_PER_NODE": "4", "SLURM_PROCID": "2",
+        "SLURM_LOCALID": "2", "MASTER_ADDR": "gpu01", "MASTER_PORT": "29500", "WORLD_SIZE": "4"}
+
+
+def _env011(**env):
+    return findings_of(make_snapshot(env={k: v for k, v in {**STEP, **env}.items() if v is not None}), "ENV011")
+
+
+def test_rank_and_local_rank_exported_once_are_one_finding_not_env007():
+    [f] = _env011(RANK="0", LOCAL_RANK="0", SLURM_GPUS_ON_NODE="4")
+    assert f.severity == "error" and "RANK=0 but SLURM_PROCID=2" in f.title and "LOCAL_RANK=0 but SLURM_LOCALID=2" in f.title
+    assert {"RANK", "SLURM_PROCID", "LOCAL_RANK", "SLURM_LOCALID"} <= set(f.subjects)
+    snap = make_snapshot(env={**STEP, "RANK": "0", "LOCAL_RANK": "0", "SLURM_GPUS_ON_NODE": "4"})
+    assert [g for g in findings_of(snap, "ENV007") if "SLURM_PROCID" in g.title] == []
+
+
+def test_local_rank_off_is_judged_whatever_tells_the_gpus():
+    for gpus in ({"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, {"SLURM_GPUS_PER_NODE": "a100:4"}, {"SLURM_JOB_GPUS": "0,1,2,3"}):
+        [f] = _env011(LOCAL_RANK="0", RANK="2", **gpus)
+        assert f.severity == "error" and "cuda:0, not its own cuda:2" in f.title, gpus
+    [w] = _env011(LOCAL_RANK="0", RANK="2")  # GPUs not known: a warning, said as a condition
+    assert w.severity == "warning" and "if the tasks share" in w.title
+    # LOCAL_RANK=$SLURM_PROCID on the second node: a GPU the task does not have
+    [e] = _env011(SLURM_NNODES="2", SLURM_JOB_NUM_NODES="2", SLURM_NODEID="1", SLURM_NTASKS="8", SLURM_PROCID="5",
+                  SLURM_LOCALID="1", SLURM_GPUS_ON_NODE="4", RANK="5", LOCAL_RANK="5", WORLD_SIZE="8")
+    assert e.severity == "error" and "cuda:5 does not exist" in e.title
+
+
+def test_per_task_binding_and_matching_ids_are_quiet():
+    assert _env011(LOCAL_RANK="0", RANK="2", CUDA_VISIBLE_DEVICES="2") == []  # srun binds one GPU: cuda:0 is its own
+    assert _env011(LOCAL_RANK="2", RANK="2", SLURM_GPUS_ON_NODE="4") == []
+    assert _env011(LOCAL_RANK="0", RANK="0", SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_GPUS_ON_NODE="4") == []
