@@ -99,3 +99,39 @@ def test_per_task_binding_and_matching_ids_are_quiet():
     assert _env011(LOCAL_RANK="0", RANK="2", CUDA_VISIBLE_DEVICES="2") == []  # srun binds one GPU: cuda:0 is its own
     assert _env011(LOCAL_RANK="2", RANK="2", SLURM_GPUS_ON_NODE="4") == []
     assert _env011(LOCAL_RANK="0", RANK="0", SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_GPUS_ON_NODE="4") == []
+
+
+# -- ENV017 / GPU016: one visible GPU and several local ranks counted from the launch command this shell runs: its
+# ranks all inherit this CUDA_VISIBLE_DEVICES (torchrun passes the agent's environment to its workers), so it is
+# not a per-rank binding (facts.ranks.ranks_inherit_this_environment) --
+
+
+def _launch(cmd, env, gpus=None):
+    from ddpdoctor.facts.launch import parse_command
+
+    parsed = dict(parse_command(cmd), depth=1)
+    extra = {"gpus": gpus} if gpus is not None else {}
+    return make_snapshot(env=env, launch={"commands": [parsed], "depth_read": 1}, **extra)
+
+
+def test_one_visible_gpu_under_a_launch_from_this_shell_is_every_ranks():
+    from ddpdoctor.facts.ranks import ranks_inherit_this_environment
+
+    snap = _launch(["torchrun", "--nproc-per-node=2", "train.py"], {"CUDA_VISIBLE_DEVICES": "3"})
+    assert ranks_inherit_this_environment(snap)
+    [f] = findings_of(snap, "ENV017")  # no NVML facts: ENV017 judges it
+    assert f.severity == "error" and "2 local ranks" in f.title and "names 1 device" in f.title
+    four = {"devices": [{"index": i, "name": "NVIDIA A100-SXM4-80GB"} for i in range(4)]}
+    [g] = [x for x in findings_of(_launch(["torchrun", "--nproc-per-node=2", "train.py"], {"CUDA_VISIBLE_DEVICES": "3"},
+                                          gpus=four), "GPU016") if "visible GPU" in x.title]
+    assert g.severity == "error" and "2 local ranks but only 1 visible" in g.title
+
+
+def test_one_visible_gpu_in_a_rank_or_one_rank_is_quiet():
+    from ddpdoctor.facts.ranks import ranks_inherit_this_environment
+
+    rank = make_snapshot(env={"CUDA_VISIBLE_DEVICES": "3", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "RANK": "1",
+                              "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x"})
+    assert not ranks_inherit_this_environment(rank) and findings_of(rank, "ENV017") == []  # binding per rank: may be
+    assert findings_of(_launch(["torchrun", "--nproc-per-node=1", "train.py"], {"CUDA_VISIBLE_DEVICES": "3"}),
+                       "ENV017") == []
