@@ -135,3 +135,28 @@ def test_one_visible_gpu_in_a_rank_or_one_rank_is_quiet():
     assert not ranks_inherit_this_environment(rank) and findings_of(rank, "ENV017") == []  # binding per rank: may be
     assert findings_of(_launch(["torchrun", "--nproc-per-node=1", "train.py"], {"CUDA_VISIBLE_DEVICES": "3"}),
                        "ENV017") == []
+
+
+# -- ENV025: a launcher's count option given a value its parser refuses (data/launchers.json launch_count_options:
+# torch/distributed/run.py determine_local_world_size / parse_min_max_nnodes, accelerate and deepspeed argparse
+# type=int); a typed Slurm GPU count ([type:]<number>) named as such --
+
+
+def test_a_typed_slurm_gpu_count_as_nproc_per_node_stops_torchrun():
+    [f] = findings_of(_launch(["torchrun", "--nproc_per_node=a100:4", "train.py"], {}), "ENV025")
+    assert f.severity == "error" and "'a100:4'" in f.title and "--nproc-per-node" in f.title
+    assert "Unsupported nproc_per_node value: a100:4" in f.detail and "typed Slurm GPU count" in f.detail
+    assert "##*:" in f.fix and f.evidence["typed_slurm_count"] is True
+    [g] = findings_of(_launch(["accelerate", "launch", "--num_processes", "$NGPUS", "train.py"], {}), "ENV025")
+    assert "invalid int value: '$NGPUS'" in g.detail and g.evidence["typed_slurm_count"] is False
+    [h] = findings_of(_launch(["deepspeed", "--num_gpus", "h100:8", "train.py"], {}), "ENV025")
+    assert "--num_gpus/--num_accelerators: invalid int value" in h.detail
+
+
+def test_counts_the_launchers_read_are_quiet():
+    for cmd in (["torchrun", "--nproc_per_node=4", "--nnodes=1:2", "train.py"],
+                ["torchrun", "--nproc-per-node", "gpu", "train.py"],
+                ["torchrun", "--nproc-per-node", "npu", "train.py"],  # an out-of-tree backend's name: torchrun takes it
+                ["accelerate", "launch", "--num_processes", "8", "--num_machines", "2", "train.py"],
+                ["deepspeed", "--num_gpus", "2", "train.py"]):
+        assert findings_of(_launch(cmd, {}), "ENV025") == [], cmd
