@@ -160,3 +160,27 @@ def test_counts_the_launchers_read_are_quiet():
                 ["accelerate", "launch", "--num_processes", "8", "--num_machines", "2", "train.py"],
                 ["deepspeed", "--num_gpus", "2", "train.py"]):
         assert findings_of(_launch(cmd, {}), "ENV025") == [], cmd
+
+
+# -- NET007: NCCL_NET naming NCCL's socket transport on a multi-node job whose host has RDMA devices (NCCL compares
+# NCCL_NET with each net's name by strcasecmp: src/plugin/net.cc @5067397c; names in data/settings.json NCCL_NET) --
+RDMA = {"rdma_devices": ["mlx5_0", "mlx5_1"], "net_plugins": []}
+TWO_NODES = {"RANK": "8", "WORLD_SIZE": "16", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "1",
+             "GROUP_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+
+
+def _net007(env):
+    return [f for f in findings_of(make_snapshot(env=env, pci=RDMA), "NET007") if "NCCL_NET" in f.title]
+
+
+def test_nccl_net_socket_across_hosts_with_rdma_warns():
+    [f] = _net007({**TWO_NODES, "NCCL_NET": "socket"})  # any case: strcasecmp
+    assert f.severity == "warning" and "TCP sockets" in f.title and "mlx5_0" in f.title
+    assert list(f.subjects) == ["NCCL_NET"] and f.fix.startswith("unset NCCL_NET")
+
+
+def test_nccl_net_ib_or_one_node_is_quiet():
+    assert _net007({**TWO_NODES, "NCCL_NET": "IB"}) == []
+    one = {**TWO_NODES, "WORLD_SIZE": "8", "RANK": "0", "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1",
+           "MASTER_ADDR": "127.0.0.1", "NCCL_NET": "Socket"}
+    assert _net007(one) == []
