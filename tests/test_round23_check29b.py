@@ -184,3 +184,26 @@ def test_nccl_net_ib_or_one_node_is_quiet():
     one = {**TWO_NODES, "WORLD_SIZE": "8", "RANK": "0", "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1",
            "MASTER_ADDR": "127.0.0.1", "NCCL_NET": "Socket"}
     assert _net007(one) == []
+
+
+# -- PKG010 (data only, plus the `arch` condition in facts.known_defects): NCCL 2.28.9-2.29.2's proxy CAS loop hangs on
+# ARM (NVIDIA/nccl v2.29.3-1 release commit 25368a7f; the loop came with v2.28.9-1, dbc86fd0) --
+ARM = "Linux-6.8.0-1015-nvidia-64k-aarch64-with-glibc2.39"
+
+
+def _cas(nccl, platform):
+    snap = make_snapshot(host={"platform": platform}, packages={"torch": "2.10.0", "nvidia-nccl-cu12": nccl})
+    return [f for f in findings_of(snap, "PKG010") if "hang on ARM" in f.title or "proxy" in (f.detail or "")]
+
+
+def test_nccl_2_29_2_on_arm_is_the_proxy_cas_hang():
+    [f] = _cas("2.29.2", ARM)
+    assert f.severity == "warning" and "NCCL 2.29.2" in f.title and "25368a7f" in f.detail and "2.29.3" in f.fix
+    assert f.evidence["defect"] == "nccl-2.28.9-2.29.2-proxy-cas-hang-arm"
+    assert _cas("2.28.9", ARM)
+
+
+def test_fixed_release_older_release_and_x86_are_quiet():
+    assert _cas("2.29.3", ARM) == [] and _cas("2.28.7", ARM) == []
+    assert _cas("2.29.2", "Linux-5.15.0-105-generic-x86_64-with-glibc2.35") == []
+    assert _cas("2.29.2", None) == []  # platform not recorded: a platform defect is not assumed
