@@ -1134,8 +1134,9 @@ def multi_node_over_sockets(snap):
         RDMA devices switched off by NCCL_IB_DISABLE are GPU013's (NCCL004's without GPU facts) to
         report. And, as a warning: NCCL_NET naming the socket transport ("Socket", any case: NCCL
         compares NCCL_NET with each net's name by strcasecmp, src/plugin/net.cc; the names are in
-        data/settings.json NCCL_NET net_names) on a multi-node job whose host has RDMA devices: NCCL
-        keeps its inter-node traffic on TCP although IB/RoCE is there.
+        data/settings.json NCCL_NET net_names) on a multi-node job whose host has RDMA devices NCCL's IB
+        transport uses (not EFA-like ones): NCCL keeps its inter-node traffic on TCP although IB/RoCE is
+        there.
         Also, as a warning: RDMA devices that NCCL's built-in IB transport skips (a link layer neither
         InfiniBand nor Ethernet, as AWS EFA's; src/transport/net_ib/init.cc) and no net plugin
         (aws-ofi-nccl's libnccl-net.so) on LD_LIBRARY_PATH: the hardware is there and unused, NCCL
@@ -1204,7 +1205,9 @@ def _net_forced_to_sockets(snap, rdma):
     sockets = {str(n.get("name")).lower() for n in names if n.get("transport") == "sockets"}
     if not raw or raw.lower() not in sockets:
         return
-    spread = multi_node(snap)
+    skipped = set(_skipped_by_nccl_ib(snap.get("pci") or {}))
+    rdma = [d for d in rdma if d not in skipped]  # EFA-like devices reach NCCL only through a plugin: sockets anyway
+    spread = multi_node(snap) if rdma else None
     if not spread:
         return
     shown = ", ".join(str(r) for r in rdma[:4]) + (" ..." if len(rdma) > 4 else "")
