@@ -1131,7 +1131,12 @@ def multi_node_over_sockets(snap):
         A multi-node job (the launcher's figures, Slurm's node count, or a MASTER_ADDR on another
         host) on a host with no RDMA device (/sys/class/infiniband empty: no InfiniBand, RoCE or
         EFA) and no external NCCL network plugin; with the speed of the fastest interface that is up.
-        RDMA devices switched off by NCCL_IB_DISABLE or NCCL_NET=Socket are NCCL004's to report.
+        RDMA devices switched off by NCCL_IB_DISABLE are GPU013's (NCCL004's without GPU facts) to
+        report. And, as a warning: NCCL_NET naming the socket transport ("Socket", any case: NCCL
+        compares NCCL_NET with each net's name by strcasecmp, src/plugin/net.cc; the names are in
+        data/settings.json NCCL_NET net_names) on a multi-node job whose host has RDMA devices NCCL's IB
+        transport uses (not EFA-like ones): NCCL keeps its inter-node traffic on TCP although IB/RoCE is
+        there.
         Also, as a warning: RDMA devices that NCCL's built-in IB transport skips (a link layer neither
         InfiniBand nor Ethernet, as AWS EFA's; src/transport/net_ib/init.cc) and no net plugin
         (aws-ofi-nccl's libnccl-net.so) on LD_LIBRARY_PATH: the hardware is there and unused, NCCL
@@ -1160,6 +1165,7 @@ def multi_node_over_sockets(snap):
     pci = snap.get("pci") or {}
     rdma = pci.get("rdma_devices")
     if rdma:
+        yield from _net_forced_to_sockets(snap, rdma)
         # RDMA devices NCCL's own IB transport skips (EFA) and no plugin to reach them: sockets all the same
         yield from _rdma_needs_net_plugin(snap)
         yield from _rdma_ports_down(snap)
@@ -1187,6 +1193,35 @@ def multi_node_over_sockets(snap):
              "accumulation"),
         subjects=[],
         evidence={"why_multi_node": spread, "rdma_devices": rdma, "fastest_interface_mbps": fastest})
+
+
+def _net_forced_to_sockets(snap, rdma):
+    """NET007: NCCL_NET names NCCL's socket transport on a multi-node job of a host with RDMA devices."""
+    from ddpdoctor.facts import settings as catalog
+    from ddpdoctor.facts.net import multi_node
+
+    raw = (env_of(snap).get("NCCL_NET") or "").strip()
+    names = (catalog.lookup("NCCL_NET") or {}).get("net_names") or []
+    sockets = {str(n.get("name")).lower() for n in names if n.get("transport") == "sockets"}
+    if not raw or raw.lower() not in sockets:
+        return
+    skipped = set(_skipped_by_nccl_ib(snap.get("pci") or {}))
+    rdma = [d for d in rdma if d not in skipped]  # EFA-like devices reach NCCL only through a plugin: sockets anyway
+    spread = multi_node(snap) if rdma else None
+    if not spread:
+        return
+    shown = ", ".join(str(r) for r in rdma[:4]) + (" ..." if len(rdma) > 4 else "")
+    yield warning(f"NCCL_NET={raw} on a job that spans hosts ({spread}) although this host has RDMA devices ({shown}): "
+                  "NCCL crosses the nodes over TCP sockets",
+                  detail=("NCCL uses only the network whose name NCCL_NET gives (strcasecmp against each net's name, "
+                          "NVIDIA/nccl src/plugin/net.cc); 'Socket' is its TCP transport (src/transport/net_socket.cc), "
+                          "so the InfiniBand/RoCE devices here carry nothing and gradients cross at NIC speed through "
+                          "the CPU: a step can be several times slower than over IB. Often left from debugging an IB "
+                          "problem, or copied from a single-node or Ethernet-only set-up."),
+                  fix="unset NCCL_NET   # NCCL picks IB/RoCE itself when devices are there; if IB fails, fix "
+                      "NCCL_IB_HCA / NCCL_IB_GID_INDEX / NCCL_SOCKET_IFNAME instead",
+                  subjects=["NCCL_NET"],
+                  evidence={"NCCL_NET": raw, "rdma_devices": list(rdma[:16]), "why_multi_node": spread})
 
 
 def _torch_at_least(snap, want: tuple) -> Optional[bool]:

@@ -76,7 +76,8 @@ def _local_date(torch: Optional[str], prefixes) -> Optional[str]:
 
 def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]],
                      topology_file: Optional[bool] = None, os_name: Optional[str] = None,
-                     hostname: Optional[str] = None, gpu_subset: Optional[bool] = None) -> Optional[str]:
+                     hostname: Optional[str] = None, gpu_subset: Optional[bool] = None,
+                     platform: Optional[str] = None) -> Optional[str]:
     """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
     `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
     must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
@@ -84,11 +85,15 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
     this one (an unrecorded OS excludes: a platform defect is not assumed); `needs_dotted_hostname`: the host's
     name must have more than one label (an unrecorded name excludes); `needs_gpu_subset_in_container`: this process runs
     in a container whose NVML lists fewer GPUs than the PCI bus, in a job of several ranks (`gpu_subset`; anything
-    but True excludes)."""
+    but True excludes); `arch`: the host's machine architecture, read from its platform string
+    (`Linux-...-aarch64-with-glibc2.35`; an unrecorded platform excludes, as for `os`)."""
     if entry.get("needs_gpu_subset_in_container") and gpu_subset is not True:
         return "not a container seeing only some of the host's GPUs"
     if entry.get("needs_dotted_hostname") and "." not in str(hostname or "").strip("."):
         return "the host name has a single label"
+    want_arch = entry.get("arch")
+    if want_arch and want_arch not in _arches(platform):
+        return f"not on {want_arch}"
     want_os = entry.get("os")
     if want_os and str(os_name or "") != want_os:
         return f"not on {want_os}"
@@ -123,3 +128,10 @@ def stops_at_import(torch: Optional[str], os_name: Optional[str], imported: bool
         if conditions_unmet(entry, None, [], None, os_name) is None:
             out.append(entry)
     return out
+
+
+def _arches(platform: Optional[str]) -> set:
+    """The machine names a platform string (Python's platform.platform()) carries: 'aarch64' also for macOS's
+    'arm64'."""
+    words = set(str(platform or "").lower().replace("_", "-").split("-")) | set(str(platform or "").lower().split("-"))
+    return words | ({"aarch64"} if "arm64" in words else set())

@@ -151,3 +151,57 @@ def launch_needs_local_gpu(cmd: dict, env) -> dict:
             continue
         return row
     return {}
+
+
+@functools.lru_cache(maxsize=1)
+def deepspeed_resource_filter() -> dict:
+    """How DeepSpeed's runner checks -i/--include, -e/--exclude and --num_gpus against its resource pool
+    (data/launchers.json deepspeed_resource_filter: runner.py parse_resource_filter / parse_inclusion_exclusion)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("deepspeed_resource_filter") or {})
+
+
+def deepspeed_checks_included_slots(version: Optional[str]) -> Optional[bool]:
+    """True when this DeepSpeed release stops the launch on an included slot outside the host's 0..slots-1 ("No slot
+    'N' specified on host 'H'"), False when it takes included slots as device indices (from `slots_from_include_since`,
+    deepspeedai/DeepSpeed#6530), None when the release is not known."""
+    def release(text) -> tuple:  # '0.15.2+cu121' -> (0, 15, 2); facts.gpu.version_tuple would import in a cycle
+        m = re.match(r"\s*(\d+(?:\.\d+)*)", str(text or ""))
+        return tuple(int(p) for p in m.group(1).split(".")) if m else ()
+
+    have = release(version)
+    if not have:
+        return None
+    return have < release(deepspeed_resource_filter().get("slots_from_include_since"))
+
+
+@functools.lru_cache(maxsize=1)
+def launch_count_options() -> dict:
+    """The count options launchers read before starting a rank (data/launchers.json launch_count_options)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("launch_count_options") or {})
+
+
+def count_value_refused(row: dict, value: str) -> bool:
+    """True when the launcher of `row` (a launch_count_options row) cannot read `value` for its option: what stops
+    the launch before any rank starts (int(), argparse type=int, the MIN:MAX split, the keywords torchrun knows)."""
+    raw = str(value)
+
+    def integer(text: str) -> bool:
+        try:
+            int(text)  # what the launcher itself calls (argparse type=int, int()): ' 4', '+4' and '4_0' pass
+            return True
+        except ValueError:
+            return False
+
+    if row.get("accepts") == "int":
+        return not integer(raw)
+    if row.get("accepts") == "int_or_words":
+        # a bare lower-case word may be an out-of-tree backend's name (torch's PrivateUse1: 'npu' with torch_npu), which
+        # torchrun also takes; 'cuda' never is one (CUDA is built in)
+        maybe_backend = raw.isidentifier() and raw.islower() and raw != "cuda"
+        return not integer(raw) and raw not in row.get("words", ()) and not maybe_backend
+    if row.get("accepts") == "min_max":
+        parts = raw.split(":")
+        return len(parts) > 2 or not all(integer(p) for p in parts)
+    return False

@@ -235,3 +235,12 @@ def _pos_int(raw) -> Optional[int]:
     except (TypeError, ValueError):
         return None
     return n if n > 0 else None
+
+
+def ranks_inherit_this_environment(snap) -> bool:
+    """True when the local rank count was read from a launch command recorded before its launcher ran (FROM_COMMAND):
+    the ranks it starts inherit this process's CUDA_VISIBLE_DEVICES (torchrun passes the agent's environment to
+    every worker and only adds LOCAL_RANK & co.: torch/distributed/elastic/agent/server/local_elastic_agent.py
+    _start_workers; `accelerate launch` runs torchrun's launcher), so one visible GPU is every rank's GPU, not a
+    per-rank binding (a wrapper or srun's --gpu-bind sets the variable per rank, after the launcher, never before)."""
+    return local_ranks(snap).source.startswith(FROM_COMMAND)

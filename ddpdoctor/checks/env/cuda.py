@@ -10,7 +10,7 @@ import re
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_of
-from ddpdoctor.facts.ranks import local_ranks
+from ddpdoctor.facts.ranks import local_ranks, ranks_inherit_this_environment
 
 # CUDA and torch take any GPU-/MIG- token as a UUID, or a unique prefix of one; whether it names a GPU
 # of this machine is GPU019's question, which has the NVML facts.
@@ -168,7 +168,9 @@ def visible_devices_fewer_than_local_ranks(snap):
         one) against the local rank count the launcher declared (LOCAL_WORLD_SIZE, or every rank when
         MASTER_ADDR is loopback). A process sees at most as many devices as the variable names, whatever
         the hardware, so ranks from that count on have no device of their own. One named device with
-        several ranks is left alone: a wrapper or Slurm's --gpu-bind may give each rank its own; so is an
+        several ranks is left alone (a wrapper or Slurm's --gpu-bind may give each rank its own), unless
+        the ranks are counted from the launch command this shell is about to run, whose ranks all
+        inherit the variable (facts.ranks.ranks_inherit_this_environment); so is an
         srun step with SLURM_GPUS_PER_TASK (per-task binding). With NVML facts GPU016 judges the same
         question against the devices it sees.
 
@@ -188,8 +190,8 @@ def visible_devices_fewer_than_local_ranks(snap):
         return
     parsed = parse_visible_devices(raw)
     named = len(dict.fromkeys(parsed["used"]))
-    if parsed["duplicates"] or named < 2:
-        return  # duplicates are ENV009's error; one device may be per-rank binding
+    if parsed["duplicates"] or (named < 2 and not ranks_inherit_this_environment(snap)):
+        return  # duplicates are ENV009's error; one device may be per-rank binding, unless the ranks inherit it
     ranks = local_ranks(snap).declared()
     if not ranks or ranks <= named:
         return

@@ -1301,3 +1301,65 @@ def _serving_engines() -> list:
     from ddpdoctor.facts.launch import serving_table
 
     return serving_table()["engines"]
+
+
+@check("ENV025", "launch-count-not-a-number", family="launcher", needs=("launch",), reads=("env",))
+def launch_count_not_a_number(snap):
+    """A launch command gives a count option a value its launcher cannot read (a typed Slurm GPU count `a100:4`).
+
+    What it checks
+        The recorded launch commands (`ddpdoctor check -- torchrun ...`, or the launcher above this process):
+        torchrun's --nproc-per-node (a number, or cpu/gpu/xpu/auto) and --nnodes (N or MIN:MAX), accelerate
+        launch's --num_processes and --num_machines, deepspeed's --num_gpus and --num_nodes (numbers), against
+        what each launcher's own parser accepts (data/launchers.json launch_count_options, each row with its
+        source). A bare lower-case word for --nproc-per-node is left alone: torchrun also takes the name of an
+        out-of-tree device backend (`npu`).
+
+    Why it matters
+        The launcher stops before any rank starts: torchrun with "ValueError: Unsupported nproc_per_node value:
+        a100:4" (torch/distributed/run.py determine_local_world_size), accelerate and deepspeed with argparse's
+        "invalid int value". The usual source is a Slurm variable passed as the count: Slurm's GPU options take
+        `[type:]<number>` (`--gpus-per-node=a100:4`), so $SLURM_GPUS_PER_NODE can carry the type too, and a
+        script written on a cluster without GPU types breaks on one with them.
+
+    Example
+        torchrun --nproc_per_node=$SLURM_GPUS_PER_NODE train.py   # with #SBATCH --gpus-per-node=a100:4
+
+    Fix
+        torchrun --nproc_per_node=${SLURM_GPUS_PER_NODE##*:} train.py   # the number after the last ':'
+    """
+    from ddpdoctor.facts.launch import commands  # noqa: PLC0415
+    from ddpdoctor.facts.launchers import count_value_refused, launch_count_options  # noqa: PLC0415
+
+    table = launch_count_options()
+    rows = table.get("rows") or ()
+    for cmd in commands(snap):
+        opts = cmd.get("options") if isinstance(cmd.get("options"), dict) else {}
+        for row in rows:
+            if cmd.get("launcher") != row["launcher"]:
+                continue
+            value = opts.get(row["option"])
+            if value is None or str(value) == "" or not count_value_refused(row, str(value)):
+                continue
+            value = str(value)
+            head, _, tail = value.rpartition(":")
+            typed = bool(head) and tail.strip().isdigit() and not head.strip().isdigit()
+            number = tail.strip() if typed else None
+            src = row.get("source") or {}
+            yield error(f"`{described_launch(cmd)}` gives {row['flag']} the value {value!r}, which {row['launcher']} "
+                        "cannot read: the launch stops before any rank starts",
+                        detail=(f"{row['launcher']} reads {row['flag']} as "
+                                + {"int": "a number (argparse type=int)",
+                                   "int_or_words": "a number or one of " + ", ".join(row.get("words") or ()),
+                                   "min_max": "a number or MIN:MAX"}.get(row.get("accepts"), "a number")
+                                + f" and stops with \"{row['error'].format(value=value)}\" ({src.get('repo')} "
+                                f"{src.get('path')} @{str(src.get('commit'))[:8]})."
+                                + (f" {value!r} is a typed Slurm GPU count ([type:]<number>, as --gpus-per-node="
+                                   f"{value} asks for {number} GPUs of type {head}): a variable such as "
+                                   "SLURM_GPUS_PER_NODE passed where the launcher needs the number." if typed else "")),
+                        fix=(f"{row['flag']}=${{SLURM_GPUS_PER_NODE##*:}}   # the number after the type: {number}"
+                             if typed else f"{row['flag']}=<a number>   # echo the variable the launch line passes"),
+                        subjects=[f"arg:{row['flag'].lstrip('-')}"],
+                        evidence={"launcher": row["launcher"], "option": row["flag"], "value": value,
+                                  "typed_slurm_count": typed, "source": src})
+            break

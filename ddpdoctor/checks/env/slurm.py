@@ -111,8 +111,8 @@ def slurm_task_mismatch(snap):
     """SLURM's task layout disagrees with the ranks or GPUs the job expects.
 
     What it checks
-        Inside a SLURM allocation: WORLD_SIZE against SLURM_NTASKS and RANK against SLURM_PROCID
-        when srun launches the ranks directly; tasks per node against the GPUs SLURM gave the node;
+        Inside a SLURM allocation: WORLD_SIZE against SLURM_NTASKS when srun launches the ranks
+        directly (RANK against SLURM_PROCID is ENV011's, with LOCAL_RANK); tasks per node against the GPUs SLURM gave the node;
         a multi-task allocation run from the batch script without srun; under `srun torchrun`,
         the torchrun agents srun started (one per task) against the agents the rendezvous holds (its
         GROUP_WORLD_SIZE, or, in the srun step before torchrun, the --nnodes of the torchrun command the
@@ -185,11 +185,7 @@ def slurm_task_mismatch(snap):
                         fix="export WORLD_SIZE=$SLURM_NTASKS   # or match --ntasks to the world size",
                         subjects=["WORLD_SIZE", "SLURM_NTASKS"],
                         evidence={"WORLD_SIZE": world, "SLURM_NTASKS": ntasks})
-        if rank is not None and procid is not None and rank != procid:
-            yield error(f"RANK={rank} but SLURM_PROCID={procid}",
-                        detail="With one srun task per rank, the rank must be the task id; two tasks may share a rank.",
-                        fix="export RANK=$SLURM_PROCID", subjects=["RANK", "SLURM_PROCID"],
-                        evidence={"RANK": rank, "SLURM_PROCID": procid})
+        # RANK against SLURM_PROCID is ENV011's (a torch variable against SLURM's, folded with LOCAL_RANK's)
         per_node = slurm_tasks_on_this_node(env)
         gpus, gpus_var = _gpus_on_node(env)
         uneven = len(set((tasks_per_node(env) or ("", [0]))[1])) > 1  # ENV023 says it, node by node
@@ -297,9 +293,13 @@ def slurm_vs_torch_variables(snap):
     What it checks
         Inside a SLURM allocation: SLURM_PROCID against SLURM_NTASKS (a task id must be below the
         task count); a WORLD_SIZE exported by hand in the batch script that is smaller than
-        SLURM_NTASKS (every `srun` of that allocation starts SLURM_NTASKS ranks); and, when srun
-        starts one task per GPU, LOCAL_RANK against SLURM_LOCALID. Inside an srun step, WORLD_SIZE
-        against SLURM_NTASKS is ENV007's.
+        SLURM_NTASKS (every `srun` of that allocation starts SLURM_NTASKS ranks); and, in an srun task,
+        RANK against SLURM_PROCID and LOCAL_RANK against SLURM_LOCALID, as one finding: judged against
+        the GPUs the task sees (CUDA_VISIBLE_DEVICES, else SLURM_GPUS_ON_NODE / SLURM_GPUS_PER_NODE, typed
+        `a100:4` included, else SLURM_JOB_GPUS of a one-node job, else the GPUs NVML shows): an error
+        when the task's cuda:LOCAL_RANK is another task's GPU or does not exist, a warning when the GPU
+        count is not known, quiet when srun binds each task its own GPU and LOCAL_RANK is below the
+        GPUs it sees. Inside an srun step, WORLD_SIZE against SLURM_NTASKS is ENV007's.
 
     Why it matters
         SLURM_PROCID >= SLURM_NTASKS means the variables come from different steps (an env saved
@@ -355,27 +355,85 @@ def slurm_vs_torch_variables(snap):
                           f"or run fewer tasks: srun --ntasks {world} python train.py",
                       subjects=["WORLD_SIZE", "SLURM_NTASKS"],
                       evidence={"WORLD_SIZE": world, "SLURM_NTASKS": ntasks, "SLURM_STEP_ID": step})
-    local, localid = env_int(env, "LOCAL_RANK"), env_int(env, "SLURM_LOCALID")
-    if kind == "slurm" and local is not None and localid is not None and local != localid and procid is None:
-        per_node = slurm_tasks_on_this_node(env)
-        gpus = len((snap.get("gpus") or {}).get("devices") or []) or None
-        gpus_env = env_int(env, "SLURM_GPUS_ON_NODE")
-        per_gpu = per_node is not None and per_node > 1 and per_node in {g for g in (gpus, gpus_env) if g}
-        if per_gpu:
-            yield error(f"LOCAL_RANK={local} but SLURM_LOCALID={localid}: this task will use cuda:{local}, another "
-                        f"task's GPU",
-                        detail=(f"srun starts {per_node} tasks per node, one per GPU, and numbers them on the node "
-                                f"with SLURM_LOCALID; the Trainer/accelerate pick the GPU from LOCAL_RANK. Task "
-                                f"{localid} of this node then shares cuda:{local} with task {local}: NCCL fails with "
-                                "'Duplicate GPU detected' or the GPU runs out of memory, and GPU "
-                                f"{localid} idles."),
-                        fix="export LOCAL_RANK=$SLURM_LOCALID   # in each task (srun bash -c '...'), "
-                            "not once in the batch script",
-                        subjects=["LOCAL_RANK", "SLURM_LOCALID"],
-                        evidence={"LOCAL_RANK": local, "SLURM_LOCALID": localid, "tasks_per_node": per_node,
-                                  "gpus_on_node": gpus or gpus_env})
+    if kind == "slurm" and procid is None:
+        yield from _torch_ids_vs_task_ids(snap, env)
 
     yield from _master_outside_job(env)
+
+
+def _visible_to_task(snap, env) -> tuple:
+    """(GPUs this task sees, where the count came from): CUDA_VISIBLE_DEVICES when set (srun's per-task binding
+    leaves one), else the node's SLURM GPU count, else the devices the snapshot read; (None, None) when unknown."""
+    from ddpdoctor.checks.env.cuda import HIDE_ALL, parse_visible_devices  # noqa: PLC0415
+
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if raw is not None and raw.strip() not in HIDE_ALL:
+        used = parse_visible_devices(raw)["used"]
+        return (len(used), "CUDA_VISIBLE_DEVICES") if used else (None, None)
+    count, name = _gpus_on_node(env)  # the allocation's, before the machine's (NVML may count GPUs of other jobs)
+    if count is not None:
+        return count, name
+    devices = (snap.get("gpus") or {}).get("devices") if isinstance(snap.get("gpus"), dict) else None
+    if isinstance(devices, list) and devices:
+        return len(devices), "GPUs on this node"
+    return None, None
+
+
+def _torch_ids_vs_task_ids(snap, env):
+    """ENV011 under srun: RANK against SLURM_PROCID and LOCAL_RANK against SLURM_LOCALID, one finding for both (the
+    same fault: torch's variables exported once in the batch script, or taken from the wrong SLURM variable). The
+    GPU a task picks is cuda:LOCAL_RANK (the Trainer, accelerate, torchrun-style scripts); a LOCAL_RANK other than
+    the task's SLURM_LOCALID is another task's GPU when the tasks of the node share its GPUs, a GPU that does not
+    exist when it is not below the GPUs the task sees ("invalid device ordinal"), and harmless for the GPU when srun
+    binds one GPU per task and LOCAL_RANK is 0."""
+    rank, procid = env_int(env, "RANK"), env_int(env, "SLURM_PROCID")
+    local, localid = env_int(env, "LOCAL_RANK"), env_int(env, "SLURM_LOCALID")
+    bad_rank = rank is not None and procid is not None and rank != procid
+    bad_local = local is not None and localid is not None and local != localid
+    if not (bad_rank or bad_local):
+        return
+    per_node = slurm_tasks_on_this_node(env)
+    visible, seen_from = _visible_to_task(snap, env)
+    gpu_fault, gpu_sev = "", None
+    if bad_local:
+        if visible is not None and local >= visible:
+            gpu_fault, gpu_sev = (f"cuda:{local} does not exist: this task sees {visible} GPU{'s' if visible != 1 else ''} "
+                                  f"({seen_from}), so torch fails with 'invalid device ordinal'"), error
+        elif per_node and per_node > 1 and (visible is None or visible >= per_node):
+            gpu_fault = (f"this task will use cuda:{local}, not its own cuda:{localid}"
+                         + (f", the GPU of task {local} of this node" if local < per_node else "")
+                         + ("" if visible is not None else " (if the tasks share the node's GPUs)"))
+            gpu_sev = error if visible is not None else warning
+    subjects, evidence, parts = [], {}, []
+    if bad_rank:
+        parts.append(f"RANK={rank} but SLURM_PROCID={procid}")
+        subjects += ["RANK", "SLURM_PROCID"]
+        evidence.update({"RANK": rank, "SLURM_PROCID": procid})
+    if bad_local and (gpu_sev or bad_rank):
+        parts.append(f"LOCAL_RANK={local} but SLURM_LOCALID={localid}")
+        subjects += ["LOCAL_RANK", "SLURM_LOCALID"]
+        evidence.update({"LOCAL_RANK": local, "SLURM_LOCALID": localid, "tasks_per_node": per_node,
+                         "gpus_seen": visible, "gpus_seen_from": seen_from})
+    if not parts:
+        return  # LOCAL_RANK off alone, on a task that owns its GPU(s): cuda:LOCAL_RANK still exists and is its own
+    sev = error if bad_rank else gpu_sev
+    exported = all(v in (0, None) for v in (rank if bad_rank else None, local if bad_local else None))
+    yield sev(" and ".join(parts) + (f": {gpu_fault}" if gpu_fault else ": two tasks of this job share a rank"),
+              detail=("srun starts one task per rank and numbers them: SLURM_PROCID across the job, SLURM_LOCALID on "
+                      "the node. The torch variables of this task say otherwise, "
+                      + ("as when `export RANK=0 LOCAL_RANK=0` (or WORLD_SIZE...) runs once in the batch script and "
+                         "every task inherits it" if exported else
+                         "as when they are set from the wrong SLURM variable (LOCAL_RANK=$SLURM_PROCID) or once in the "
+                         "batch script")
+                      + ". "
+                      + ("With RANK off, two tasks claim one rank: the rendezvous never completes, or fails with a "
+                         "duplicate rank. " if bad_rank else "")
+                      + (f"The Trainer, accelerate and most scripts pick cuda:LOCAL_RANK: {gpu_fault}; NCCL then "
+                         "reports 'Duplicate GPU detected' or the GPU runs out of memory "
+                         "(Lightning-AI/pytorch-lightning#20391, #19883)." if gpu_fault else "")),
+              fix=("srun bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS; "
+                   "python train.py'   # per task; do not export them once in the batch script"),
+              subjects=subjects, evidence=evidence)
 
 
 def _master_outside_job(env):

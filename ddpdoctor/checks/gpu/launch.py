@@ -12,6 +12,7 @@ from typing import Optional
 
 from ddpdoctor.facts.cuda_map import devices_of, resolve
 from ddpdoctor.facts.env import lint_facts
+from ddpdoctor.facts.ranks import ranks_inherit_this_environment
 
 from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local_ranks, nccl_shm_short, nvlink_ok, p2p,
                                  pcie_p2p_ok, subjects, view)
@@ -253,7 +254,9 @@ def local_ranks_vs_gpus(snap):
         LOCAL_WORLD_SIZE (or, for the old `torch.distributed.launch`, WORLD_SIZE with a loopback
         MASTER_ADDR) against the GPUs CUDA_VISIBLE_DEVICES leaves visible. One visible GPU with
         several ranks is taken as per-rank binding (Slurm --gpu-bind, a wrapper that sets
-        CUDA_VISIBLE_DEVICES per rank) and not reported, unless the machine has only that one GPU.
+        CUDA_VISIBLE_DEVICES per rank) and not reported, unless the machine has only that one GPU or
+        the ranks are counted from the launch command this shell is about to run (its ranks inherit
+        this CUDA_VISIBLE_DEVICES: facts.ranks.ranks_inherit_this_environment).
         Under per-task binding, an srun task whose SLURM_LOCALID is past the one GPU it sees (no
         LOCAL_RANK remapped to 0) is reported: code that picks cuda:SLURM_LOCALID fails. A Slurm task
         that sees no GPU at all while its job asked for GPUs (SLURM_GPUS_PER_TASK, SLURM_STEP_GPUS, ...)
@@ -306,7 +309,8 @@ def local_ranks_vs_gpus(snap):
         # one visible GPU and several ranks: per-rank binding when the machine has other GPUs; MIG
         # slices of the one GPU are GPU008's to judge
         only = v.devices[0] if v.devices else {}
-        if len(devices_of(v.gpus)) > 1 or (only.get("mig") or {}).get("current") or only.get("mig_devices"):
+        if (len(devices_of(v.gpus)) > 1 and not ranks_inherit_this_environment(snap)) \
+                or (only.get("mig") or {}).get("current") or only.get("mig_devices"):
             yield from _slurm_local_id_beyond_bound_gpu(snap, v)
             return
     visible = [e.nvml for e in v.cmap.visible]

@@ -97,7 +97,7 @@ def known_defective_release(snap):
             continue
         host = (snap.get("host") or {}) if "host" in snap else {}
         if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
-                                          hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap)):
+                                          hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap), platform=host.get("platform")):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
