@@ -1,0 +1,24 @@
+"""Round 30 (issue 25, round 23 of the project, lint30): classes of fr158-fr161's wrong, debatable and missed findings,
+each with a trigger and a quiet fixture (fixtures/lint/r30/). Pure lint runs: no process is launched."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpdoctor.lint.api import lint_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "r30"
+
+
+def found(name: str, rid: str):
+    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+
+
+def test_lint013_a_log_file_whose_every_record_is_rank_gated_is_a_note():
+    # logging.getLogger().addHandler(FileHandler(...)) on every rank, `if local_rank == 0: logging.info(...)` at every
+    # record (fr160 DZ1245/rDL-SIM-pytorch, judged wrong as a warning)
+    assert found("log_handler_records_gated_ok.py", "LINT013") == [(18, "info")]
+
+
+def test_lint013_a_log_file_with_records_on_every_rank_keeps_the_warning():
+    assert found("log_handler_records_every_rank_bad.py", "LINT013") == [(17, "warning")]
