@@ -22,3 +22,12 @@ def test_lint013_a_log_file_whose_every_record_is_rank_gated_is_a_note():
 
 def test_lint013_a_log_file_with_records_on_every_rank_keeps_the_warning():
     assert found("log_handler_records_every_rank_bad.py", "LINT013") == [(17, "warning")]
+
+
+def test_lint012_dataparallel_beside_ddp_on_another_module_is_a_note():
+    # encoder in DDP, the decoder in DataParallel on the same path (fr160 facebookresearch/music-translation, debatable)
+    assert found("dp_beside_ddp_ok.py", "LINT012") == [(10, "info")]
+
+
+def test_lint012_dataparallel_with_no_ddp_in_the_script_keeps_the_warning():
+    assert found("dp_no_ddp_bad.py", "LINT012") == [(7, "warning")]
