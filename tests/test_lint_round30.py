@@ -31,3 +31,26 @@ def test_lint012_dataparallel_beside_ddp_on_another_module_is_a_note():
 
 def test_lint012_dataparallel_with_no_ddp_in_the_script_keeps_the_warning():
     assert found("dp_no_ddp_bad.py", "LINT012") == [(7, "warning")]
+
+
+def _launch_layout(tmp_path, *folders):
+    src = FIX / "launch_in_scripts"
+    (tmp_path / "main.py").write_text((src / "main.py.txt").read_text())
+    sh = tmp_path.joinpath(*folders)
+    sh.mkdir(parents=True)
+    (sh / "train.sh").write_text((src / "train.sh").read_text())
+    line = next(i for i, l in enumerate((src / "main.py.txt").read_text().splitlines(), 1) if "json.dump" in l)
+    return [(f.evidence["line"], f.severity) for f in lint_paths([str(tmp_path / "main.py")]).findings
+            if f.id == "LINT013"], line
+
+
+def test_a_launch_line_in_scripts_of_a_folder_without_readme_is_read(tmp_path):
+    # `python -m torch.distributed.launch --nproc_per_node=8 main.py` in scripts/stage1/train.sh, main.py at the root,
+    # no README (fr161 zhengsipeng/VRDFormer_VRD): the every-rank json.dump is found (a note: the run's own arguments)
+    got, line = _launch_layout(tmp_path, "scripts", "stage1")
+    assert got == [(line, "info")]
+
+
+def test_a_launch_line_three_folders_down_is_not_read_without_a_project_marker(tmp_path):
+    got, _line = _launch_layout(tmp_path, "scripts", "a", "b", "c")
+    assert got == []
