@@ -54,3 +54,15 @@ def test_a_launch_line_in_scripts_of_a_folder_without_readme_is_read(tmp_path):
 def test_a_launch_line_three_folders_down_is_not_read_without_a_project_marker(tmp_path):
     got, _line = _launch_layout(tmp_path, "scripts", "a", "b", "c")
     assert got == []
+
+
+def test_lint013_a_write_in_a_helper_names_the_helpers_ungated_call_sites():
+    # the reader sees the fault at `save_checkpoint(args, 'last', ...)` after the loop (fr160 Zsongyuan), the linter at
+    # the torch.save inside: the finding carries both
+    got = [f.evidence for f in lint_paths([str(FIX / "helper_save_called_every_rank_bad.py")]).findings
+           if f.id == "LINT013"]
+    assert [(e["line"], e.get("lines")) for e in got] == [(11, [23])]
+
+
+def test_lint013_a_helper_called_only_under_rank_tests_is_quiet():
+    assert found("helper_save_called_every_rank_ok.py", "LINT013") == []

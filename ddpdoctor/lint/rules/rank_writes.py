@@ -426,6 +426,17 @@ def _handler_records_gated(t, index: ModuleIndex, call: Call) -> Optional[str]:
     return None
 
 
+def _call_sites(t, index: ModuleIndex, call: Call) -> list:
+    """The lines of this file that call the function holding the write, outside any rank test (`save_checkpoint(args,
+    'last', model, ...)` after the epoch loop, fr160 Zsongyuan/RejectionGrounding): where the write is reached on every
+    rank, which is where a reader of the script sees the fault. At most five, in order."""
+    if call.scope.kind != "function":
+        return []
+    from ._reach import callers_of  # noqa: PLC0415 (the module imports rank_writes' neighbours)
+    return sorted({site.line for cix, site in callers_of(reach(t), call.scope)
+                   if cix is index and not t.facts.gated(cix, site)})[:5]
+
+
 def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose. A path
     built on earlier lines (`shard = f"optim_{rank}.pt"; path = os.path.join(d, shard)`) counts too:
@@ -1294,6 +1305,7 @@ def write_on_every_rank(t):
                "an argument of the call depends on the rank" if ranked and proof is not None else
                f"`{dotted(call.node.func)}` is bound under a test of the rank (a stand-in off rank 0?)" if chosen else
                "" if small or api else reach(t).why_not(index, call))
+        sites = _call_sites(t, index, call)
         yield t.finding(
             "warning" if warn else "info", call.node,
             f"{what} runs on every rank; only rank 0 should write it"
@@ -1309,5 +1321,6 @@ def write_on_every_rank(t):
                 f"    ...  # the {what} call\n"
                 "torch.distributed.barrier()   # if other ranks read what was written"),
             evidence={"writes": what, "sharded": how, "every_rank": proof.as_dict() if warn else None,
-                      "why": why, **({"save_function": through} if through else {})},
+                      "why": why, **({"save_function": through} if through else {}),
+                      **({"lines": sites} if sites else {})},
         )
