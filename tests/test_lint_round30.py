@@ -66,3 +66,13 @@ def test_lint013_a_write_in_a_helper_names_the_helpers_ungated_call_sites():
 
 def test_lint013_a_helper_called_only_under_rank_tests_is_quiet():
     assert found("helper_save_called_every_rank_ok.py", "LINT013") == []
+
+
+def test_lint013_an_unread_save_helper_handed_a_state_dict_on_every_rank_is_a_note():
+    # `from utils.checkpoint import save_checkpoint` (not linted, not found), `save_checkpoint({... 'state_dict':
+    # model.module.state_dict()}, ...)` after every epoch on every rank (fr160 DZ1245/rDL-SIM-pytorch, a reader's miss)
+    assert found("unread_save_helper_bad.py", "LINT013") == [(18, "info")]
+
+
+def test_lint013_an_unread_save_helper_under_a_rank_test_or_without_a_state_dict_is_quiet():
+    assert found("unread_save_helper_ok.py", "LINT013") == []

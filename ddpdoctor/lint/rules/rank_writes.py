@@ -279,6 +279,35 @@ def _helper_write_kind(t, index: ModuleIndex, call: Call) -> Optional[Tuple[str,
     return f"{text}() (it runs {what} in {where}:{line})", small
 
 
+@functools.lru_cache(maxsize=1)
+def _unread_facts() -> dict:
+    with open(_WRITERS_FILE, encoding="utf-8") as fh:
+        return json.load(fh)["unread_save_helpers"]
+
+
+def _unread_save_helper(t, index: ModuleIndex, call: Call) -> Optional[str]:
+    """`save_checkpoint({'epoch': e, 'state_dict': model.module.state_dict()}, is_best)` where save_checkpoint is
+    imported from a project module that is neither linted nor found (`from utils.checkpoint import save_checkpoint`,
+    fr160 DZ1245/rDL-SIM-pytorch): by its name and the state_dict it is handed, a checkpoint write whose body the
+    linter cannot read (data/lint_writers.json unread_save_helpers). Returns its text, or None. Always a note."""
+    facts = _unread_facts()
+    name = (call.name or "").lower()
+    if not name or not any(w in name for w in facts["name_words"]) or call.recv not in (None, *index.module.imports):
+        return None
+    text = dotted(call.node.func) or ""
+    target = index.module.imports.get(text.split(".", 1)[0])
+    if not target or target.lstrip(".").split(".")[0] in _LIBRARIES or t.facts.imported_function(call.name):
+        return None
+    if any(call.name in ix.module.functions for ix in t.facts.indexes.values()):
+        return None  # the project's own helper, linted in this run: its writes are judged where they are
+    state = facts["state_call"]
+    if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == state
+               for a in list(call.node.args) + [k.value for k in call.node.keywords] for n in ast.walk(a)):
+        return None
+    module = target[:-len(call.name) - 1] if target.endswith("." + call.name) else target
+    return f"{text}() (a helper of {module}, not linted: it is handed a state_dict())"
+
+
 _LIBRARIES = frozenset({"torch", "transformers", "accelerate", "datasets", "numpy", "os", "sys", "json", "wandb",
                         "deepspeed", "lightning", "pytorch_lightning", "tensorboardX", "mlflow", "pandas", "shutil",
                         "logging", "pathlib", "pickle", "yaml", "omegaconf", "hydra", "tqdm", "torchvision", "timm"})
@@ -1194,7 +1223,11 @@ def write_on_every_rank(t):
         gated, and `save_pretrained(save_function=accelerator.save)` says what is raced: only config.json with
         safe_serialization=False (a note), the safetensors weights too by default (data/lint_writers.json); a
         file that receives only text derived from attributes every rank computes alike (ImageFolder's
-        class_to_idx through json.dumps of a comprehension) is the same bytes: a note.
+        class_to_idx through json.dumps of a comprehension) is the same bytes: a note. Since round 23 (lint30) a
+        log file whose logger receives every record of the script under a rank test is a note, a write inside a
+        function names the function's ungated call sites of the same file (evidence `lines`), and a save helper of a
+        project module that is not linted, handed a `state_dict()` on every rank (`save_checkpoint({'state_dict':
+        model.module.state_dict()}, is_best)`, data/lint_writers.json unread_save_helpers), is a note.
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
@@ -1229,13 +1262,17 @@ def write_on_every_rank(t):
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
-        helper_small = False
+        helper_small = unread = False
         if what is None:
             helper = _helper_write_kind(t, index, call)  # the write lives in a helper of an unlinted project module
             if helper is not None:
                 what, helper_small = helper
-        if what is None or _per_rank_path(call, index) or _per_rank_parameter(t, call):
-            continue
+            else:
+                what = _unread_save_helper(t, index, call)
+                unread = what is not None
+        if what is None or (_per_rank_site(call) if unread else (
+                _per_rank_path(call, index) or _per_rank_parameter(t, call))):
+            continue  # (an unread helper: only a per-rank file name in its own arguments, `f"ckpt_{rank}.pt"`)
         if t.facts.gated(index, call):
             lapsed = gate_after_destroy(index, call) if call.ctx.gated else None
             if lapsed is not None:
@@ -1291,7 +1328,7 @@ def write_on_every_rank(t):
         # A warning needs positive evidence: the write is reached from the entry of a run that joins a process
         # group and trains, through conditions that are the same on every rank, and nothing in the call itself
         # depends on the rank (`wandb.init(mode="disabled" if rank else None)`). Anything less is a note.
-        proof = reach(t).every_rank(index, call) if not (small or api) else None
+        proof = reach(t).every_rank(index, call) if not (small or api or unread) else None
         ranked = reach(t).ranked_argument(index, call)
         quieted = (_handler_quieted_off_rank0(call, t.facts.flags(index)) if what == "logging.FileHandler" else None) or \
             (_handler_records_gated(t, index, call) if what.startswith("logging.") else None)
@@ -1304,6 +1341,7 @@ def write_on_every_rank(t):
                f"only rank 0 writes its records: {quieted}" if quieted and proof is not None else
                "an argument of the call depends on the rank" if ranked and proof is not None else
                f"`{dotted(call.node.func)}` is bound under a test of the rank (a stand-in off rank 0?)" if chosen else
+               "the helper's body was not read: a guess from its name" if unread else
                "" if small or api else reach(t).why_not(index, call))
         sites = _call_sites(t, index, call)
         yield t.finding(
