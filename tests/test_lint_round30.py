@@ -76,3 +76,13 @@ def test_lint013_an_unread_save_helper_handed_a_state_dict_on_every_rank_is_a_no
 
 def test_lint013_an_unread_save_helper_under_a_rank_test_or_without_a_state_dict_is_quiet():
     assert found("unread_save_helper_ok.py", "LINT013") == []
+
+
+def test_lint013_a_model_objects_optimize_parameters_makes_the_script_a_training_script():
+    # `model.optimize_parameters(step)` (CycleGAN/mmsr, data/lint_train_steps.json): the every-rank SummaryWriter is a
+    # warning, the trained model object's own save a note (fr160 mengdongwei/ai4khdr_mmsr, reader's misses)
+    assert found("model_object_step_bad.py", "LINT013") == [(11, "warning"), (16, "info")]
+
+
+def test_lint013_a_model_object_that_only_tests_is_no_training_script():
+    assert found("model_object_step_ok.py", "LINT013") == []

@@ -14,7 +14,7 @@ from ..names import dotted, last_name
 from . import rule
 from ._common import (INIT_PG, SPAWN, is_distributed, is_trainer_script, launched_distributed, lightning_relaunch, names_the_rank,
                       sharded)
-from ._reach import Reach, last_gasp, reach
+from ._reach import Reach, step_methods, last_gasp, reach
 
 # save_pretrained of these writes a few small JSON files; the model's weights are what matters.
 _SMALL_SAVES = ("tokenizer", "processor", "config", "feature_extractor", "image_processor", "tok")
@@ -292,7 +292,15 @@ def _unread_save_helper(t, index: ModuleIndex, call: Call) -> Optional[str]:
     linter cannot read (data/lint_writers.json unread_save_helpers). Returns its text, or None. Always a note."""
     facts = _unread_facts()
     name = (call.name or "").lower()
-    if not name or not any(w in name for w in facts["name_words"]) or call.recv not in (None, *index.module.imports):
+    if not name or not any(w in name for w in facts["name_words"]):
+        return None
+    if call.recv and call.recv not in index.module.imports:
+        # `model.save(current_step)` on the object whose `model.optimize_parameters(step)` trains (mmsr, CycleGAN's
+        # save_networks): the model class of a project module saves its networks (data/lint_train_steps.json)
+        if any(c.recv == call.recv and c.name in step_methods() for c in index.calls) and \
+                not any(call.name in k.functions for ix in t.facts.indexes.values()
+                        for k in ix.module.classes.values()):  # a linted class's save: judged in its body
+            return f"{call.text}() (the model object that trains, its class not linted)"
         return None
     text = dotted(call.node.func) or ""
     target = index.module.imports.get(text.split(".", 1)[0])
@@ -1058,7 +1066,7 @@ def _trains(index: ModuleIndex) -> bool:
     # round 21: a Lightning Trainer that re-runs the script per rank, and its `trainer.fit(...)`
     if lightning_relaunch(index) is not None and any(Reach._train_marker(c) for c in index.by_name.get("fit", ())):
         return True
-    return any(Reach._train_marker(c) for name in _STEP_NAMES for c in index.by_name.get(name, ()))
+    return any(Reach._train_marker(c) for name in _STEP_NAMES + tuple(step_methods()) for c in index.by_name.get(name, ()))
 
 
 _STEP_NAMES = ("train_step", "training_step", "train_epoch", "train_one_epoch", "train_batch")
