@@ -167,14 +167,32 @@ def _pairs(t, index) -> Iterator[Tuple[Call, Call, bool]]:
 
 
 def _bound(node: ast.AST, call: Call) -> ast.AST:
-    """A path held in a name assigned once in the scope (`checkpoint_path = os.path.join(output_dir, 'best.pth')`
-    then `save_on_master(state, checkpoint_path)`): the expression it holds, so that `torch.load(os.path.join(
-    output_dir, 'best.pth'))` is seen to read the same file."""
-    if isinstance(node, ast.Name) and node.id in call.scope.values and call.scope.node is not None:
-        stores = sum(1 for n in ast.walk(call.scope.node) if isinstance(n, ast.Name) and n.id == node.id and
-                     isinstance(n.ctx, ast.Store))
-        value = call.scope.values[node.id]
-        return value if stores == 1 and isinstance(value, ast.AST) else node
+    """A path held in a name (`checkpoint_path = os.path.join(output_dir, 'best.pth')` then `save_on_master(state,
+    checkpoint_path)`): the expression of the assignment that precedes the call in the same block (a sibling statement
+    before the one holding the call, the name stored nowhere between), so that `torch.load(os.path.join(output_dir,
+    'best.pth'))` is seen to read the same file. Anything else stays the name."""
+    if not isinstance(node, ast.Name) or call.scope.node is None:
+        return node
+    best = None  # the innermost statement list that holds the call: (span, statements, index of the holder)
+    for block in ast.walk(call.scope.node):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(block, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for i, st in enumerate(stmts):
+                if isinstance(st, ast.stmt) and st.lineno <= call.line <= (st.end_lineno or st.lineno):
+                    span = (st.end_lineno or st.lineno) - st.lineno
+                    if best is None or span < best[0]:
+                        best = (span, stmts, i)
+    if best is None:
+        return node
+    _span, stmts, holder = best
+    for st in reversed(stmts[:holder]):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and \
+                st.targets[0].id == node.id:
+            return st.value
+        if any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store) for n in ast.walk(st)):
+            return node  # stored some other way (a loop target, a tuple, a nested block): not followed
     return node
 
 
@@ -226,7 +244,7 @@ def read_before_rank0_write(t):
         if t.facts.dead(w.scope, index):
             continue
         what = (f"the folder `{ast.unparse(_written(w)[0])}` rank 0 creates at line {w.line}" if folder else
-                f"`{ast.unparse(_written(w)[0])}`, which rank 0 writes at line {w.line}")
+                f"`{ast.unparse(_bound(_written(w)[0], w))}`, which rank 0 writes at line {w.line}")
         yield t.finding(
             "warning", r.node,
             f"every rank {'uses' if folder else 'reads'} {what}, with no barrier between: the other ranks may get "
