@@ -21,6 +21,7 @@ _MARKERS = ("README.md", "README.rst", "README", "README.txt", "requirements.txt
 _MAX_BYTES = 256 * 1024
 _MAX_FILES = 200
 _MAX_FOLDERS = 400
+_UNMARKED_FOLDERS = 40
 
 
 def _is_config(name: str) -> bool:
@@ -94,9 +95,12 @@ def read_context(files: List[str]) -> Optional[ProjectContext]:
             continue
         for dirpath, dirnames, filenames in os.walk(root):
             folders += 1
-            if not marked or folders > _MAX_FOLDERS:
-                dirnames[:] = []  # not a project root (a home folder, /tmp): its own folder only
             depth = os.path.relpath(dirpath, root).count(os.sep) + (0 if dirpath == root else 1)
+            if folders > _MAX_FOLDERS or (not marked and (depth >= 2 or folders > _UNMARKED_FOLDERS)):
+                # not a project root (a copy of some of a repository's files, a home folder, /tmp): its own folder
+                # and two levels below, a few dozen folders at most (round 23: `scripts/stage1/train.sh` launching
+                # `torch.distributed.launch --nproc_per_node=8 main.py` beside a main.py with no README, fr161)
+                dirnames[:] = []
             dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("node_modules", "venv", ".venv",
                                                                                       "site-packages", "__pycache__")]
             if depth >= 3:

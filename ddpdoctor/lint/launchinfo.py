@@ -31,6 +31,19 @@ class Launch:
     exports: frozenset = frozenset()  # variables the script that holds this line exports (MASTER_ADDR, ...)
 
 
+def _run_from_above(here: str, folder: str) -> bool:
+    """A launch line in `scripts/stage1/train.sh` that names a bare `main.py`, and a main.py one or two folders up
+    (the repository root): such scripts are run from the root (`bash scripts/stage1/train.sh`), so the name is the
+    root's file (round 23, lint30; fr161 zhengsipeng/VRDFormer_VRD). Only when the script's own folder holds no file
+    of that name (the caller checks)."""
+    parent = folder.rstrip(os.sep)
+    for _ in range(2):
+        parent = os.path.dirname(parent)
+        if here == parent:
+            return True
+    return False
+
+
 @dataclass
 class ProjectContext:
     launches: List[Launch] = field(default_factory=list)
@@ -51,7 +64,9 @@ class ProjectContext:
         out = []
         for launch in self.launches:
             script = launch.script
-            under = not launch.folder or here == launch.folder or here.startswith(launch.folder.rstrip(os.sep) + os.sep)
+            under = not launch.folder or here == launch.folder or here.startswith(launch.folder.rstrip(os.sep) + os.sep) \
+                or (bool(launch.folder) and _run_from_above(here, launch.folder) and
+                    not os.path.exists(os.path.join(launch.folder, base)))
             if script.endswith(".py"):
                 rel = os.path.normpath(script.lstrip("./")) if "/" in script else ""
                 if rel and (full.endswith(os.sep + rel) or full == rel):

@@ -24,6 +24,8 @@ nothing). Computed once per run and kept in `ProjectFacts.cache`.
 from __future__ import annotations
 
 import ast
+import functools
+import json
 import os
 import re
 import weakref
@@ -69,6 +71,15 @@ _DEVICE_COUNT = re.compile(r"devices|^n_?dev|^num_?dev|dev(?:ice)?_?count|count_
 _NEUTRAL_ATTRS = {"sync_gradients", "num_processes", "gradient_accumulation_steps", "use_distributed", "distributed",
                   "training", "is_cuda", "requires_grad"}
 _TRAIN_NAMES = ("backward",)
+
+
+@functools.lru_cache(maxsize=1)
+def step_methods() -> frozenset:
+    """`model.optimize_parameters(step)`: a model object's training iteration (ddpdoctor/data/lint_train_steps.json)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                        "lint_train_steps.json")
+    with open(path, encoding="utf-8") as fh:
+        return frozenset(m["name"] for m in json.load(fh)["methods"])
 
 
 def _world_of_one(index: ModuleIndex) -> bool:
@@ -1235,6 +1246,8 @@ class Reach:
         where = f"line {call.line}"
         if name in _TRAIN_NAMES:
             return f"{call.text or name}() at {where}"
+        if name in step_methods() and call.recv:
+            return f"{call.text}() at {where}"
         if name == "step" and "optim" in recv:
             return f"{call.text}() at {where}"
         if name in ("train", "fit") and "trainer" in recv and not call.node.args:

@@ -34,7 +34,9 @@ def data_parallel(t):
         (`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`, round 19: DataParallel over one device calls the module
         directly); one finding for the two arms of an `if` or two wraps close together
         in one function, when both get the same severity (a trained wrap is not folded into the note
-        of a temporary one that only loads `module.` weights).
+        of a temporary one that only loads `module.` weights). Since round 23 (lint30) a note when the same
+        function wraps another module in DistributedDataParallel on the same path (`self.encoder = DDP(...)`,
+        `self.decoder = DataParallel(...)`): a hybrid design, one process driving several GPUs for that module.
 
     Why it matters
         DataParallel is one process driving every GPU from threads: the GIL, a model replica
@@ -72,8 +74,9 @@ def data_parallel(t):
         bench = not fallback and not serving and any(
             "benchmark" in part.lower() for part in os.path.normpath(t.real_path or "").split(os.sep)[-4:])
         one_gpu = _one_visible_gpu(index, call)
+        hybrid = None if fallback or serving or bench else _beside_ddp(call, ddp)
         trained, why = ("", "") if fallback or serving or bench else _trained(t, index, call)
-        severity = "info" if fallback or serving or bench or one_gpu or not trained else "warning"
+        severity = "info" if fallback or serving or bench or one_gpu or hybrid or not trained else "warning"
         if twin is not None and twin.severity == severity:
             twin.evidence.setdefault("lines", [twin.evidence["line"]]).append(call.line)
             continue  # the same fault, once; a trained wrap next to a temporary one (imgclsmob's prepare_model
@@ -88,6 +91,9 @@ def data_parallel(t):
              "scales better" if serving else
              f"nn.DataParallel over one GPU ({one_gpu}): it only adds a replicate/scatter per step; "
              "DistributedDataParallel under torchrun is the multi-GPU path" if one_gpu else
+             f"nn.DataParallel on `{hybrid[0]}` beside DistributedDataParallel on `{hybrid[1]}` (line {hybrid[2]}): "
+             "a per-process module spread over the node's GPUs by design? One process per GPU would need DDP "
+             "on it too" if hybrid else
              "nn.DataParallel runs all GPUs from one process; DistributedDataParallel under torchrun is faster"),
             detail=("DataParallel replicates the model on every forward, scatters inputs and gathers outputs on GPU 0 "
                     "and is bound by the GIL; DDP runs one process per GPU and overlaps the gradient all-reduce "
@@ -101,6 +107,27 @@ def data_parallel(t):
         )))
     for _call, finding in shown:
         yield finding
+
+
+def _beside_ddp(call, ddp):
+    """`self.encoder = DistributedDataParallel(self.encoder)` and, in the same function on the same path,
+    `self.decoder = DataParallel(self.decoder)`: a hybrid design where each process drives several GPUs for one
+    module and DDP synchronises the others (fr160 facebookresearch/music-translation: one process per node, a decoder
+    per domain, judged debatable as a warning). DataParallel is then a choice of the design, not a leftover of
+    single-process training: a note. Returns (DP's module, DDP's module, DDP's line), or None."""
+    def module(c):  # `DDP(encoder.cuda())`, `DataParallel(self.decoder.to(dev))`: the module moved
+        e = c.node.args[0] if c.node.args else None
+        while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("cuda", "to"):
+            e = e.func.value
+        return dotted(e) if e is not None else None
+    wrapped = module(call)
+    if wrapped is None:
+        return None
+    for d in ddp:
+        other = module(d)
+        if d.scope is call.scope and other and other != wrapped and not exclusive(call.ctx, d.ctx):
+            return wrapped, other, d.line
+    return None
 
 
 def _one_visible_gpu(index, call) -> str:

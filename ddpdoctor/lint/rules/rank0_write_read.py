@@ -47,9 +47,26 @@ def _open_mode(call: Call) -> Optional[str]:
     return mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else None
 
 
+def _rank0_saver(call: Call) -> bool:
+    """`utils.save_on_master(state, path)`: DETR's helper (util/misc.py: `if is_main_process(): torch.save(*args,
+    **kwargs)`, copied into DeiT, Deformable-DETR, TransTrack...) writes on rank 0 alone, as a call under a rank-0
+    test would (data/lint_writers.json unread_save_helpers gated_name_words; round 23, lint30: fr160
+    weijianan1/EconClimNet, every rank torch.loads the best checkpoint save_on_master just wrote)."""
+    name = (call.name or "").lower()
+    return "save" in name and any(w in name for w in _rank0_words())
+
+
+def _rank0_words() -> tuple:
+    from .rank_writes import _unread_facts  # noqa: PLC0415 (the facts live with LINT013's)
+    return tuple(w for w in _unread_facts()["gated_name_words"] if w != "accelerat")
+
+
 def _written(call: Call) -> Optional[Tuple[ast.AST, bool]]:
     """(the path a call writes, whether it creates a folder) or None."""
     q = call.qual or ""
+    if _rank0_saver(call):
+        p = call.node.args[1] if len(call.node.args) > 1 else call.kw("f")
+        return (p, False) if p is not None else None
     if q in _WRITERS:
         p = _arg(call, _WRITERS[q])
         return (p, q in ("os.makedirs", "os.mkdir")) if p is not None else None
@@ -119,7 +136,8 @@ def _waits_between(scope_calls: List[Call], a: Call, b: Call, own: set) -> bool:
 
 def _pairs(t, index) -> Iterator[Tuple[Call, Call, bool]]:
     for scope_calls in _by_scope(index.calls):
-        writes = [(c, w) for c in scope_calls if c.ctx.rank0 for w in [_written(c)] if w is not None]
+        writes = [(c, w) for c in scope_calls if c.ctx.rank0 or (_rank0_saver(c) and not c.ctx.gated)
+                  for w in [_written(c)] if w is not None]
         if not writes:
             continue
         for c, (path, folder) in writes:
@@ -140,12 +158,42 @@ def _pairs(t, index) -> Iterator[Tuple[Call, Call, bool]]:
                         continue
                 else:
                     p = _read(r)
-                    if p is None or _key(p) != key:
+                    if p is None or (_key(p) != key and _key(_bound(p, r)) != _key(_bound(path, c))):
                         continue
                 if _waits_between(scope_calls, c, r, own):
                     break
                 yield c, r, folder
                 break
+
+
+def _bound(node: ast.AST, call: Call) -> ast.AST:
+    """A path held in a name (`checkpoint_path = os.path.join(output_dir, 'best.pth')` then `save_on_master(state,
+    checkpoint_path)`): the expression of the assignment that precedes the call in the same block (a sibling statement
+    before the one holding the call, the name stored nowhere between), so that `torch.load(os.path.join(output_dir,
+    'best.pth'))` is seen to read the same file. Anything else stays the name."""
+    if not isinstance(node, ast.Name) or call.scope.node is None:
+        return node
+    best = None  # the innermost statement list that holds the call: (span, statements, index of the holder)
+    for block in ast.walk(call.scope.node):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(block, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for i, st in enumerate(stmts):
+                if isinstance(st, ast.stmt) and st.lineno <= call.line <= (st.end_lineno or st.lineno):
+                    span = (st.end_lineno or st.lineno) - st.lineno
+                    if best is None or span < best[0]:
+                        best = (span, stmts, i)
+    if best is None:
+        return node
+    _span, stmts, holder = best
+    for st in reversed(stmts[:holder]):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and \
+                st.targets[0].id == node.id:
+            return st.value
+        if any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store) for n in ast.walk(st)):
+            return node  # stored some other way (a loop target, a tuple, a nested block): not followed
+    return node
 
 
 def _by_scope(calls: List[Call]) -> List[List[Call]]:
@@ -166,7 +214,8 @@ def read_before_rank0_write(t):
         `from_pretrained(path)`) or, for a folder, by a file opened or saved inside it, with no collective between the
         two (`dist.barrier()`, `accelerator.wait_for_everyone()`, any c10d collective, a backward) and no training step
         or helper call of the project that may hold one. A preview rule (round 19): a note by default, a warning with
-        `--preview`.
+        `--preview`. Since round 23 (lint30) DETR's `save_on_master(state, path)` (and helpers so named, which gate
+        themselves) counts as a rank-0 write, and a path held in a name assigned once is compared by its value.
 
     Why it matters
         The other ranks do not wait for rank 0: they reach the read while rank 0 is still writing (or before it has
@@ -195,7 +244,7 @@ def read_before_rank0_write(t):
         if t.facts.dead(w.scope, index):
             continue
         what = (f"the folder `{ast.unparse(_written(w)[0])}` rank 0 creates at line {w.line}" if folder else
-                f"`{ast.unparse(_written(w)[0])}`, which rank 0 writes at line {w.line}")
+                f"`{ast.unparse(_bound(_written(w)[0], w))}`, which rank 0 writes at line {w.line}")
         yield t.finding(
             "warning", r.node,
             f"every rank {'uses' if folder else 'reads'} {what}, with no barrier between: the other ranks may get "

@@ -14,7 +14,7 @@ from ..names import dotted, last_name
 from . import rule
 from ._common import (INIT_PG, SPAWN, is_distributed, is_trainer_script, launched_distributed, lightning_relaunch, names_the_rank,
                       sharded)
-from ._reach import Reach, last_gasp, reach
+from ._reach import Reach, step_methods, last_gasp, reach
 
 # save_pretrained of these writes a few small JSON files; the model's weights are what matters.
 _SMALL_SAVES = ("tokenizer", "processor", "config", "feature_extractor", "image_processor", "tok")
@@ -279,6 +279,43 @@ def _helper_write_kind(t, index: ModuleIndex, call: Call) -> Optional[Tuple[str,
     return f"{text}() (it runs {what} in {where}:{line})", small
 
 
+@functools.lru_cache(maxsize=1)
+def _unread_facts() -> dict:
+    with open(_WRITERS_FILE, encoding="utf-8") as fh:
+        return json.load(fh)["unread_save_helpers"]
+
+
+def _unread_save_helper(t, index: ModuleIndex, call: Call) -> Optional[str]:
+    """`save_checkpoint({'epoch': e, 'state_dict': model.module.state_dict()}, is_best)` where save_checkpoint is
+    imported from a project module that is neither linted nor found (`from utils.checkpoint import save_checkpoint`,
+    fr160 DZ1245/rDL-SIM-pytorch): by its name and the state_dict it is handed, a checkpoint write whose body the
+    linter cannot read (data/lint_writers.json unread_save_helpers). Returns its text, or None. Always a note."""
+    facts = _unread_facts()
+    name = (call.name or "").lower()
+    if not name or not any(w in name for w in facts["name_words"]) or any(w in name for w in facts["gated_name_words"]):
+        return None  # (`save_on_master(...)`: DETR's helper, named for the process that writes, gates itself)
+    if call.recv and call.recv not in index.module.imports:
+        # `model.save(current_step)` on the object whose `model.optimize_parameters(step)` trains (mmsr, CycleGAN's
+        # save_networks): the model class of a project module saves its networks (data/lint_train_steps.json)
+        if any(c.recv == call.recv and c.name in step_methods() for c in index.calls) and \
+                not any(call.name in k.functions for ix in t.facts.indexes.values()
+                        for k in ix.module.classes.values()):  # a linted class's save: judged in its body
+            return f"{call.text}() (the model object that trains, its class not linted)"
+        return None
+    text = dotted(call.node.func) or ""
+    target = index.module.imports.get(text.split(".", 1)[0])
+    if not target or target.lstrip(".").split(".")[0] in _LIBRARIES or t.facts.imported_function(call.name):
+        return None
+    if any(call.name in ix.module.functions for ix in t.facts.indexes.values()):
+        return None  # the project's own helper, linted in this run: its writes are judged where they are
+    state = facts["state_call"]
+    if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == state
+               for a in list(call.node.args) + [k.value for k in call.node.keywords] for n in ast.walk(a)):
+        return None
+    module = target[:-len(call.name) - 1] if target.endswith("." + call.name) else target
+    return f"{text}() (a helper of {module}, not linted: it is handed a state_dict())"
+
+
 _LIBRARIES = frozenset({"torch", "transformers", "accelerate", "datasets", "numpy", "os", "sys", "json", "wandb",
                         "deepspeed", "lightning", "pytorch_lightning", "tensorboardX", "mlflow", "pandas", "shutil",
                         "logging", "pathlib", "pickle", "yaml", "omegaconf", "hydra", "tqdm", "torchvision", "timm"})
@@ -369,6 +406,72 @@ def _handler_quieted_off_rank0(call: Call, flags) -> Optional[str]:
                 any(not (isinstance(a, ast.Name) and a.id in names) and cond.mentions_rank(a, flags) for a in args):
             return f"`{dotted(node.func) or 'a helper'}(...)` on line {node.lineno} gets the logger with a test of the rank"
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _record_methods() -> frozenset:
+    """The logging.Logger methods that emit a record (ddpdoctor/data/lint_writers.json logger_records)."""
+    with open(_WRITERS_FILE, encoding="utf-8") as fh:
+        return frozenset(json.load(fh)["logger_records"]["methods"])
+
+
+def _handler_records_gated(t, index: ModuleIndex, call: Call) -> Optional[str]:
+    """A `logging.FileHandler` built and added on every rank whose logger is only ever written under a rank test:
+    `logging.getLogger().addHandler(fh)` then `if local_rank == 0: logging.info(...)` at every record (fr160
+    DZ1245/rDL-SIM-pytorch, judged wrong as a warning). Every rank opens the file (FileHandler opens it for append in
+    its constructor unless delay=True, CPython Lib/logging/__init__.py FileHandler.__init__) but the other ranks emit
+    no record of the script's own into it: what is left is library records that reach the same logger, so a note, not
+    a race of the script's writes. The records counted are the logger methods (Logger.debug/info/warning/error/
+    exception/critical/log) on the logger the handler is added to, and for the root logger also `logging.info(...)`
+    and the module's other loggers (they propagate to the root's handlers). Returns the evidence, or None."""
+    if call.name not in ("FileHandler", "basicConfig") or call.scope.node is None:
+        return None
+    methods = _record_methods()
+    handler = None if call.name == "FileHandler" else "<root>"
+    for a in index.assigns:
+        if a.call is call and len(a.targets) == 1 and a.targets[0]:
+            handler = a.targets[0]
+    if handler is None:
+        return None
+    loggers: Set[str] = set()
+    root = handler == "<root>"  # logging.basicConfig(filename=...) adds its FileHandler to the root logger
+    for c in index.calls:
+        if c.name == "addHandler" and c.node.args and dotted(c.node.args[0]) == handler:
+            v = c.node.func.value if isinstance(c.node.func, ast.Attribute) else None
+            if isinstance(v, ast.Call) and dotted(v.func) in ("logging.getLogger", "getLogger") and (
+                    not v.args or (isinstance(v.args[0], ast.Constant) and v.args[0].value in (None, "", "root"))):
+                root = True
+            elif c.recv:
+                loggers.add(c.recv)
+            else:
+                return None
+    if not loggers and not root:
+        return None
+    named = {n for a in index.assigns if a.call is not None and (a.call.qual or "").endswith("getLogger")
+             for n in a.targets if n}
+    records = [c for c in index.calls if c.name in methods and (
+        c.recv in loggers or (root and ((c.qual or "") == f"logging.{c.name}" or c.recv in named)))]
+    if not records:
+        return None
+    if root and any(c.name in methods and (c.qual or "") == f"logging.{c.name}"
+                    for ix in t.facts.indexes.values() if ix is not index for c in ix.calls):
+        return None  # another linted module logs to the root logger too: not read here
+    gated = gated_functions(index, t)
+    if all(t.facts.gated(index, c) or id(c.scope) in gated for c in records):
+        return (f"every record of its logger ({len(records)}, lines {', '.join(str(c.line) for c in records[:4])}"
+                f"{', ...' if len(records) > 4 else ''}) is written under a test of the rank")
+    return None
+
+
+def _call_sites(t, index: ModuleIndex, call: Call) -> list:
+    """The lines of this file that call the function holding the write, outside any rank test (`save_checkpoint(args,
+    'last', model, ...)` after the epoch loop, fr160 Zsongyuan/RejectionGrounding): where the write is reached on every
+    rank, which is where a reader of the script sees the fault. At most five, in order."""
+    if call.scope.kind != "function":
+        return []
+    from ._reach import callers_of  # noqa: PLC0415 (the module imports rank_writes' neighbours)
+    return sorted({site.line for cix, site in callers_of(reach(t), call.scope)
+                   if cix is index and not t.facts.gated(cix, site)})[:5]
 
 
 def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
@@ -963,7 +1066,7 @@ def _trains(index: ModuleIndex) -> bool:
     # round 21: a Lightning Trainer that re-runs the script per rank, and its `trainer.fit(...)`
     if lightning_relaunch(index) is not None and any(Reach._train_marker(c) for c in index.by_name.get("fit", ())):
         return True
-    return any(Reach._train_marker(c) for name in _STEP_NAMES for c in index.by_name.get(name, ()))
+    return any(Reach._train_marker(c) for name in _STEP_NAMES + tuple(step_methods()) for c in index.by_name.get(name, ()))
 
 
 _STEP_NAMES = ("train_step", "training_step", "train_epoch", "train_one_epoch", "train_batch")
@@ -1128,7 +1231,11 @@ def write_on_every_rank(t):
         gated, and `save_pretrained(save_function=accelerator.save)` says what is raced: only config.json with
         safe_serialization=False (a note), the safetensors weights too by default (data/lint_writers.json); a
         file that receives only text derived from attributes every rank computes alike (ImageFolder's
-        class_to_idx through json.dumps of a comprehension) is the same bytes: a note.
+        class_to_idx through json.dumps of a comprehension) is the same bytes: a note. Since round 23 (lint30) a
+        log file whose logger receives every record of the script under a rank test is a note, a write inside a
+        function names the function's ungated call sites of the same file (evidence `lines`), and a save helper of a
+        project module that is not linted, handed a `state_dict()` on every rank (`save_checkpoint({'state_dict':
+        model.module.state_dict()}, is_best)`, data/lint_writers.json unread_save_helpers), is a note.
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
@@ -1163,13 +1270,17 @@ def write_on_every_rank(t):
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
-        helper_small = False
+        helper_small = unread = False
         if what is None:
             helper = _helper_write_kind(t, index, call)  # the write lives in a helper of an unlinted project module
             if helper is not None:
                 what, helper_small = helper
-        if what is None or _per_rank_path(call, index) or _per_rank_parameter(t, call):
-            continue
+            else:
+                what = _unread_save_helper(t, index, call)
+                unread = what is not None
+        if what is None or (_per_rank_site(call) if unread else (
+                _per_rank_path(call, index) or _per_rank_parameter(t, call))):
+            continue  # (an unread helper: only a per-rank file name in its own arguments, `f"ckpt_{rank}.pt"`)
         if t.facts.gated(index, call):
             lapsed = gate_after_destroy(index, call) if call.ctx.gated else None
             if lapsed is not None:
@@ -1225,9 +1336,10 @@ def write_on_every_rank(t):
         # A warning needs positive evidence: the write is reached from the entry of a run that joins a process
         # group and trains, through conditions that are the same on every rank, and nothing in the call itself
         # depends on the rank (`wandb.init(mode="disabled" if rank else None)`). Anything less is a note.
-        proof = reach(t).every_rank(index, call) if not (small or api) else None
+        proof = reach(t).every_rank(index, call) if not (small or api or unread) else None
         ranked = reach(t).ranked_argument(index, call)
-        quieted = _handler_quieted_off_rank0(call, t.facts.flags(index)) if what == "logging.FileHandler" else None
+        quieted = (_handler_quieted_off_rank0(call, t.facts.flags(index)) if what == "logging.FileHandler" else None) or \
+            (_handler_records_gated(t, index, call) if what.startswith("logging.") else None)
         ranked = ranked or bool(quieted)
         chosen = proof is not None and not ranked and reach(t).ranked_callee(index, call)
         gasp = last_gasp(call)
@@ -1237,7 +1349,9 @@ def write_on_every_rank(t):
                f"only rank 0 writes its records: {quieted}" if quieted and proof is not None else
                "an argument of the call depends on the rank" if ranked and proof is not None else
                f"`{dotted(call.node.func)}` is bound under a test of the rank (a stand-in off rank 0?)" if chosen else
+               "the helper's body was not read: a guess from its name" if unread else
                "" if small or api else reach(t).why_not(index, call))
+        sites = _call_sites(t, index, call)
         yield t.finding(
             "warning" if warn else "info", call.node,
             f"{what} runs on every rank; only rank 0 should write it"
@@ -1253,5 +1367,6 @@ def write_on_every_rank(t):
                 f"    ...  # the {what} call\n"
                 "torch.distributed.barrier()   # if other ranks read what was written"),
             evidence={"writes": what, "sharded": how, "every_rank": proof.as_dict() if warn else None,
-                      "why": why, **({"save_function": through} if through else {})},
+                      "why": why, **({"save_function": through} if through else {}),
+                      **({"lines": sites} if sites else {})},
         )
