@@ -1992,6 +1992,13 @@ def failed_unexplained(snap):
                           "processes": sec.get("processes"), "ranks_seen": [r["rank"] for r in ranks]})
 
 
+def _steady_text(sp: dict) -> str:
+    """The straggler's margin by its steady part (facts.steps.steady_part), in words."""
+    return (f" (under 3 sigma of it: every rank's step swings together; judged instead by its {sp['part']} part, "
+            f"{sp['extra_ms']:.0f} ms longer per step, sigma {sp['extra_sigma_ms']:.1f} ms, and the others' wait for it, "
+            f"{sp['lead_ms']:.0f} ms per step, sigma {sp['lead_sigma_ms']:.1f} ms: both steady)")
+
+
 @check("RUN020", "straggler", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))
 def straggler(snap):
     """One rank (or a few) is slower than the others, and every rank waits for it at each step.
@@ -2080,7 +2087,9 @@ def straggler(snap):
               + (f" that show a lead ({s['neutral_steps']} where no rank waited for another by the cost bar count neither way)"
                  if s.get("neutral_steps") else "")
               + ", and by at least the cost bar in each third of them; "
-              f"the cost against the other ranks' own spread: sigma {s.get('others_sigma_ms') or 0:.1f} ms. Its parts against the others' median: {parts}; "
+              f"the cost against the other ranks' own spread: sigma {s.get('others_sigma_ms') or 0:.1f} ms"
+              + (_steady_text(s["steady_part"]) if s.get("steady_part") else "")
+              + f". Its parts against the others' median: {parts}; "
               f"CPU {s['cpu_ms']['straggler']:.1f} vs {s['cpu_ms']['others']:.1f} ms per step.")
     kind = c.get("kind")
     fix = {
@@ -2105,7 +2114,7 @@ def straggler(snap):
                   evidence={"straggler": {k: s.get(k) for k in ("ranks", "others", "cost_ms", "cost_frac", "step_ms",
                                                                 "part", "parts", "collective_ms", "consistent", "neutral_steps",
                                                                 "window", "cpu_ms", "detected_at_step",
-                                                                "others_sigma_ms", "sustained_parts")},
+                                                                "others_sigma_ms", "steady_part", "sustained_parts")},
                             "cause": c, "facts": s.get("facts"), "host_held": s.get("host_held")})
 
 
