@@ -98,3 +98,86 @@ def test_the_finding_says_the_steady_part_route():
     [g] = judge(Snapshot(sections={"run": dict(sec, straggler=quiet)}), command="run", only={"RUN020"},
                 when="run").findings
     assert "judged instead" not in g.detail
+
+
+# ------------------------------------------------------------------ uneven batches behind a collective mismatch
+
+
+def _mismatch_death(eps0, eps1, len0=20, len1=20):
+    """Rank 1 aborted by Gloo at collective #58 (its float32 gather after training against rank 0's int64 gather of
+    its next step), each rank's training loader as recorded (run/recorder.py: len, the steps of its last epoch)."""
+    from ddpdoctor.run import section as run_section
+    from run_factory import coll, rank, section
+
+    mm = run_section.mismatch([
+        rank(0, "collective", coll=coll("all_gather", 58, [1], "int64", 42)),
+        rank(1, "collective", coll=coll("all_gather", 58, [1], "float32", 42))])
+    dl = lambda ln, eps: {"n": 19, "len": ln, "end": False, "s0": 0, "workers": 0, "bs": 4, "es": 38, "ep": 3,  # noqa
+                          "eps": eps}
+    r0 = rank(0, "died", step=57, dl=dl(len0, eps0), end={"how": "exception", "t": 2.0, "secondary": True})
+    r1 = rank(1, "died", step=57, dl=dl(len1, eps1), end={"how": "signal", "signal": "SIGABRT", "t": 1.0})
+    return section([r0, r1], stall=False, death={"first_rank": 1, "ranks": [0, 1], "order": [1, 0]}, mismatch=mm)
+
+
+def test_uneven_epochs_behind_a_mismatch_death_are_the_cause():
+    """Trigger (runcol23 run-r23 j3's class): the same 20-batch loader, rank 1's epochs 19 steps, rank 0's 20; rank 1
+    aborted at a mismatched collective: one RUN005 naming rank 1 and the mismatch as its consequence; no RUN006 and no
+    separate death finding."""
+    from run_factory import findings
+
+    found = findings(_mismatch_death(20, 19))
+    assert [f.id for f in found] == ["RUN005"], [(f.id, f.title) for f in found]
+    f = found[0]
+    assert "rank 1 took 19 optimizer step(s) per epoch" in f.title and "left training early" in f.title, f.title
+    assert "collective #58" in f.title and "SIGABRT" in f.title and "consequence" in f.detail
+    assert "line:42" in f.subjects and f.evidence["uneven"]["short"] == [1]
+
+
+def test_uneven_lengths_behind_a_mismatch_death_are_the_cause():
+    """Trigger: training loaders of 20 and 19 batches (a shard per rank, no DistributedSampler): RUN005 by length."""
+    from run_factory import findings
+
+    found = findings(_mismatch_death(20, 19, len1=19))
+    assert [f.id for f in found] == ["RUN005"] and "19 batch(es) per epoch" in found[0].title, found[0].title
+
+
+def test_even_batches_leave_the_mismatch_its_own():
+    """Quiet: the same death with even loaders (20 steps per epoch on both ranks, or no epoch ended yet): RUN006 as
+    before, no uneven batches."""
+    from run_factory import findings
+
+    for eps in ((20, 20), (None, None)):
+        found = findings(_mismatch_death(*eps))
+        assert [f.id for f in found] == ["RUN006"], (eps, [(f.id, f.title) for f in found])
+
+
+def _epochs(monkeypatch, per_epoch):
+    """The recorder's hook over epochs of one 5-batch loader, an optimizer step after each batch; each epoch stops
+    after per_epoch[i] batches without a StopIteration through the hook (a wrapper above it ends it, as
+    itertools.islice would). Returns (S, the cold publications made at the epochs' starts)."""
+    from ddpdoctor.run import recorder
+    from run_factory import hooked_recorder
+
+    S, Base, Loader = hooked_recorder(monkeypatch)
+    cold = []
+    monkeypatch.setattr(recorder, "_publish_cold", lambda: cold.append(dict(S.dl)))
+    loader = Loader(range(5))
+    for k in per_epoch:
+        it = Base(loader)
+        for _ in range(k):
+            next(it)
+            S.step += 1
+    return S, cold[1:]  # the first: the loader's own (made once)
+
+
+def test_recorder_counts_the_steps_of_each_epoch_that_ended(monkeypatch):
+    """Trigger: epochs of 4 steps of a 5-batch loader (its end never seen by the hook): "eps" 4 after the first."""
+    S, cold = _epochs(monkeypatch, [4, 4, 4])
+    assert S.dl["eps"] == 4 and S.dl["ep"] == 3 and S.dl["es"] == 8, S.dl
+    assert [c["eps"] for c in cold] == [4]  # published when it changed, not every epoch
+
+
+def test_recorder_even_epochs_publish_once(monkeypatch):
+    """Quiet: even epochs (5 of 5) publish the count once; the rest of the epochs write nothing more."""
+    S, cold = _epochs(monkeypatch, [5, 5, 5, 5])
+    assert S.dl["eps"] == 5 and len(cold) == 1

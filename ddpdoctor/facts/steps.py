@@ -84,7 +84,10 @@ MARGIN_SIGMA = 3.0    # ...and the cost is at least 3 sigma of the others' own s
 # batch everywhere) moves the others' step time, not who arrives first. On a loaded 2-core host (runcol23's run-r23
 # j6: rank 1's DataLoader +1.0 s per batch, rank 0 waiting 1056 ms in the all-reduce of a 2.9 s step) both ranks'
 # compute swung together (1783 ms median, 2153 p95): 3 sigma of the others' spread was over the 1 s cost and the
-# straggler went unnamed, while its data part was 1 s longer in every step. A lead made by jitter (a rank's own
+# straggler went unnamed, while its data part was 1 s longer in every step (where accelerate's loader puts the wait:
+# DataLoaderShard.__iter__ fetches the next batch before it yields the current one, huggingface/accelerate v1.16.0
+# src/accelerate/data_loader.py: in the data part between the optimizer step and the forward, twice at an epoch's
+# first step, recorded there 2004 ms). A lead made by jitter (a rank's own
 # compute +-40%, a logging step +-90%: the quiet cases of tests/test_run_split.py and test_run_round15c.py) swings in
 # the part and in the lead: still the others' spread decides there.
 
