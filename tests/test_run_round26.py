@@ -76,7 +76,7 @@ def test_a_lead_judged_and_not_named_is_said():
     lead = st.seen(by)
     assert lead is not None and lead["ranks"] == [1] and 2 * lead["led"] > lead["shown"]
     text = st.seen_text(lead)
-    assert "rank 1 waited least" in text and "not named" in text
+    assert "rank 1 waited least" in text and "not named" in text and "its data part 1000 ms longer" in text, text
     short = two_ranks(steps=6, swing=0.1, onset=1, until=3)
     assert st.not_judged(short) is not None and st.seen(short) is None
 

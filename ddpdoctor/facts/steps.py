@@ -472,7 +472,12 @@ def seen(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     lead = leader(al)
     if lead is None or 2 * lead["led"] <= lead["shown"]:
         return None
-    return lead
+    others = [r for r in al if r not in lead["ranks"]]
+    extra = {p: statistics.median(statistics.median(s[_AT[p]] for s in al[r]) for r in lead["ranks"])
+             - statistics.median(statistics.median(s[_AT[p]] for s in al[r]) for r in others)
+             for p in PARTS if p != "collective"}
+    part = max(extra, key=lambda p: extra[p])
+    return dict(lead, part=part, part_extra_ms=round(extra[part], 3))
 
 
 def seen_text(lead: dict) -> str:
@@ -480,8 +485,10 @@ def seen_text(lead: dict) -> str:
     who = "rank " + str(lead["ranks"][0]) if len(lead["ranks"]) == 1 else "ranks " + ranks_text(lead["ranks"])
     return (f"{who} waited least in {lead['led']} of the {lead['steps']} judged step(s), {lead['shown']} of them "
             f"showing a lead; the others waited {lead['cost_ms']:.0f} ms per step for it, {lead['cost_frac']:.0%} of "
-            f"the {lead['step_ms']:.0f} ms step: a possible straggler, not named (its lead missed a bar of the test: "
-            "steady in each third of the steps, above the noise of the steps); the step split above shows its parts")
+            f"the {lead['step_ms']:.0f} ms step" + (f"; its {lead['part']} part {lead['part_extra_ms']:.0f} ms longer per "
+                                                    "step than theirs" if lead.get("part") else "")
+            + ": a possible straggler, not named (its lead missed a bar of the test: steady in each third of the "
+            "steps, above the noise of the steps)")
 
 
 def not_judged_text(nj: dict) -> str:
