@@ -1066,7 +1066,13 @@ def test_an_unsampled_epoch_end_and_new_epoch_store_the_loaders_fields_without_a
         next(it)
     b = beacon.read(w.path)
     assert w.seq == seq0 and b["dl"]["end"] is True and b["dl"]["n"] == 2 and b["phase"] == "run"
-    it = Base(loader)  # a new epoch of the same loader
+    it = Base(loader)  # the second epoch: the first epoch's step count (round 23, "eps"), the cold part once
+    assert w.seq > seq0 and beacon.read(w.path)["dl"]["eps"] == 0
+    seq0 = w.seq
+    assert next(it) == 1 and next(it) == 2
+    with pytest.raises(StopIteration):
+        next(it)
+    it = Base(loader)  # a new epoch of the same loader, as many steps as the last: the two fields alone
     b = beacon.read(w.path)
     assert w.seq == seq0 and b["dl"]["end"] is False and b["dl"]["n"] == 0
     S.spl = True  # a sampled step: the bracketed write, as before

@@ -138,6 +138,38 @@ def _ran_out(r) -> bool:
     return bool(tdl.get("end")) and (left or (isinstance(n, int) and isinstance(ln, int) and n < ln))
 
 
+def _uneven_parted(snap) -> Optional[dict]:
+    """Uneven batches behind a collective mismatch that killed a rank (round 23, issue 27; runcol23's run-r23 j3): at a
+    death with RUN006's true mismatch, the ranks' training loaders (dead ranks' included: their last record) were of
+    different lengths, or the same loader's completed epochs took different numbers of optimizer steps on different
+    ranks (run/recorder.py: "eps", the steps of the last epoch that ended; counted at each epoch's new iterator, so it
+    holds where the loader's end was not seen). The rank with fewer batches left training early and its next
+    collective (the Trainer's epoch-end logging gather, a final all_reduce) met its peer's next step's: with Gloo the
+    sizes disagree and the rank aborts (data/messages.json gloo.tcp.received_size_mismatch: facebookincubator/gloo
+    gloo/transport/tcp/pair.cc @cc441984, "Received data size doesn't match expected size"), which reads as a
+    mismatch; the cause is the batches. {"short": ranks, "rows": {rank: (len, eps)}, "by": "length" | "epoch"}."""
+    sec = _run(snap)
+    if not sec.get("death") or sec.get("stall") or not _true_mismatch(snap):
+        return None
+    rows = {}
+    for r in sec.get("ranks") or []:
+        if r.get("rank") is None or not r.get("dataloader"):
+            continue
+        tdl = _train_dl(r)[0]
+        rows[r["rank"]] = (tdl.get("len"), tdl.get("eps"))
+    if len(rows) < 2:
+        return None
+    lens = {v[0] for v in rows.values()}
+    if None not in lens and len(lens) > 1:
+        low = min(lens)
+        return {"short": sorted(k for k, v in rows.items() if v[0] == low), "rows": rows, "by": "length"}
+    eps = {v[1] for v in rows.values()}
+    if len(lens) == 1 and None not in eps and len(eps) > 1:
+        low = min(eps)
+        return {"short": sorted(k for k, v in rows.items() if v[1] == low), "rows": rows, "by": "epoch"}
+    return None
+
+
 def _uneven(rs) -> bool:
     """Different training-loader lengths, or one rank's training loader ran out while another's still fetches. With
     the same length everywhere, a rank still fetching that has taken at least as many optimizer steps as the one
@@ -512,7 +544,9 @@ def uneven_batches(snap):
     What it checks
         At a stall, the TRAINING DataLoader of each rank: its length, the batches fetched in this
         epoch, and whether it ran out. Different lengths, or one rank's loader exhausted while another
-        still fetches, with the ranks waiting in different collectives. A rank that left its training
+        still fetches, with the ranks waiting in different collectives. At a death by a collective mismatch
+        (RUN006's case, folded under this one): training loaders of different lengths, or the same loader's epochs
+        taking different numbers of optimizer steps on different ranks. A rank that left its training
         loader for another one (the Trainer's epoch-end evaluation) is judged by the training loader
         it left, not by the evaluation's progress; a loader fetched in full (n of n) whose rank is
         still in its last step has not run out.
@@ -529,6 +563,10 @@ def uneven_batches(snap):
         Give every rank the same number of batches: DistributedSampler(drop_last=True) (or
         Trainer's own sampler), or wrap the loop in `with model.join():` (DDP's Join context).
     """
+    up = _uneven_parted(snap)
+    if up is not None:
+        yield _uneven_mismatch(snap, up)
+        return
     rs = _stalled(snap)
     if not rs or not _uneven(rs):
         return
@@ -566,6 +604,43 @@ def uneven_batches(snap):
         subjects=_subjects(rs), evidence=_evidence(snap, rs))
 
 
+def _uneven_mismatch(snap, up: dict):
+    """RUN005 at a death: the uneven batches first, the collective mismatch they caused folded under them."""
+    sec = _run(snap)
+    mm = sec["mismatch"]
+    short = up["short"]
+    rest = sorted(k for k in up["rows"] if k not in short)
+    who = _ranks([{"rank": k} for k in short])
+    if up["by"] == "length":
+        what = (f"{who}'s training loader had {up['rows'][short[0]][0]} batch(es) per epoch, "
+                + ", ".join(f"rank {k}'s {up['rows'][k][0]}" for k in rest))
+    else:
+        what = (f"{who} took {up['rows'][short[0]][1]} optimizer step(s) per epoch of the same "
+                f"{up['rows'][short[0]][0]}-batch training loader, " + ", ".join(f"rank {k} {up['rows'][k][1]}" for k in rest)
+                + " (its last epoch that ended)")
+    dead = [r for r in sec.get("ranks") or [] if r.get("end")]
+    first = next((r for r in dead if r.get("rank") == (sec.get("death") or {}).get("first_rank")), None)
+    died = ""
+    if first is not None:
+        died = f"; rank {first['rank']} died of it ({first['end'].get('signal') or first['end'].get('how')})"
+    parts = "; ".join(f"rank {x['rank']}: {x['op']} shape {x['shape']} {x['dtype'] or ''} at {_where(x.get('user_frame'))}"
+                      for x in mm["ranks"])
+    rs = [{"rank": x["rank"], "user_frame": x.get("user_frame")} for x in mm["ranks"]]
+    return error(
+        f"uneven batches: {what}: {who} left training early, and collective #{mm['seq']} then differed between ranks"
+        f"{died}",
+        detail=(f"The collective mismatch is the consequence: {parts}. The rank with fewer batches ran out of its epoch "
+                "first and its next collective (an epoch-end or final gather, a metric's all_reduce) met its peers' "
+                "next training step's; Gloo aborts on the size difference (\"Received data size doesn't match\"), NCCL "
+                "may hang. Per rank (training loader length, optimizer steps of its last epoch that ended): "
+                + "; ".join(f"rank {k}: {v[0]}, {v[1]}" for k, v in sorted(up["rows"].items())) + "."),
+        fix="Use DistributedSampler(dataset, drop_last=True) so every rank gets the same number of batches, "
+            "or wrap the training loop in `with model.join():`",
+        subjects=_subjects(rs), evidence={"uneven": {"short": short, "by": up["by"],
+                                                     "rows": {str(k): list(v) for k, v in up["rows"].items()}},
+                                          "mismatch": mm})
+
+
 @check("RUN006", "collective-mismatch", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def collective_mismatch(snap):
     """Ranks whose collectives of the same sequence number disagree in op, shape or dtype.
@@ -592,6 +667,8 @@ def collective_mismatch(snap):
     mm = sec.get("mismatch")
     if not _true_mismatch(snap) or not (sec.get("stall") or sec.get("death")):
         return
+    if _uneven_parted(snap) is not None:
+        return  # RUN005: the uneven batches are the cause, the mismatch folded under them
     parts = [f"rank {x['rank']}: {x['op']} shape {x['shape']} {x['dtype'] or ''} at {_where(x.get('user_frame'))}"
              for x in mm["ranks"]]
     rs = [{"rank": x["rank"], "user_frame": x.get("user_frame")} for x in mm["ranks"]]
@@ -1992,6 +2069,13 @@ def failed_unexplained(snap):
                           "processes": sec.get("processes"), "ranks_seen": [r["rank"] for r in ranks]})
 
 
+def _steady_text(sp: dict) -> str:
+    """The straggler's margin by its steady part (facts.steps.steady_part), in words."""
+    return (f" (under 3 sigma of it: every rank's step swings together; judged instead by its {sp['part']} part, "
+            f"{sp['extra_ms']:.0f} ms longer per step, sigma {sp['extra_sigma_ms']:.1f} ms, and the others' wait for it, "
+            f"{sp['lead_ms']:.0f} ms per step, sigma {sp['lead_sigma_ms']:.1f} ms: both steady)")
+
+
 @check("RUN020", "straggler", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))
 def straggler(snap):
     """One rank (or a few) is slower than the others, and every rank waits for it at each step.
@@ -2080,7 +2164,9 @@ def straggler(snap):
               + (f" that show a lead ({s['neutral_steps']} where no rank waited for another by the cost bar count neither way)"
                  if s.get("neutral_steps") else "")
               + ", and by at least the cost bar in each third of them; "
-              f"the cost against the other ranks' own spread: sigma {s.get('others_sigma_ms') or 0:.1f} ms. Its parts against the others' median: {parts}; "
+              f"the cost against the other ranks' own spread: sigma {s.get('others_sigma_ms') or 0:.1f} ms"
+              + (_steady_text(s["steady_part"]) if s.get("steady_part") else "")
+              + f". Its parts against the others' median: {parts}; "
               f"CPU {s['cpu_ms']['straggler']:.1f} vs {s['cpu_ms']['others']:.1f} ms per step.")
     kind = c.get("kind")
     fix = {
@@ -2105,7 +2191,7 @@ def straggler(snap):
                   evidence={"straggler": {k: s.get(k) for k in ("ranks", "others", "cost_ms", "cost_frac", "step_ms",
                                                                 "part", "parts", "collective_ms", "consistent", "neutral_steps",
                                                                 "window", "cpu_ms", "detected_at_step",
-                                                                "others_sigma_ms", "sustained_parts")},
+                                                                "others_sigma_ms", "steady_part", "sustained_parts")},
                             "cause": c, "facts": s.get("facts"), "host_held": s.get("host_held")})
 
 

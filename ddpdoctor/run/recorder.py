@@ -1643,7 +1643,16 @@ def _patch_dataloader(mod) -> None:
                 # small epochs (the benchmark's: 2 batches) the cold JSON every epoch was a cost per step.
                 # On an unsampled step the two fields alone, no clock (see _on_optimizer_step)
                 S.dl["n"], S.dl["end"] = -S.nb, False  # the loader's count is dl["n"] + S.nb (see S.nb)
-                if S.spl or S.mm is None:
+                # the optimizer steps of the epoch that ended (round 23, issue 27): ranks whose epochs of one loader
+                # take different numbers of steps got uneven batches, whether or not this hook saw the end (a wrapper
+                # above it, itertools.islice, can end an epoch without a StopIteration through here). The cold
+                # fields only when that count changes: once or twice per job in an even one
+                eps = S.step - S.dl.get("es", S.dl.get("s0") or 0)
+                S.dl["es"], S.dl["ep"] = S.step, S.dl.get("ep", 1) + 1
+                if eps != S.dl.get("eps"):
+                    S.dl["eps"] = eps
+                    _publish_cold()
+                elif S.spl or S.mm is None:
                     _publish()
                 else:
                     _dl_fields(0, False)

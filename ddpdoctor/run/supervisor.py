@@ -1182,7 +1182,17 @@ class Supervisor:
         nj = self.straggler_not_judged() if when == END else None  # mid-job (SIGUSR1) the window may yet form
         if nj:
             lines.append(f"  stragglers NOT judged: {stepsplit.not_judged_text(nj)}")
+        seen = self.straggler_seen() if when == END else None
+        if seen:
+            lines.append(f"  stragglers judged, none named; seen: {stepsplit.seen_text(seen)}")
         return lines
+
+    def straggler_seen(self) -> Optional[dict]:
+        """A lead the straggler test judged and did not name (facts.steps.seen), so that silence is not read as "no
+        straggler"; None when a verdict was reached or the test could not judge (straggler_not_judged says why)."""
+        if self.straggler_reports:
+            return None
+        return stepsplit.seen(self.steps_by_rank())
 
     def straggler_not_judged(self) -> Optional[dict]:
         """Why no straggler verdict could be formed on this node (facts.steps.not_judged), so that silence is not read
@@ -1786,7 +1796,8 @@ class Supervisor:
                 "processes": len(self.procs), "events": self.events, "ranks": ranks,
                 "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts,
                 "split_table": self.table_lines(END)[1:] if sums else [],
-                "stragglers": self.straggler_reports, "straggler_not_judged": self.straggler_not_judged()}
+                "stragglers": self.straggler_reports, "straggler_not_judged": self.straggler_not_judged(),
+                "straggler_seen": self.straggler_seen()}
 
     def job_output(self) -> str:
         """What the job itself said about its end, for `triage`'s rules (commands/run.py reads it when no
