@@ -1,0 +1,44 @@
+"""Round 23 (issue 24, triage29): classes from the sources, each with a trigger and a quiet case.
+
+- torch's "The NVIDIA driver on your system is too old (found version N)" (c10/cuda/CUDAFunctions.cpp
+  device_count_impl, pytorch/pytorch @01a6a16d): raised where CUDA must start; printed as a UserWarning ("CUDA
+  initialization: ...") where torch only counts devices, and that process then has no GPU. A job that prints it and
+  never trains failed at its GPU set-up (LOG021), even when the text came as a warning; a job that trains after it
+  is not called failed on it (the warning stays a warning).
+"""
+from triage_loud import brief as _ids, loud_findings as _found
+
+_WARN = ("/usr/lib/python3/site-packages/torch/cuda/__init__.py:138: UserWarning: CUDA initialization: The NVIDIA "
+         "driver on your system is too old (found version 11040). Please update your GPU driver by downloading and "
+         "installing a new version from the URL: http://www.nvidia.com/Download/index.aspx Alternatively, go to: "
+         "https://pytorch.org to install a PyTorch version that has been compiled with your version of the CUDA "
+         "driver. (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:108.)\n"
+         "  return torch._C._cuda_getDeviceCount() > 0\n")
+_DS = ("[2023-05-01 10:00:00,000] [INFO] [real_accelerator.py:110:get_accelerator] Setting ds_accelerator to cuda "
+       "(auto detect)\n")
+_LAUNCH = ("[2023-05-01 10:00:01,000] [WARNING] [runner.py:196:fetch_hostfile] Unable to find hostfile, will proceed "
+           "with training with local resources only.\n"
+           "[2023-05-01 10:00:01,500] [INFO] [runner.py:555:main] cmd = /usr/bin/python3 -u -m deepspeed.launcher.launch "
+           "--world_info=eyJsb2NhbGhvc3QiOiBbMF19 --master_addr=127.0.0.1 --master_port=29500 train.py\n")
+_TRAINED = ("{'loss': 2.31, 'learning_rate': 1e-05, 'epoch': 0.1}\n{'loss': 2.05, 'learning_rate': 1e-05, 'epoch': 0.2}\n"
+            "{'train_runtime': 120.5, 'train_samples_per_second': 3.2, 'train_loss': 2.0, 'epoch': 1.0}\n")
+
+
+def test_a_driver_too_old_warning_at_a_launch_that_never_trains_is_the_gpu_set_up_failure(tmp_path):
+    f = _found(tmp_path, _DS + _WARN + _LAUNCH)
+    assert f and f[0].id == "LOG021" and f[0].severity == "error", _ids(f)
+    assert "driver on your system is too old" in f[0].title and f[0].evidence["first_seen"]["line"] == 2, _ids(f)
+
+
+def test_the_raised_driver_too_old_error_is_the_gpu_set_up_failure(tmp_path):
+    tb = ('Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    torch.cuda.set_device(0)\n'
+          "RuntimeError: The NVIDIA driver on your system is too old (found version 12080). Please update your GPU "
+          "driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx\n")
+    f = _found(tmp_path, tb)
+    assert f and f[0].id == "LOG021" and f[0].severity == "error", _ids(f)
+
+
+def test_a_driver_too_old_warning_before_training_that_went_on_is_not_the_failure(tmp_path):
+    f = _found(tmp_path, _DS + _WARN + _LAUNCH + _TRAINED)
+    assert not [x for x in f if x.severity == "error"], _ids(f)
+    assert not [x for x in f if x.id == "LOG028"], _ids(f)
