@@ -5,7 +5,10 @@
   initialization: ...") where torch only counts devices, and that process then has no GPU. A job that prints it and
   never trains failed at its GPU set-up (LOG021), even when the text came as a warning; a job that trains after it
   is not called failed on it (the warning stays a warning).
+- A catalogued message whose straight quotes (Python's repr, every '{name}' of a raised message) a reporter's editor
+  turned into typographic ones (U+2018/U+2019, U+201C/U+201D) is the same message: read with them straightened.
 """
+from ddpdoctor.facts import messages
 from triage_loud import brief as _ids, loud_findings as _found
 
 _WARN = ("/usr/lib/python3/site-packages/torch/cuda/__init__.py:138: UserWarning: CUDA initialization: The NVIDIA "
@@ -42,3 +45,19 @@ def test_a_driver_too_old_warning_before_training_that_went_on_is_not_the_failur
     f = _found(tmp_path, _DS + _WARN + _LAUNCH + _TRAINED)
     assert not [x for x in f if x.severity == "error"], _ids(f)
     assert not [x for x in f if x.id == "LOG028"], _ids(f)
+
+
+def test_typographic_quotes_around_a_catalogued_message_are_read_as_the_program_printed_them(tmp_path):
+    f = _found(tmp_path, "Loading model...\nAttributeError: \u2018DistributedDataParallel\u2019 object has no attribute "
+                         "\u2018save_pretrained\u2019\n")
+    assert f and f[0].id == "LOG027" and "DistributedDataParallel" in f[0].title, _ids(f)
+    mm = messages.match("\u2018DataParallel\u2019 object has no attribute \u2018generate\u2019")
+    assert mm is not None and mm.entry["id"] == "torch.nn.module.getattr.through_ddp_wrapper", mm
+    assert (mm.fields["name"], mm.start) == ("generate", 0), mm
+
+
+def test_typographic_quotes_around_an_uncatalogued_name_stay_a_generic_failure(tmp_path):
+    f = _found(tmp_path, "Loading model...\nAttributeError: \u2018MyTrainer\u2019 object has no attribute "
+                         "\u2018save_pretrained\u2019\n")
+    assert f and f[0].id == "LOG004" and "AttributeError" in f[0].title, _ids(f)
+    assert messages.match("\u2018MyTrainer\u2019 object has no attribute \u2018x\u2019") is None
