@@ -7,6 +7,9 @@
   is not called failed on it (the warning stays a warning).
 - A catalogued message whose straight quotes (Python's repr, every '{name}' of a raised message) a reporter's editor
   turned into typographic ones (U+2018/U+2019, U+201C/U+201D) is the same message: read with them straightened.
+- DeepSpeed's launcher's "[...] exits with return code = N" prints its spawn loop's last command
+  (deepspeed/launcher/launch.py sigkill_handler): its --local_rank=N names the failed process only when N = 0 (one
+  process on the node); otherwise no rank is taken from it, and the finding says why.
 """
 from ddpdoctor.facts import messages
 from triage_loud import brief as _ids, loud_findings as _found
@@ -61,3 +64,20 @@ def test_typographic_quotes_around_an_uncatalogued_name_stay_a_generic_failure(t
                          "\u2018save_pretrained\u2019\n")
     assert f and f[0].id == "LOG004" and "AttributeError" in f[0].title, _ids(f)
     assert messages.match("\u2018MyTrainer\u2019 object has no attribute \u2018x\u2019") is None
+
+
+_DS_EXIT = ("[2023-05-01 10:01:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 1001\n"
+            "[2023-05-01 10:01:00,000] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', "
+            "'--local_rank=%d', '--deepspeed', 'ds.json'] exits with return code = 1\n")
+
+
+def test_deepspeeds_exit_line_names_the_rank_only_when_it_is_the_nodes_one_process(tmp_path):
+    f = _found(tmp_path, _DS_EXIT % 0)
+    assert f and f[0].id == "LOG004" and "rank:0" in f[0].subjects, _ids(f)
+    assert "only process" in f[0].detail, f[0].detail
+
+
+def test_deepspeeds_exit_line_with_a_higher_local_rank_takes_no_rank_and_says_why(tmp_path):
+    f = _found(tmp_path, "[2023-05-01 10:00:00,000] [INFO] [launch.py:229:main] dist_world_size=2\n" + _DS_EXIT % 1)
+    assert f and f[0].id == "LOG004" and not [s for s in f[0].subjects if s.startswith("rank:")], _ids(f)
+    assert "last one it started" in f[0].detail and "torchrun reports" not in f[0].detail, f[0].detail
