@@ -10,6 +10,9 @@
 - DeepSpeed's launcher's "[...] exits with return code = N" prints its spawn loop's last command
   (deepspeed/launcher/launch.py sigkill_handler): its --local_rank=N names the failed process only when N = 0 (one
   process on the node); otherwise no rank is taken from it, and the finding says why.
+- The NCCL watchdog loop's own frames before torch 2.7 (ProcessGroupNCCL::ncclCommWatchdog() around
+  watchdogHandler(); Watchdog::run() since) in a stack whose message the paste cut: the watchdog thread threw (a
+  collective timed out or failed); below a named NCCL error, the named error stays first.
 """
 from ddpdoctor.facts import messages
 from triage_loud import brief as _ids, loud_findings as _found
@@ -81,3 +84,22 @@ def test_deepspeeds_exit_line_with_a_higher_local_rank_takes_no_rank_and_says_wh
     f = _found(tmp_path, "[2023-05-01 10:00:00,000] [INFO] [launch.py:229:main] dist_world_size=2\n" + _DS_EXIT % 1)
     assert f and f[0].id == "LOG004" and not [s for s in f[0].subjects if s.startswith("rank:")], _ids(f)
     assert "last one it started" in f[0].detail and "torchrun reports" not in f[0].detail, f[0].detail
+
+
+_WD_FRAMES = ("frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x7f in /usr/lib/libtorch_cuda.so)\n"
+              "frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x14d (0x7f in /usr/lib/libtorch_cuda.so)\n"
+              "frame #4: <unknown function> + 0x145c0 (0x7f in /usr/lib/libtorch.so)\n")
+
+
+def test_the_pre_2_7_watchdog_loops_frames_alone_are_the_watchdogs_abort(tmp_path):
+    f = _found(tmp_path, "on3.11/site-packages/torch/lib/libtorch_cuda.so)\n" + _WD_FRAMES)
+    assert f and f[0].id == "LOG001" and "watchdog thread" in f[0].title, _ids(f)
+
+
+def test_the_watchdog_loops_frames_under_a_named_nccl_error_leave_it_first(tmp_path):
+    head = ("[rank1]:[E ProcessGroupNCCL.cpp:1182] [Rank 1] NCCL watchdog thread terminated with exception: NCCL error: "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
+            "Exception raised from checkForNCCLErrorsInternal at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1436 "
+            "(most recent call first):\n")
+    f = _found(tmp_path, head + _WD_FRAMES)
+    assert f and f[0].id == "LOG009", _ids(f)
