@@ -105,11 +105,15 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # the watchdog's own C++ stack, when a paste kept only its frames: checkTimeout is where it found the timeout
     # (torch >= 2.7 moved the loop into a class: ProcessGroupNCCL::Watchdog::run() catches what the loop threw -- a
     # timeout, an NCCL or CUDA error -- logs "Process group watchdog thread terminated with exception" and rethrows it,
-    # so its stack says "Exception raised from run at .../ProcessGroupNCCL.cpp"; before, ncclCommWatchdog did the same)
+    # so its stack says "Exception raised from run at .../ProcessGroupNCCL.cpp"; before, ncclCommWatchdog did the same,
+    # around watchdogHandler(), the loop's body: their frames "c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x14d" and
+    # "...::watchdogHandler() + 0x233" are that rethrown stack's, as Watchdog::run's are -- round 23, b200_04)
     ("watchdog_frame", ("WorkNCCL::checkTimeout", "Exception raised from checkTimeout", "Watchdog::run",
-                        "Exception raised from run at", "Exception raised from ncclCommWatchdog"),
+                        "Exception raised from run at", "Exception raised from ncclCommWatchdog",
+                        "ProcessGroupNCCL::ncclCommWatchdog()", "ProcessGroupNCCL::watchdogHandler()"),
      _re(r"ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at \S*ProcessGroupNCCL|"
-         r"(?P<loop>ProcessGroupNCCL::Watchdog::run\(|Exception raised from (?:run|ncclCommWatchdog) at \S*ProcessGroupNCCL)")),
+         r"(?P<loop>ProcessGroupNCCL::(?:Watchdog::run|ncclCommWatchdog|watchdogHandler)\(|"
+         r"Exception raised from (?:run|ncclCommWatchdog) at \S*ProcessGroupNCCL)")),
     # the watchdog's timeout line cut by the paste before WorkNCCL(...) ("[Rank 62] Watchdog caught collective oper"):
     # "Watchdog caught collective operation timeout" is the only ProcessGroupNCCL text that starts so (its
     # checkTimeout message, pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp @6170845): that rank's

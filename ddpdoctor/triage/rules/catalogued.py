@@ -302,7 +302,8 @@ def gpu_setup(job: Job):
     else:
         m = re.search(r"((?:CUDA )?driver version is insufficient for (?:CUDA )?runtime version|no kernel image is "
                       r"available for execution on the device|no (?:CUDA|ROCm)-capable device is detected|No CUDA GPUs are "
-                      r"available|no GPUs found)|(?:CUDA|HIP) error: ([\w \-]+)|\b(hipError\w+)", ev.line.text)
+                      r"available|no GPUs found|The NVIDIA driver on your system is too old \(found version \d+\)|"
+                      r"Found no NVIDIA driver on your system)|(?:CUDA|HIP) error: ([\w \-]+)|\b(hipError\w+)", ev.line.text)
         what = next(g for g in m.groups() if g).strip() if m else ("CUDA could not be set up" if _gpu_runtime(ev) == "CUDA" else "the HIP runtime failed")
         runtime = _gpu_runtime(ev)
         title = f"{_rank_words(job, ev)} could not use its GPU{' (HIP, ROCm)' if runtime != 'CUDA' else ''}: {what}"

@@ -635,14 +635,27 @@ def rank_failed(job: Job):
             who = who_exited(e, e.rank) if e.rank is not None else "a process"
             yield hit(job, "error", f"{who} {how}", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
                       hosts=[e.host] if e.host else [], ts=e.ts,
-                      detail=(("torchrun reports the exit but not the exception: the rank's own output went elsewhere "
+                      detail=((_DS_EXIT_DETAIL if e.local_rank is None else _DS_EXIT_DETAIL.split(" The command")[0]
+                               + " Its command's --local_rank=0 is the node's only process, the one that failed.")
+                              if e.source == "deepspeed launcher" else
+                              ("torchrun reports the exit but not the exception: the rank's own output went elsewhere "
                                "(error_file: <N/A> means the entry point was not decorated with @record).")
-                              if e.source in ("torchrun", "deepspeed launcher") or e.source.startswith("elastic")
+                              if e.source == "torchrun" or e.source.startswith("elastic")
                               else f"{e.source} reports the exit but not the exception: the rank's own output is not in "
                                    "these lines (cut from the paste, or written to a per-rank file).")
                              + _escalation_sentence(job),
                       fix=_GENERIC_FIX.replace("The exception above is the first failure; fix it and rerun. ", ""),
                       evidence=_exit_evidence(e))
+
+
+# DeepSpeed's per-node launcher (deepspeedai/DeepSpeed deepspeed/launcher/launch.py @32c6645, sigkill_handler) logs
+# f"{cmd} exits with return code = {last_return_code}" with `cmd` left over from its spawn loop: the command of the last
+# process it started (the highest --local_rank on the node), whichever process failed
+_DS_EXIT_DETAIL = ("DeepSpeed's launcher reports the exit but not the exception: the process's own output is not in these "
+                   "lines. The command it prints is the last one it started on the node (its --local_rank=N is the "
+                   "node's highest local rank), not necessarily the failed process's (deepspeed/launcher/launch.py "
+                   "prints the spawn loop's leftover command): the failed rank is the one whose traceback precedes "
+                   "this report in its own output.")
 
 
 # the command a shell's job report names after the signal's text (bash jobs.c pretty_print_job: "<script>: line N: PID
