@@ -1250,7 +1250,13 @@ class Reach:
 
     def reached(self, scope: Scope) -> bool:
         """Some entry of the run reaches the function at all (gated or not)."""
-        return any(id(scope) in allr for _ix, _s, _every, allr, _d, _t, _m in self.entries())
+        entries = self.entries()
+        got = self.__dict__.get("_reached_ids")
+        if got is None or got[0] is not entries:
+            # the union of the entries' reached sets, made once: asked for every loop and call site that a rule follows,
+            # a scan of every entry (one per function with a collective) each time was quadratic in the file's size
+            got = self._reached_ids = (entries, frozenset().union(*(e[3] for e in entries)))
+        return id(scope) in got[1]
 
     def route(self, index: ModuleIndex, start: Scope, scope: Scope, every: dict) -> List[str]:
         out: List[str] = []
