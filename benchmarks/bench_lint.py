@@ -6,6 +6,10 @@ not count; wall time is printed beside it. The time of `ast.parse` alone on the 
 measured in the same run, is the baseline: the ratio says how much the analysis adds to parsing.
 
     python benchmarks/bench_lint.py [--lines 5000] [--runs 15] [--file quiet|findings|both] [--libraries]
+                                    [--folder own|tmp]
+
+Since round 23 the file is written into a fresh folder of its own (`--folder tmp`: straight into the system's
+temporary folder, as in rounds 9-22, where the README/shell/config files other programs left there were read too).
 
 Two files are measured (round 17): the quiet one of rounds 9-16 (0 findings: the analysis only) and one of the same
 size where the rules fire (~1,000 findings: the report path too).
@@ -165,6 +169,9 @@ if __name__ == "__main__":
 '''
 
 
+FOLDER = ["own"]  # where measure() writes the file (--folder)
+
+
 def generate(lines: int, findings: bool = False) -> str:
     """The quiet file (no finding), or with `findings` the file whose blocks the rules fire on."""
     block, footer = (BLOCK_FINDINGS, FOOTER_FINDINGS) if findings else (BLOCK, FOOTER)
@@ -183,7 +190,11 @@ def main() -> None:
     ap.add_argument("--file", choices=("quiet", "findings", "both"), default="both",
                     help="quiet: the file of rounds 9-16 (no finding); findings: the file the rules fire on")
     ap.add_argument("--libraries", action="store_true", help="also time libcst, astroid and jedi on the same text")
+    ap.add_argument("--folder", choices=("own", "tmp"), default="own",
+                    help="own: the file in a fresh folder of its own (round 23); tmp: straight into the system's "
+                         "temporary folder, with whatever other programs left there (rounds 9-22)")
     args = ap.parse_args()
+    FOLDER[0] = args.folder
 
     from ddpdoctor.lint.api import lint_paths
     from ddpdoctor.lint.engine import rule_specs
@@ -205,7 +216,12 @@ def measure(text: str, kind: str, runs: int, n_rules: int, lint_paths) -> float:
 
     specs = rule_specs()
     n_lines = text.count("\n")
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as fh:
+    # The file lies in a folder of its own (round 23): lint reads the README, shell scripts and configs around the file
+    # (lint/context.py), and a file written straight into the shared /tmp measured /tmp instead (5,551 names and 31
+    # configs of other programs on the round-23 machine: 4-9 ms; with unmarked folders walked two levels down, 40 of
+    # /tmp's 5,202 folders: +220 ms). `--folder tmp` still measures that placement.
+    folder = tempfile.mkdtemp(prefix="bench_lint_") if FOLDER[0] == "own" else None
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8", dir=folder) as fh:
         fh.write(text)
         path = fh.name
     try:
@@ -240,6 +256,8 @@ def measure(text: str, kind: str, runs: int, n_rules: int, lint_paths) -> float:
             del script
     finally:
         os.unlink(path)
+        if folder is not None:
+            os.rmdir(folder)
 
     def med(xs):
         return statistics.median(xs) * 1000

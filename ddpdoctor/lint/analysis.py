@@ -262,6 +262,8 @@ class ModuleIndex:
         self._callees_of: Dict[int, List[Scope]] = {}  # id(scope) -> callees(scope), for reachable
         self._call_by_node: dict = {}
         self._lambdas: dict = {}
+        self._walking = True   # the walk below is running: the scopes' tables are not complete yet
+        self._defined: Optional[frozenset] = None  # function_of's keys, once the walk is done (_defined_names)
         self._function_objects: Optional[Set[str]] = None
         # `ddp = False` bound once for good: `if ddp:` bodies are not indexed, as dead code (fr47)
         self.false_flags: Set[str] = cond.false_flags(tree)
@@ -291,6 +293,7 @@ class ModuleIndex:
                 if local not in self.module.imports and local in used and local not in bound:
                     self.module.imports[local] = target
         self._block(tree.body, self.module, Ctx())
+        self._walking = False
 
     def release(self) -> None:
         """Break the index's reference cycles (a scope and its parent, a scope and its calls) once no rule
@@ -373,6 +376,16 @@ class ModuleIndex:
         """The function (or lambda) in this file that `expr` names, e.g. a spawn target."""
         if depth > 4 or expr is None:
             return None
+        t = type(expr)
+        if t is ast.Name or (t is ast.Attribute and type(expr.value) is ast.Name):
+            # a name no scope of the file binds as a function, a class or a value names none of them: answered
+            # without the walk up the scopes (rules ask this of every call of the file, ~7,000 times a 5,000-line
+            # lint, and most calls are the libraries' `len`, `x.to`, `torch.zeros`)
+            names = self._defined
+            if names is None and not self._walking:
+                names = self._defined = self._defined_names()
+            if names is not None and (expr.id if t is ast.Name else expr.attr) not in names:
+                return None
         if isinstance(expr, ast.Lambda):
             return self._lambdas.get(id(expr))
         if isinstance(expr, ast.Call):  # functools.partial(fn, ...)
@@ -410,6 +423,17 @@ class ModuleIndex:
                 if method is not None and any(d in ("staticmethod", "classmethod") for d in method.decorators):
                     return method
         return None
+
+    def _defined_names(self) -> frozenset:
+        """Every name a scope of the file binds as a function, a class or a plain value (function_of's only keys: a
+        Name is looked up in these tables, `self.f` / `Klass.f` by its attribute in a class's functions). Made once
+        the walk is done (before it, the tables are still growing and nothing is kept)."""
+        out: set = set()
+        for sc in self.scopes:
+            out.update(sc.functions)
+            out.update(sc.classes)
+            out.update(sc.values)
+        return frozenset(out)
 
     def callee(self, call: Call) -> Optional[Scope]:
         """The function of this file that `call` runs: the function it names, or the constructor of the

@@ -29,26 +29,38 @@ def _is_config(name: str) -> bool:
     return low.endswith((".json", ".yaml", ".yml")) and not low.startswith(("package", "tsconfig"))
 
 
+_CONTEXT_NAMES = frozenset(("setup.py", "setup.cfg", "pyproject.toml", "environment.yml", "environment.yaml", "makefile"))
+_CONTEXT_ENDS = (".json", ".yaml", ".yml", ".sh", ".txt")
+
+
 def _is_context(name: str) -> bool:
+    """A README, a shell script, requirements*.txt, a config (_is_config) or one of _CONTEXT_NAMES. Asked of every
+    name of the folders read (thousands in /tmp or a home folder): one lower() and one endswith for most names."""
     low = name.lower()
-    return _is_config(low) or low.startswith("readme") or low.endswith(".sh") or (low.startswith("requirements") and low.endswith(".txt")) \
-        or low in ("setup.py", "setup.cfg", "pyproject.toml", "environment.yml", "environment.yaml", "makefile")
+    if low.endswith(_CONTEXT_ENDS):
+        if low.endswith(".sh"):
+            return True
+        if low.endswith(".txt"):
+            return low.startswith(("requirements", "readme"))
+        return not low.startswith(("package", "tsconfig")) or low.startswith("readme")
+    return low.startswith("readme") or low in _CONTEXT_NAMES
 
 
-def project_roots(files: Iterable[str]) -> List[str]:
+def project_roots(files: Iterable[str], listings: Optional[Dict[str, List[str]]] = None) -> List[str]:
     """The nearest folder (the file's own, or up to four parents: `src/pkg/sub/module.py`) that looks like a project root; the
-    file's own folder when none does."""
+    file's own folder when none does. `listings` (folder -> its names) keeps each folder's listing for read_context, which
+    would list the same folders again (a script in /tmp or a home folder: thousands of names, listed three times)."""
     roots: List[str] = []
+    listings = {} if listings is None else listings
     for f in files:
         here = os.path.dirname(os.path.abspath(f))
         best = here
         cur = here
         for _ in range(5):
-            try:
-                names = set(os.listdir(cur))
-            except OSError:
+            names = _listing(cur, listings)
+            if names is None:
                 break
-            if names & set(_MARKERS):
+            if not _MARKER_SET.isdisjoint(names):
                 best = cur
                 break
             parent = os.path.dirname(cur)
@@ -58,6 +70,19 @@ def project_roots(files: Iterable[str]) -> List[str]:
         if best not in roots:
             roots.append(best)
     return roots
+
+
+_MARKER_SET = frozenset(_MARKERS)
+
+
+def _listing(folder: str, listings: Dict[str, List[str]]) -> Optional[List[str]]:
+    """os.listdir(folder), once per run (None when it cannot be listed)."""
+    if folder not in listings:
+        try:
+            listings[folder] = os.listdir(folder)
+        except OSError:
+            listings[folder] = None  # type: ignore[assignment]
+    return listings[folder]
 
 
 def _read(path: str) -> str:
@@ -88,11 +113,12 @@ def read_context(files: List[str]) -> Optional[ProjectContext]:
     ctx = ProjectContext()
     seen = 0
     folders = 0
-    for root in project_roots(files):
-        try:
-            marked = bool(set(os.listdir(root)) & set(_MARKERS))
-        except OSError:
+    listings: Dict[str, List[str]] = {}
+    for root in project_roots(files, listings):
+        names = _listing(root, listings)
+        if names is None:
             continue
+        marked = not _MARKER_SET.isdisjoint(names)
         for dirpath, dirnames, filenames in os.walk(root):
             folders += 1
             depth = os.path.relpath(dirpath, root).count(os.sep) + (0 if dirpath == root else 1)
@@ -105,8 +131,8 @@ def read_context(files: List[str]) -> Optional[ProjectContext]:
                                                                                       "site-packages", "__pycache__")]
             if depth >= 3:
                 dirnames[:] = []
-            for name in sorted(filenames):
-                if not _is_context(name) or seen >= _MAX_FILES:
+            for name in sorted(filter(_is_context, filenames)):
+                if seen >= _MAX_FILES:
                     continue
                 seen += 1
                 path = os.path.join(dirpath, name)

@@ -26,7 +26,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from . import conditions as cond
 from .analysis import Call, Ctx, ModuleIndex, Scope, module_fact, propagate_gates
-from .names import dotted, import_bindings
+from .names import dotted, expr_nodes, import_bindings
 
 # decorators that register nothing: a function they decorate still runs only if something calls it
 _PLAIN_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "lru_cache", "cache", "wraps", "torch.no_grad"}
@@ -529,12 +529,16 @@ def _has_guarded_call(index: ModuleIndex) -> bool:
 def index_buffer_marker(index: ModuleIndex) -> Optional[str]:
     """buffer_marker of a file of the run, walked once per index: LINT007 asks for every rank-0 forward it reports
     (has_buffers walked every file's whole tree each time: ~55% of a lint of bench_lint's findings file)."""
+    src = index.source
+    if src and src.isascii() and not any(m in src for m in _BUFFER_MARKERS):
+        return None  # no marker anywhere in the text, so in no identifier (ASCII: no NFKC-normalised spelling)
     return buffer_marker(index.module.node)
 
 
 def buffer_marker(tree: ast.AST) -> Optional[str]:
-    """A name in code (not in a docstring or comment) that shows buffers: `nn.BatchNorm2d`, `register_buffer`."""
-    for n in ast.walk(tree):
+    """A name in code (not in a docstring or comment) that shows buffers: `nn.BatchNorm2d`, `register_buffer`.
+    Breadth first as ast.walk (the first marker met is the one named), over names.expr_nodes' list."""
+    for n in expr_nodes(tree):
         ident = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else \
             n.name if isinstance(n, ast.alias) else None
         if ident:

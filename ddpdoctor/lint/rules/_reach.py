@@ -1263,7 +1263,13 @@ class Reach:
 
     def reached(self, scope: Scope) -> bool:
         """Some entry of the run reaches the function at all (gated or not)."""
-        return any(id(scope) in allr for _ix, _s, _every, allr, _d, _t, _m in self.entries())
+        entries = self.entries()
+        got = self.__dict__.get("_reached_ids")
+        if got is None or got[0] is not entries:
+            # the union of the entries' reached sets, made once: asked for every loop and call site that a rule follows,
+            # a scan of every entry (one per function with a collective) each time was quadratic in the file's size
+            got = self._reached_ids = (entries, frozenset().union(*(e[3] for e in entries)))
+        return id(scope) in got[1]
 
     def route(self, index: ModuleIndex, start: Scope, scope: Scope, every: dict) -> List[str]:
         out: List[str] = []
@@ -1812,14 +1818,23 @@ def _returns(fn: ast.AST) -> List[ast.Return]:
     return got
 
 
+_BLOCK_ITEMS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
 def _own(fn: ast.AST):
+    """The function's own statements (not those of a def, class or lambda inside it), depth first. Only the blocks
+    are entered (a `return` is a statement; the expressions, four fifths of the nodes, hold none), in the order of
+    the node's fields, so the statements come in the order a walk of every child gave them."""
     body = getattr(fn, "body", None)
     stack = list(body) if isinstance(body, list) else []
     while stack:
         node = stack.pop()
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
+            for field in node._fields:
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    stack.extend(v for v in value if isinstance(v, _BLOCK_ITEMS))
 
 
 def callers_of(r: "Reach", scope: Scope) -> List[Tuple[ModuleIndex, Call]]:

@@ -5,7 +5,7 @@ import ast
 
 from . import rule
 from ..analysis import Call
-from ..names import dotted
+from ..names import dotted, stmt_nodes
 from ._common import names_the_rank
 from ._every_rank import every_rank_calls, unproven
 
@@ -63,8 +63,13 @@ def _races(call: Call) -> bool:
 
 def _caught(call: Call) -> bool:
     """Inside a `try:` whose handlers catch the error (FileExistsError, OSError, Exception or a bare except)."""
-    for node in ast.walk(call.scope.node):
-        if isinstance(node, ast.Try) and any(call.node is n for stmt in node.body for n in ast.walk(stmt)):
+    line = call.line
+    for node in stmt_nodes(call.scope.node):   # a try is a statement: no walk of the expressions to find one
+        # the call can be in the try's body only between the `try:` line and the body's last line: no walk of the
+        # bodies elsewhere
+        if isinstance(node, ast.Try) and node.body and node.lineno <= line <= \
+                (getattr(node.body[-1], "end_lineno", None) or line) and \
+                any(call.node is n for stmt in node.body for n in ast.walk(stmt)):
             for h in node.handlers:
                 names = [dotted(e) for e in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])] \
                     if h.type is not None else [None]

@@ -147,7 +147,6 @@ def _pairs(t, index) -> Iterator[Tuple[Call, Call, bool]]:
             for r in scope_calls:
                 if r.line <= c.line or r.ctx.rank0 or r is c:
                     continue
-                own = {id(n) for n in ast.walk(r.node)}
                 if folder:
                     p = _touches(r)
                     if p is None or r.qual in ("os.makedirs", "os.mkdir"):
@@ -160,6 +159,7 @@ def _pairs(t, index) -> Iterator[Tuple[Call, Call, bool]]:
                     p = _read(r)
                     if p is None or (_key(p) != key and _key(_bound(p, r)) != _key(_bound(path, c))):
                         continue
+                own = {id(n) for n in ast.walk(r.node)}  # only for the pairs that share a path (it was made for every call)
                 if _waits_between(scope_calls, c, r, own):
                     break
                 yield c, r, folder

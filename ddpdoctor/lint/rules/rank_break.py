@@ -57,14 +57,14 @@ def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]
     rank sees the same value (fr73 Rlyslata/EMO)."""
     names = {n.id for n in expr_nodes(test) if isinstance(n, ast.Name)}
     for a in scope.assigns:
-        if set(a.targets) & names and a.value is not None and any(
+        if not names.isdisjoint(a.targets) and a.value is not None and any(
                 w in (getattr(c.func, "attr", None) or getattr(c.func, "id", "") or "").lower()
-                for c in ast.walk(a.value) if isinstance(c, ast.Call) for w in _SHARED):
+                for c in expr_nodes(a.value) if isinstance(c, ast.Call) for w in _SHARED):
             return None
     if names and any(any(w in (c.name or "").lower() for w in _SHARED) and
                      any(dotted(x) in names for x in c.node.args) for c in scope.calls):
         return None  # reduced in place (`dist.all_reduce(stop, op=MAX)` before `if stop.item(): break`)
-    for n in ast.walk(test):
+    for n in expr_nodes(test):
         if isinstance(n, ast.Call):
             name = getattr(n.func, "attr", None) or getattr(n.func, "id", None) or ""
             if name in _NONFINITE:
@@ -108,11 +108,12 @@ def _reads_clock(test: ast.AST, scope: Scope) -> bool:
     of it (`elapsed = time.time() - t0`). Each rank reads its own clock at its own moment, so near the limit some ranks
     pass the test one iteration before the others (fr112 spochinda/SR21cm train.py `if time.time() - start_time_training
     > 3*60*60: break`, fr111 2xic/optimization-playground `while time.time() - start < 8 * 3600:`, the reader's both)."""
-    if any(_clock_call(n) for n in ast.walk(test)):
+    nodes = expr_nodes(test)  # one list walk for both questions (ast.walk's generators twice were ~1% of bench_lint)
+    if any(_clock_call(n) for n in nodes):
         return True
-    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-    return bool(names) and any(set(a.targets) & names and a.value is not None and not _clock_call(a.value)
-                               and any(_clock_call(n) for n in ast.walk(a.value)) for a in scope.assigns)
+    names = {n.id for n in nodes if isinstance(n, ast.Name)}
+    return bool(names) and any(not names.isdisjoint(a.targets) and a.value is not None and not _clock_call(a.value)
+                               and any(_clock_call(n) for n in expr_nodes(a.value)) for a in scope.assigns)
 
 
 _METRIC = "a metric this rank computed and never shared (per-rank early stopping)"

@@ -7,7 +7,7 @@ import re
 from typing import Dict, Set
 
 from ..analysis import module_fact
-from ..names import dotted
+from ..names import dotted, stmt_nodes
 from . import rule
 from ._common import SAMPLERS
 from ._reach import callers_of, follow, reach
@@ -243,6 +243,13 @@ def _loop_iter_names(index) -> list:
             for loop in index.loops if getattr(loop.node, "iter", None) is not None]
 
 
+@module_fact
+def _loader_assigns(index) -> list:
+    """The assignments of the file whose value is a DataLoader(...) call, in the file's order: _evaluation_only asks
+    for them once per sampler (it scanned every assignment of the file for each)."""
+    return [a for a in index.assigns if a.call is not None and a.call.name == "DataLoader"]
+
+
 def _evaluation_only(index, call) -> bool:
     """Every loop over the loaders built on this sampler runs under no_grad or in an evaluation function. The loader
     names are the sampler's function's own: a loop of another function over a local that happens to share the name
@@ -251,7 +258,7 @@ def _evaluation_only(index, call) -> bool:
     When the function does not loop over its loader itself, the calls it hands the loader to decide: evaluation
     only when every one of them is named for evaluation."""
     sampler_names = {n for a in call.scope.assigns if a.value is call.node for n in a.targets if n}
-    loaders = {n for a in index.assigns if a.call is not None and a.call.name == "DataLoader" and any(
+    loaders = {n for a in _loader_assigns(index) if any(
         v is not None and (dotted(v) in sampler_names or v is call.node) for v in [a.call.kw("sampler")])
         for n in a.targets if n and (a.scope is call.scope or "." in n)}
     if not loaders:
@@ -297,7 +304,7 @@ def _returned_and_set_epoch(t, index, call) -> bool:
         return False
     names = {n for a in scope.assigns for n in a.targets if n and any(x is call.node for x in ast.walk(a.value))} \
         if any(True for _ in scope.assigns) else set()
-    returns = [n.value for n in ast.walk(scope.node) if isinstance(n, ast.Return) and n.value is not None]
+    returns = [n.value for n in stmt_nodes(scope.node) if isinstance(n, ast.Return) and n.value is not None]
     if not any(x is call.node or (isinstance(x, ast.Name) and x.id in names) for r in returns for x in ast.walk(r)):
         return False
     for _cix, site in callers_of(reach(t), scope):
@@ -477,7 +484,7 @@ def _linked_indexes(t) -> Set[int]:
 def _restarts(cls: ast.ClassDef) -> bool:
     """The class walks what it wraps forever: a `while True:` loop that catches StopIteration and calls
     iter() again (ALPRO's InfiniteIterator and MetaLoader). Each restart is a new epoch of the sampler."""
-    for w in ast.walk(cls):
+    for w in stmt_nodes(cls):
         if not (isinstance(w, ast.While) and isinstance(w.test, ast.Constant) and w.test.value is True):
             continue
         for h in ast.walk(w):
@@ -497,7 +504,7 @@ def _project_classes(t) -> dict:
         got = {}
         trees = [ix.tree for ix in t.facts.indexes.values()] + list(t.facts.imported.values())
         for tree in trees:
-            for n in ast.walk(tree):
+            for n in stmt_nodes(tree):   # a class is a statement: the expressions need no walk
                 if isinstance(n, ast.ClassDef):
                     got[n.name] = got.get(n.name, False) or _restarts(n)
         t.facts.cache["sampler.project_classes"] = got

@@ -6,7 +6,7 @@ import re
 from typing import List, Optional, Set
 
 from ..analysis import Call, ModuleIndex, exclusive
-from ..names import dotted
+from ..names import dotted, stmt_nodes
 from . import rule
 from ._common import is_distributed, launched_distributed, names_the_rank
 from ._reach import reach
@@ -338,7 +338,7 @@ def _named_file_not_written(keys: Set[str], saved: Set[str]) -> bool:
 def _under_fsdp_state_dict_type(call: Call) -> bool:
     """The load runs inside `with FSDP.state_dict_type(model, ...)`: the FSDP arm of the script, run by every rank of
     an FSDP job (the context manager is a per-rank setting, not a device choice)."""
-    for node in ast.walk(call.scope.node):
+    for node in stmt_nodes(call.scope.node):   # a with is a statement: no walk of the expressions to find one
         if isinstance(node, (ast.With, ast.AsyncWith)) and node.lineno <= call.line <= (node.end_lineno or 0) and any(
                 isinstance(i.context_expr, ast.Call) and isinstance(i.context_expr.func, ast.Attribute)
                 and i.context_expr.func.attr == "state_dict_type" for i in node.items):
