@@ -96,3 +96,19 @@ def test_lint037_save_on_master_then_a_load_of_the_same_file_on_every_rank_witho
 
 def test_lint037_a_barrier_between_save_on_master_and_the_load_is_quiet():
     assert found("save_on_master_then_load_ok.py", "LINT037") == []
+
+
+def test_an_unmarked_folder_with_more_subfolders_than_a_project_has_is_not_descended(tmp_path):
+    # a script dropped into /tmp or a home folder (thousands of subfolders, no project marker): the launch lines two
+    # levels down are not read (lintperf23: a script in /tmp paid 220 ms listing 40 of its 5,202 folders)
+    for i in range(41):
+        (tmp_path / f"other{i:02d}").mkdir()
+    got, _line = _launch_layout(tmp_path, "scripts", "stage1")
+    assert got == []
+
+
+def test_an_unmarked_folder_with_a_project_s_few_subfolders_is_still_descended(tmp_path):
+    for i in range(10):
+        (tmp_path / f"other{i:02d}").mkdir()
+    got, line = _launch_layout(tmp_path, "scripts", "stage1")
+    assert got == [(line, "info")]
