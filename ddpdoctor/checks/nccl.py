@@ -9,14 +9,15 @@ from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import nccl_conf_applied, env_of
 from ddpdoctor.facts.ranks import RANK_ENV_NAMES
+from ddpdoctor.facts.gpu import version_tuple
 
 distributed = catalog.distributed  # the variables these checks own; checks/settings.py judges the rest
 
 
 def _torch_version(snap) -> tuple:
     raw = ((snap.get("packages") or {}).get("versions") or {}).get("torch") or ""
-    m = re.match(r"(\d+)\.(\d+)", raw)
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    parts = version_tuple(raw)   # facts' reader: a part int() would refuse (4,300+ digits) ends the tuple
+    return parts[:2] if len(parts) >= 2 else (0, 0)
 
 
 @check("NCCL001", "unknown-nccl-variable", family="nccl", needs=("env",))

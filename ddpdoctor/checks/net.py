@@ -10,6 +10,7 @@ from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of, nccl_conf_applied
 from ddpdoctor.facts.launch import launch_env
+from ddpdoctor.facts.units import whole_number
 
 
 def gloo_ifname_match(spec: str, names: list) -> tuple:
@@ -1226,7 +1227,7 @@ def _net_forced_to_sockets(snap, rdma):
 
 def _torch_at_least(snap, want: tuple) -> Optional[bool]:
     raw = ((snap.get("packages") or {}).get("versions") or {}).get("torch")
-    nums = [int(m) for m in re.findall(r"\d+", str(raw or "").split("+")[0])[:3]]
+    nums = [n for n in (whole_number(m) for m in re.findall(r"\d+", str(raw or "").split("+")[0])[:3]) if n is not None]
     return None if not nums else tuple(nums) >= want
 
 

@@ -267,6 +267,11 @@ def _read_fd(fd: int, tries: int, ring_from: int = 0, settled: bool = False) -> 
                 if not last:
                     continue
                 out = {}
+            if not isinstance(out, dict):
+                out = {}   # a torn or garbled cold part (only our recorder writes it): no fields rather than a crash
+            for key in ("coll", "dl", "dlt"):
+                if key in out and not isinstance(out[key], dict):
+                    del out[key]   # each of these is an object in every beacon the recorder writes (recorder._cold)
             coll = out.get("coll")
             if isinstance(coll, dict):
                 coll.update(seq=colls, **{"in": bool(in_coll)})

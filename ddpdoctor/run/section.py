@@ -14,6 +14,7 @@ import statistics
 from typing import Optional
 
 from ..facts import spawn_lines
+from ..facts.units import whole_number
 from . import stacks
 
 WAITING = ("collective", "backward", "rendezvous", "ddp-forward")
@@ -293,8 +294,8 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
         user = side["user"]
     if user is None and b.get("pl"):  # no stack (not signalled): the line the recorder saw
         file, _, line = str(b["pl"]).rpartition(":")
-        if file and line.isdigit():
-            user = stacks.with_source({"file": file, "line": int(line), "func": ""})
+        if file and whole_number(line) is not None:   # str.isdigit() takes '²', which int() refuses
+            user = stacks.with_source({"file": file, "line": whole_number(line), "func": ""})
     coll = b.get("coll")
     rec = {"rank": _rank_of(p), "pid": p["pid"], "host": info.get("host"), "phase": b.get("phase"),
            "state": state, "since_s": _since(b, now),
@@ -419,7 +420,7 @@ def _frame_of_line(line: Optional[str]) -> Optional[dict]:
     if not line:
         return None
     file, _, n = str(line).rpartition(":")
-    return stacks.with_source({"file": file, "line": int(n), "func": ""}) if n.isdigit() else None
+    return stacks.with_source({"file": file, "line": whole_number(n), "func": ""}) if whole_number(n) is not None else None
 
 
 # ------------------------------------------------------------------------------ deaths

@@ -132,7 +132,16 @@ def clean(raw: bytes) -> str:
             m = _RANK.match(text) or _LABEL.match(text)
             last = parts[-1]
             text = (m.group(0) + last) if m and not last.startswith(m.group(0)) else last
+    if len(text) > _MAX_DIGITS and _DIGIT_RUN.search(text):
+        # no program prints a number of more than 64 digits (a 64-bit value has 20), and CPython (>= 3.11, gh-95778)
+        # refuses int() and str() past 4,300: every reader below turns a field's digits into a number (a rank, a pid,
+        # a world size it prints), so a longer run is cut here, once, for all of them
+        text = _DIGIT_RUN.sub(lambda m: m.group(0)[:_MAX_DIGITS], text)
     return text
+
+
+_MAX_DIGITS = 64
+_DIGIT_RUN = re.compile(r"\d{%d,}" % (_MAX_DIGITS + 1))
 
 
 _GLUED = re.compile(r"(?<=.)(?=\[rank\d{1,6}\]:)")
