@@ -910,6 +910,19 @@ class Job:
                                         "reset": bool(re.search(r"reset by peer|Broken pipe", msg, re.I))}))
             self.store_lines.add((line.src, line.lineno))   # this line is the store's, not a collective's peer
 
+    def _shell_death(self, line: Line, d: dict, sig: str, shell: str, rank: Optional[int]) -> Optional[int]:
+        """A shell's report of a command that died on signal `sig` (bash's or zsh's job report): one exit, its rank
+        from the command's own environment assignments when it carries one (HOROVOD_RANK=0, RANK=3); the rank the
+        line is then counted under (`rank` when the command names none)."""
+        m = _ENV_RANK.search(str(d.get("cmd", "")))
+        r = int(m.group(1)) if m else None
+        if r is not None:
+            self.ranks.add(r)
+            rank = r
+        self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig,
+                               int(d["pid"]) if d.get("pid") else None, line.ts, line, shell))
+        return rank
+
     def feed(self, ev: Event) -> None:
         line = ev.line
         rank = self.who(line)
@@ -1022,30 +1035,15 @@ class Job:
             self._mpirun_code[line.src] = (line.lineno, self.exits[-1])
             rank = r
         elif kind == "shell_signal":
-            # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text,
-            # the rank from the command's own environment assignments when it carries one (HOROVOD_RANK=0, RANK=3)
+            # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text
             # (or its translation under the job's locale: signatures.SIGNAL_OF_TEXT, data/strsignal.json)
-            sig = SIGNAL_OF_TEXT[str(d.get("what") or d.get("bare"))]
-            m = _ENV_RANK.search(str(d.get("cmd", "")))
-            r = int(m.group(1)) if m else None
-            if r is not None:
-                self.ranks.add(r)
-                rank = r
-            self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig,
-                                   int(d["pid"]) if d.get("pid") else None,
-                                   line.ts, line, "shell"))
+            rank = self._shell_death(line, d, SIGNAL_OF_TEXT[str(d.get("what") or d.get("bare"))], "shell", rank)
         elif kind == "zsh_signal":
             # zsh's report of a job that died on a signal (Src/jobs.c printjob, its own texts: data/strsignal.json "zsh");
-            # an interrupt it printed no line for. The rank from the command's environment assignments, as for bash's
+            # an interrupt it printed no line for
             sig = _messages.ZSH_SIGMSG.get(str(d.get("what")))
             if sig in SIGNUM:
-                m = _ENV_RANK.search(str(d.get("cmd", "")))
-                r = int(m.group(1)) if m else None
-                if r is not None:
-                    self.ranks.add(r)
-                    rank = r
-                self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig,
-                                       int(d["pid"]) if d.get("pid") else None, line.ts, line, "zsh"))
+                rank = self._shell_death(line, d, sig, "zsh", rank)
         elif kind == "horovod_exit":
             # horovodrun (Gloo) names the rank whose command ended and the shell's status: 128 + N is death by signal N
             status, r = int(d["code"]), int(d["rank"])
