@@ -72,13 +72,21 @@ def command(stall_after, on_stall, report_path, trace_path, grace, store, measur
     sup = Supervisor(argv, stall_after=stall_after, on_stall=on_stall, grace_s=grace, preflight=not no_preflight,
                      store_endpoint=endpoint, measure_steps=measure_steps, split_every=1 if trace_path else 0)
     status = sup.run()
+    # After the job: ddpdoctor's own failure (a run section it cannot build from a garbled beacon, a trace, closing
+    # the run directory, the summary) is said as ours (stderr + DOC004) and never replaces the job's exit status by
+    # 3 (design.md: the doctor never changes the job's exit status; DOC004 says the status is the job's own)
     try:
-        report = build_report(sup)
+        try:
+            report = build_report(sup)
+        except Exception as exc:  # noqa: BLE001 - ours, after the job ended
+            report = _report_after_own_error(sup, "building the report", exc)
         if trace_path:
-            _write_trace(sup, report, trace_path)
+            _ours_after_the_job(sup, "writing the trace", _write_trace, sup, report, trace_path)
     finally:
-        sup.remove_run_dir()
-    _summary(sup, report)
+        if not _ours_after_the_job(sup, "closing the run directory", sup.remove_run_dir):
+            if getattr(sup, "run_dir", None) and not os.environ.get("DDPDOCTOR_RUN_KEEP"):
+                shutil.rmtree(sup.run_dir, ignore_errors=True)   # what remove_run_dir did not get to
+    _ours_after_the_job(sup, "writing the summary", _summary, sup, report)
     if report_path:
         from ..pipeline.render import render_json
 
@@ -90,6 +98,38 @@ def command(stall_after, on_stall, report_path, trace_path, grace, store, measur
         except OSError as exc:
             click.echo(f"ddpdoctor run: cannot write {report_path}: {exc.strerror or exc}", err=True)
     sys.exit(status)
+
+
+def _ours_after_the_job(sup, phase: str, fn, *args) -> bool:
+    """fn(*args); ddpdoctor's own exception in it (after the job ended) said on stderr and kept for DOC004
+    (Supervisor.own_error), never raised: the job's exit status stands. False when it raised. DDPDOCTOR_DEBUG=1
+    raises it (cli's rule for a traceback)."""
+    try:
+        fn(*args)
+        return True
+    except Exception as exc:  # noqa: BLE001
+        if os.environ.get("DDPDOCTOR_DEBUG"):
+            raise
+        sup.own_error(phase, exc)
+        return False
+
+
+def _report_after_own_error(sup, phase: str, exc: BaseException):
+    """The report when build_report itself failed (ddpdoctor's bug, after the job ended): what the supervisor
+    found and DOC004 for each of its own errors, this one included, with the job's exit status; no run section
+    (the part that raised)."""
+    if os.environ.get("DDPDOCTOR_DEBUG"):
+        raise exc
+    sup.own_error(phase, exc)
+    from ..run.report import RunReport
+
+    report = RunReport(command="run")
+    report.findings.extend(list(getattr(sup, "findings", None) or []))
+    report.findings.extend(own_failures(sup, {"ranks": []}))
+    report.checks_run = len({f.id for f in report.findings})
+    report.extra["run"] = {"exit_status": sup.exit_status(),
+                           "incomplete": f"ddpdoctor's own error while {phase}: {type(exc).__name__}: {str(exc)[:300]}"}
+    return report
 
 
 def _write_trace(sup, report, path: str) -> None:
