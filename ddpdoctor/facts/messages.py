@@ -699,7 +699,7 @@ _LEADING_LAZY = re.compile(r"(?:\(\?P<\w+>)?\(\?:\.\*\?\\S\)\?\?")
 
 
 def linear_pattern(pattern: str) -> str:
-    """The same matches, in linear time on a line: (1) a lazy `.*?` right before `\s+`/`\s*` may end only on a
+    r"""The same matches, in linear time on a line: (1) a lazy `.*?` right before `\s+`/`\s*` may end only on a
     non-blank, `(?:.*?\S)??` (the shortest match never ends on a blank: one character shorter, the blank joins the
     `\s+`, so it is tried first and wins); (2) a pattern that opens with such a group starts only where the line does
     (a match at any later start extends to the line's start by the group, so the leftmost match starts there anyway)."""
