@@ -443,7 +443,7 @@ def _hs_cache_path(hyperscan) -> Optional[str]:
     anchors = _anchors()
     blob = b"\0".join(anchors)
     version = "".join(c if c.isalnum() else "_" for c in str(getattr(hyperscan, "__version__", "x")))
-    return os.path.join(cache_dir(), f"hs3-{version}-{zlib.crc32(blob):08x}{zlib.adler32(blob):08x}-{len(anchors)}.db")
+    return os.path.join(cache_dir(), f"hs4-{version}-{zlib.crc32(blob):08x}{zlib.adler32(blob):08x}-{len(anchors)}.db")
 
 
 def _hs_src_path(hyperscan, source: Optional[str] = None) -> Optional[str]:
@@ -466,7 +466,7 @@ def _hs_src_path(hyperscan, source: Optional[str] = None) -> Optional[str]:
         return None
     key = f"{os.path.realpath(source)}|{st.st_mtime_ns}|{st.st_size}|{st.st_ino}".encode()
     version = "".join(c if c.isalnum() else "_" for c in str(getattr(hyperscan, "__version__", "x")))
-    return os.path.join(cache_dir(), f"hs3-{version}-src-{zlib.crc32(key):08x}{zlib.adler32(key):08x}.db")
+    return os.path.join(cache_dir(), f"hs4-{version}-src-{zlib.crc32(key):08x}{zlib.adler32(key):08x}.db")
 
 
 HS_SRC_KEEP_S = 7 * 86400   # copies under an older source's name go once unused this long (a week of edits at most)
@@ -588,12 +588,15 @@ GLOG_HEAD = (b".cc:", b".py:")
 # is a call into Python, and the ~80,000 warning lines of issue 24's 1 GiB log cost the search 0.4 s of CPU (round 22).
 GLOG_TAIL = rb"\d{1,9}\]"
 GLOG_TAIL_PROBE = b"1]"
-# ... and the line opens with glog's level E, F or W and its date (the level `_glog_rx` checks, "[" for c10d's bracketed
-# head), in the same expression, multi-line ('^' after each newline and at each block's start, which `_search` cuts
-# after a newline): an INFO line's head ("I1207 ... file.cc:123] ") is then no match either, where before each one was
-# a call into Python and a look back for its level (16.8x `grep -c` on round 22's glog-heavy 128 MiB log). The Python
-# check stays behind it (`_glog_kept`), for a database compiled before this (loaded from an older cache name).
-GLOG_LEVEL = rb"^\[?[EFW]\d{4}[^\n]*"
+# ... and glog's level E, F or W with its date comes before it on the line (the level `_glog_rx` checks; inside c10d's
+# bracketed head "[W1207 ..." too), in the same expression: an INFO line's head ("I1207 ... file.cc:123] ") is then no
+# match either, where before each one was a call into Python and a look back for its level (16.8x `grep -c` on round
+# 22's glog-heavy 128 MiB log). Bounded (256 characters from the level to the keyword, no '^'): triage28's first form,
+# '^' multi-line with an unbounded `[^\n]*`, made Hyperscan track every line from its start and cost issue 24's 1 GiB
+# log 0.35 s more CPU (1.31x -> 1.81x wall of `grep -c`, the lead's bisection at round 23's end); bounded, the keyword is
+# matched as a literal and its prefix verified behind it. The Python check stays behind it (`_glog_kept`), for a
+# database compiled before this (loaded from an older cache name) and for a level letter inside a longer line.
+GLOG_LEVEL = rb"[EFW]\d{4}(?:\d{4})? [^\n]{0,256}"   # (E1207 or the full-year F20220801)
 GLOG_LEVEL_PROBE = b"E1207 "
 _GLOG_RX: list = []
 
@@ -610,8 +613,8 @@ def _hs_expressions(anchors: Tuple[bytes, ...]) -> list:
 
 
 def _hs_flags(anchors: Tuple[bytes, ...], hyperscan) -> list:
-    """Each expression's flags: multi-line for a GLOG_HEAD keyword's (its '^'), none for a literal's."""
-    return [hyperscan.HS_FLAG_MULTILINE if a in GLOG_HEAD else 0 for a in anchors]
+    """Each expression's flags: none (GLOG_LEVEL has no '^' since round 23's end: see there)."""
+    return [0] * len(anchors)
 
 
 def _glog_rx():
