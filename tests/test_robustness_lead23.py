@@ -60,3 +60,26 @@ def test_a_beacon_whose_loader_and_collective_are_not_objects_drops_them(tmp_pat
     assert got["rank"] == 1 and not {"dl", "dlt", "coll"} & set(got)
     w.cold({"rank": 1, "dl": {"at": "train.py:3"}})
     assert beacon.read(w.path)["dl"]["at"] == "train.py:3"
+
+
+def test_the_loader_hook_reads_a_loaders_length_once_not_every_epoch(monkeypatch):
+    # robust23: len(loader) calls the user's Dataset.__len__; the hook called it once more per iterator (every epoch)
+    from run_factory import hooked_recorder
+
+    S, Base, Loader = hooked_recorder(monkeypatch)
+    calls = []
+
+    class Counted(Loader):
+        def __len__(self):
+            calls.append(1)
+            return list.__len__(self)
+
+    loader = Counted(range(3))
+    for _epoch in range(5):
+        it = Base(loader)
+        for _ in range(3):
+            next(it)
+    assert len(calls) == 1 and S.dl["len"] == 3
+    other = Counted(range(4))   # a new loader object: its own length is read
+    Base(other)
+    assert len(calls) == 2 and S.dl["len"] == 4
