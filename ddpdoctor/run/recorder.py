@@ -132,7 +132,7 @@ class _State:
         # dl_id, a count of the iterators made (round 11: an attribute load per batch, where id(self) was a builtin
         # call and an audit event, ~300 instructions)
         self.dl_id = 0
-        self.dl_desc = None  # what S.dl describes (length, workers, ..., the loader's identity: _identity): a new epoch of it keeps the cold part
+        self.dl_desc = None  # what S.dl describes (length, workers, ..., the loader's identity: _Identity): a new epoch of it keeps the cold part
         # the last loader the rank LEFT after optimizer steps were taken while it was S.dl (its training loader), frozen
         # when another loader (an evaluation's) took its place: {n, len, end, bs, step}; None until that happens.
         # A rank in its evaluation loader is not a rank still training (RUN005: who ran out is read from this)
@@ -1636,10 +1636,6 @@ class _Identity:
     __hash__ = None
 
 
-def _identity(loader) -> _Identity:
-    return _Identity(loader)
-
-
 def _patch_dataloader(mod) -> None:
     import functools
 
@@ -1660,7 +1656,7 @@ def _patch_dataloader(mod) -> None:
                     getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None),
                                                                   "batch_size", None),
                     bool(getattr(loader, "pin_memory", False)), bool(getattr(loader, "persistent_workers", False)),
-                    getattr(loader, "prefetch_factor", None), _identity(loader))
+                    getattr(loader, "prefetch_factor", None), _Identity(loader))
             if S.dl is not None and S.dl_desc is not None and rest == S.dl_desc[1:]:
                 n = S.dl_desc[0]   # the same loader again (a new epoch): its length as read at its first epoch
             else:

@@ -412,7 +412,7 @@ def _hyperscan():
                     if db is None:
                         db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                         db.compile(expressions=_hs_expressions(anchors), ids=list(range(len(anchors))),
-                                   flags=_hs_flags(anchors, hyperscan))
+                                   flags=[0] * len(anchors))
                         _set_glog_from(db, anchors)
                         if path:
                             _hs_save(hyperscan, db, path)
@@ -610,11 +610,6 @@ def _hs_expressions(anchors: Tuple[bytes, ...]) -> list:
                        for c in a)
         out.append(GLOG_LEVEL + lit + GLOG_TAIL if a in GLOG_HEAD else lit)
     return out
-
-
-def _hs_flags(anchors: Tuple[bytes, ...], hyperscan) -> list:
-    """Each expression's flags: none (GLOG_LEVEL has no '^' since round 23's end: see there)."""
-    return [0] * len(anchors)
 
 
 def _glog_rx():
