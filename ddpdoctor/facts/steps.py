@@ -1157,6 +1157,11 @@ def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = (),
         lines.append("  " + "  ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j]) for j, c in enumerate(row)))
         if i == 0:
             lines.append("  " + "  ".join("-" * w for w in widths))
+    skipped = sorted({r["first"] - 1 for r in rows if r.get("first", 1) > 1})
+    if skipped:  # summary(skip=K): the first K optimizer steps (warm-up) are left out; say so, or "15" of 20 reads as lost
+        firsts = ", ".join(str(k) for k in skipped)
+        lines.append(f"  (steps counted from step {min(skipped) + 1}: the first {firsts} optimizer step(s) of each rank are "
+                     "start-up (first allocations, compilation, warm-up) and left out of the split)")
     if any(r.get("sampled") for r in rows):
         n = sum(r.get("split_steps") or 0 for r in rows)
         lines.append(f"  (sampled: the five parts are of {n} of {sum(r['steps'] for r in rows)} steps, every k-th step of "
