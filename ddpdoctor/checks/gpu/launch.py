@@ -324,10 +324,29 @@ def local_ranks_vs_gpus(snap):
                     evidence={"local_ranks": ranks, "visible": visible})
     elif ranks < n:
         idle = visible[ranks:]
-        yield info(f"{ranks} local ranks for {n} visible GPUs: {', '.join(v.short(i) for i in idle)} stay idle",
+        said, fix = _count_option(snap, n)
+        yield info(f"{ranks} local ranks{said} for {n} visible GPUs: {', '.join(v.short(i) for i in idle)} stay idle",
                    detail="Local rank r uses cuda:r, so the GPUs after the last rank are not used by this job.",
-                   fix=f"torchrun --nproc-per-node {n} ...   # or restrict CUDA_VISIBLE_DEVICES to the GPUs you mean",
+                   fix=f"{fix} ...   # or restrict CUDA_VISIBLE_DEVICES to the GPUs you mean",
                    subjects=subjects(idle, "LOCAL_WORLD_SIZE"), evidence={"local_ranks": ranks, "visible": visible})
+
+
+def _count_option(snap, n: int) -> tuple:
+    """(" (<how the launch command says so>)", the same launcher's command for n ranks) when the local rank count was
+    read from a recorded launch command (facts.ranks.launch_command_ranks: torchrun --nproc-per-node, accelerate
+    launch --num_processes, deepspeed --num_gpus), else ("", torchrun's). The fix names the option the user set, in
+    the launcher the user runs (a deepspeed launch is not fixed by a torchrun option)."""
+    from ddpdoctor.facts.ranks import FROM_COMMAND, launch_command_ranks  # noqa: PLC0415
+
+    reading = launch_command_ranks(snap)
+    how = reading.source[len(FROM_COMMAND):].strip() if reading and reading.source.startswith(FROM_COMMAND) else ""
+    if how.startswith("deepspeed --num_gpus"):
+        return f" ({how})", f"deepspeed --num_gpus {n}"
+    if how.startswith("accelerate"):  # --num_processes counts every machine's ranks
+        machines = int(how.rsplit(" ", 1)[1]) if " --num_machines " in how else 1
+        return f" ({how})", f"accelerate launch --num_processes {n * machines}" + (
+            f" --num_machines {machines}" if machines > 1 else "")
+    return (f" ({how})" if how else ""), f"torchrun --nproc-per-node {n}"
 
 
 def _where(fact: dict) -> str:
