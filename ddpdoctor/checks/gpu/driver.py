@@ -739,7 +739,7 @@ TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm")
 
 def _compiles_by_default(snap) -> list:
     """Installed libraries that call torch.compile by default (data/triton_libraries.json compile_by_default: nnU-Net
-    v2's trainer), unless their variable turns it off or the system is one they skip: as `triton_libraries` rows."""
+    v2's trainer, vLLM's V1 engine from its `first` release on), unless their variable turns it off or the system is one they skip: as `triton_libraries` rows."""
     import json
 
     versions = (snap.get("packages") or {}).get("versions") or {}
@@ -751,6 +751,9 @@ def _compiles_by_default(snap) -> list:
     for row in rows:
         if not versions.get(row["distribution"]) or system in row.get("not_on_os", ()):
             continue
+        if row.get("first") and (gpu_versions.release(str(versions[row["distribution"]])) or (0,)) < \
+                gpu_versions.release(row["first"]):
+            continue  # a release from before the default
         value = env.get(row["env"])
         if value is not None and str(value).lower() not in row["on"]:
             continue
