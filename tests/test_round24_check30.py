@@ -58,3 +58,37 @@ def test_vllm_08_without_an_unversioned_libcuda_warns_and_names_vllm():
 def test_vllm_before_08_or_with_v1_off_is_quiet():
     assert _libcuda(_vllm("0.7.3")) == []
     assert _libcuda(_vllm("0.8.3", env={"VLLM_USE_V1": "0"})) == []
+
+
+# -- PKG010: an NCCL built with CUDA < 11.3 (the nvidia-nccl-cu11 wheels) under a launch that captures NCCL in a CUDA
+# graph (vLLM -tp > 1 without --enforce-eager): data/known_defects.json nccl_distribution, needs_nccl_graph_capture --
+
+def _served(wheel="nvidia-nccl-cu11", version="2.19.3", extra=(), tp="2"):
+    argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m", "--tensor-parallel-size", tp,
+            *extra]
+    cmd = dict(parse_command(argv), depth=1)
+    return make_snapshot(packages={"torch": "2.2.0+cu118", wheel: version, "vllm": "0.3.2",
+                                   "torch_build": {"cuda": "11.8", "hip": None}},
+                         gpus=_gpus(2), launch={"commands": [cmd], "depth_read": 1})
+
+
+def _capture(snap):
+    return [f for f in findings_of(snap, "PKG010") if "nccl-cu11-wheel" in str(f.evidence.get("defect"))]
+
+
+def test_the_enforce_eager_option_is_recorded():
+    assert parse_command(["vllm", "serve", "m", "-tp", "2", "--enforce-eager"])["serving"]["eager"] is True
+    assert parse_command(["vllm", "serve", "m", "-tp", "2"])["serving"]["eager"] is False
+
+
+def test_cu11_nccl_wheel_under_vllm_tensor_parallel_graphs_warns():
+    [f] = _capture(_served())
+    assert f.severity == "warning" and "2.19.3" in f.title and "captured in a graph" in f.title
+    assert "--enforce-eager" in f.fix and "strongstream.cc" in f.detail
+
+
+def test_eager_serving_a_cu12_wheel_or_one_gpu_is_quiet():
+    assert _capture(_served(extra=("--enforce-eager",))) == []
+    assert _capture(_served(wheel="nvidia-nccl-cu12")) == []
+    assert _capture(_served(tp="1")) == []
+    assert _capture(_served(version="2.18.1")) == []

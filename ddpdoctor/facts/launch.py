@@ -759,7 +759,9 @@ def serving_command(argv: list) -> Optional[dict]:
                 "multi_node": _multi_node(rest, row.get("multi_node") or {}),
                 "nodes": _node_count(rest, row.get("multi_node") or {}),
                 "tensor_parallel": size(row["tensor_parallel_options"]),
-                "pipeline_parallel": size(row["pipeline_parallel_options"])}
+                "pipeline_parallel": size(row["pipeline_parallel_options"]),
+                **({"eager": any(w.split("=", 1)[0] in row["eager_options"] for w in rest)}
+                   if row.get("eager_options") else {})}
     return None
 
 
@@ -790,6 +792,17 @@ def serving_nodes(snap) -> Optional[tuple]:
     for _cmd, srv in serving_of(snap):
         if isinstance(srv.get("nodes"), int) and srv["nodes"] > 1:
             return srv.get("engine"), srv["nodes"]
+    return None
+
+
+def nccl_graph_capture(snap) -> Optional[str]:
+    """How the recorded launch calls NCCL inside a CUDA graph capture, else None: an inference server whose engine
+    captures CUDA graphs unless told to run eagerly (data/serving.json eager_options, graph_capture: vLLM without
+    --enforce-eager), with a tensor-parallel size above 1 (its all-reduce is captured)."""
+    for _cmd, srv in serving_of(snap):
+        tp = srv.get("tensor_parallel")
+        if srv.get("eager") is False and isinstance(tp, int) and tp > 1:
+            return f"{srv.get('engine')} --tensor-parallel-size {tp} without --enforce-eager (CUDA graphs)"
     return None
 
 

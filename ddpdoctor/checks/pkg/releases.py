@@ -56,6 +56,10 @@ def known_defective_release(snap):
         ROCm/TheRock#1520 (external-builds/pytorch/build_prod_wheels.py copy_msvc_libomp_to_torch_lib), told by
         the build date in torch's local version. Quiet where the snapshot recorded torch's own answers (torch
         imported there).
+        Entries may name the NCCL wheel the version was read from and a use of it: the nvidia-nccl-cu11 wheels
+        2.19.3-2.21.5 are built with CUDA 11.0, and NCCL built before CUDA 11.3 refuses a CUDA graph capture
+        (src/misc/strongstream.cc ncclCudaGetCapturingGraph: "NCCL cannot be captured in a graph ..."), which
+        vLLM makes at -tp > 1 without --enforce-eager (facts.launch.nccl_graph_capture).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
         (src/accelerate/utils/launch.py prepare_multi_gpu_env sets ZE_AFFINITY_MASK instead of
         CUDA_VISIBLE_DEVICES; introduced by #1676, fixed by #1850 in 0.22.0), judged only when the
@@ -75,6 +79,7 @@ def known_defective_release(snap):
     """
     from ddpdoctor.facts import known_defects  # noqa: PLC0415
     from ddpdoctor.facts.env import env_of  # noqa: PLC0415
+    from ddpdoctor.facts.launch import nccl_graph_capture  # noqa: PLC0415
     from ddpdoctor.facts.net import nccl_loaded  # noqa: PLC0415
 
     torch = (snap["packages"].get("versions") or {}).get("torch")
@@ -89,6 +94,7 @@ def known_defective_release(snap):
     vt = (snap.get("pci") or {}).get("nccl_virtual_topology") if "pci" in snap else None
     topology_file = True if (env.get("NCCL_TOPO_FILE") or "").strip() or vt else (False if vt is False else None)
     imported = known_defects.torch_imported(snap)
+    graph_capture = nccl_graph_capture(snap)
     for entry, nccl_known in known_defects.matching(torch, nccl):
         if entry.get("stage") == "import" and imported:
             continue  # torch was seen to import here: an import-time defect does not hold on this machine
@@ -97,7 +103,8 @@ def known_defective_release(snap):
             continue
         host = (snap.get("host") or {}) if "host" in snap else {}
         if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
-                                          hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap), platform=host.get("platform")):
+                                          hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap), platform=host.get("platform"),
+                                          nccl_from=nccl_from, graph_capture=graph_capture):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
