@@ -92,3 +92,37 @@ def test_eager_serving_a_cu12_wheel_or_one_gpu_is_quiet():
     assert _capture(_served(wheel="nvidia-nccl-cu12")) == []
     assert _capture(_served(tp="1")) == []
     assert _capture(_served(version="2.18.1")) == []
+
+
+# -- GPU016: a Hugging Face Trainer program started as one plain python process over several visible GPUs
+# (facts.launch script_trainer_args, data/trainer_args.json): DataParallel, not DDP --
+
+_WHISPER = ["python", "run_speech_recognition_seq2seq.py", "--model_name_or_path", "openai/whisper-small",
+            "--do_train", "--per_device_train_batch_size=16", "--output_dir", "./out"]
+
+
+def _plain(argv, n, env=None):
+    from ddpdoctor.facts.launch import parse_program
+
+    cmd = dict(parse_program(argv), depth=1)
+    return make_snapshot(env=env or {}, gpus=_gpus(n), launch={"commands": [cmd], "depth_read": 1})
+
+
+def test_trainer_options_are_recorded_by_name_only():
+    from ddpdoctor.facts.launch import parse_program
+
+    assert parse_program(_WHISPER)["script_trainer_args"] == ["--do_train", "--per_device_train_batch_size"]
+    assert "script_trainer_args" not in parse_program(["python", "train.py", "--output_dir", "x", "--lr", "1e-4"])
+
+
+def test_a_trainer_script_under_plain_python_on_two_gpus_warns_and_fixes_with_torchrun():
+    [f] = findings_of(_plain(_WHISPER, 2), "GPU016")
+    assert f.severity == "warning" and "DataParallel" in f.title and "torchrun" in f.title
+    assert f.fix.startswith("torchrun --nproc-per-node 2 run_speech_recognition_seq2seq.py")
+    assert {"gpu:0", "gpu:1"} <= set(f.subjects)
+
+
+def test_one_gpu_one_visible_gpu_or_a_plain_argparse_script_is_quiet():
+    assert findings_of(_plain(_WHISPER, 1), "GPU016") == []
+    assert findings_of(_plain(_WHISPER, 2, env={"CUDA_VISIBLE_DEVICES": "0"}), "GPU016") == []
+    assert findings_of(_plain(["python", "train.py", "--output_dir", "x"], 2), "GPU016") == []

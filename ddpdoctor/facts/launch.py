@@ -418,10 +418,33 @@ def _with_program_options(out: dict, rest: list) -> dict:
     ds = script_deepspeed_config(rest)
     if ds:
         out["script_deepspeed"] = ds
+    trainer = script_trainer_args(rest)
+    if trainer:
+        out["script_trainer_args"] = trainer
     if os.path.basename(str(out.get("program") or "")) == "setup.py":  # check27: `python setup.py build develop`
         words = [w for w in rest if not w.startswith("-")][:8]
         if words:
             out["setup_commands"] = words
+    return out
+
+
+def _trainer_options() -> frozenset:
+    """data/trainer_args.json options: Hugging Face TrainingArguments fields as HfArgumentParser options."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "trainer_args.json"),
+              encoding="utf-8") as fh:
+        return frozenset(json.load(fh)["options"])
+
+
+TRAINER_OPTIONS = _trainer_options()
+
+
+def script_trainer_args(args: list) -> list:
+    """The Hugging Face TrainingArguments options (data/trainer_args.json) a training program's arguments pass, as
+    `--name` in the order given; names only, no values."""
+    out: list = []
+    for name, key, _words, _eq in program_options(args):
+        if name.startswith("--") and key in TRAINER_OPTIONS and "--" + key not in out:
+            out.append("--" + key)
     return out
 
 
