@@ -126,3 +126,31 @@ def test_one_gpu_one_visible_gpu_or_a_plain_argparse_script_is_quiet():
     assert findings_of(_plain(_WHISPER, 1), "GPU016") == []
     assert findings_of(_plain(_WHISPER, 2, env={"CUDA_VISIBLE_DEVICES": "0"}), "GPU016") == []
     assert findings_of(_plain(["python", "train.py", "--output_dir", "x"], 2), "GPU016") == []
+
+
+# -- PKG010: NCCL 2.18.1-2.18.5 and 2.19.1 connect peers through a pointer copied with cudaMemcpyAsync and used with
+# no sync (src/transport.cc ncclTransportP2pSetup; fixed by 43654587 in 2.18.6 / 2.19.3): nccl_except, min_ranks --
+
+_TWO_RANKS = {"TORCHELASTIC_RUN_ID": "none", "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
+              "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
+def _nccl(version, env=_TWO_RANKS):
+    return make_snapshot(env=env, packages={"torch": "2.1.0+cu121", "nvidia-nccl-cu12": version,
+                                            "torch_build": {"cuda": "12.1", "hip": None}}, gpus=_gpus(2))
+
+
+def _race(snap):
+    return [f for f in findings_of(snap, "PKG010") if "memcpy-race" in str(f.evidence.get("defect"))]
+
+
+def test_nccl_2181_and_2191_under_two_ranks_warn_and_name_the_fixed_releases():
+    [f] = _race(_nccl("2.18.1"))
+    assert f.severity == "warning" and "NCCL 2.18.1" in f.title and "2.18.6" in f.fix
+    assert "src/transport.cc" in f.detail and "pkg:nccl" in f.subjects
+    assert len(_race(_nccl("2.19.1"))) == 1
+
+
+def test_the_fixed_patch_releases_an_older_nccl_and_one_rank_are_quiet():
+    assert _race(_nccl("2.18.6")) == [] and _race(_nccl("2.19.3")) == [] and _race(_nccl("2.17.1")) == []
+    assert _race(_nccl("2.18.1", env={})) == []

@@ -49,6 +49,8 @@ def matching(torch: Optional[str], nccl: Optional[Tuple[int, ...]]) -> List[Tupl
         n = _within(nccl, e.get("nccl"))
         if n is False or (n is None and not e.get("torch")):
             continue
+        if nccl is not None and tuple(nccl)[:3] in {release(x) for x in e.get("nccl_except") or ()}:
+            continue  # a release inside the span that carries the fix (a patch release of an older series)
         out.append((e, n is True))
     return out
 
@@ -78,7 +80,7 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
                      topology_file: Optional[bool] = None, os_name: Optional[str] = None,
                      hostname: Optional[str] = None, gpu_subset: Optional[bool] = None,
                      platform: Optional[str] = None, nccl_from: Optional[str] = None,
-                     graph_capture: Optional[str] = None) -> Optional[str]:
+                     graph_capture: Optional[str] = None, ranks: Optional[int] = None) -> Optional[str]:
     """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
     `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
     must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
@@ -90,7 +92,11 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
     (`Linux-...-aarch64-with-glibc2.35`; an unrecorded platform excludes, as for `os`); `nccl_distribution`: the NCCL
     version was read from that wheel (`nccl_from`, facts.net.nccl_loaded: a build of the same release elsewhere may
     differ); `needs_nccl_graph_capture`: the launch calls NCCL inside a CUDA graph capture (`graph_capture`,
-    facts.launch.nccl_graph_capture; unknown excludes)."""
+    facts.launch.nccl_graph_capture; unknown excludes); `min_ranks`: the job has at least this many ranks (`ranks`, the
+    larger of the world size and this host's ranks: facts.ranks; unknown excludes)."""
+    least = entry.get("min_ranks")
+    if least and (ranks is None or ranks < least):
+        return f"{ranks or 'an unknown number of'} rank(s), the defect needs {least}"
     wheel = entry.get("nccl_distribution")
     if wheel and wheel not in str(nccl_from or ""):
         return f"the NCCL loaded is not the {wheel} wheel"
