@@ -154,3 +154,22 @@ def test_nccl_2181_and_2191_under_two_ranks_warn_and_name_the_fixed_releases():
 def test_the_fixed_patch_releases_an_older_nccl_and_one_rank_are_quiet():
     assert _race(_nccl("2.18.6")) == [] and _race(_nccl("2.19.3")) == [] and _race(_nccl("2.17.1")) == []
     assert _race(_nccl("2.18.1", env={})) == []
+
+
+# -- GPU032: PyTorch's CUDA 9.2-10.1 wheels from torch 1.3.1 on start at sm_37 (pytorch/builder manywheel/build.sh
+# @2d91d533; 2aac90bd moved 3.5 to 3.7): data/gpu_versions.json release_archs torch_first --
+
+def _k40(torch, cuda="10.1", name="Tesla K40m", cap=(3, 5)):
+    return make_snapshot(packages={"torch": torch, "torch_build": {"cuda": cuda, "hip": None}},
+                         gpus=_gpus(1, name, cap))
+
+
+def test_a_k40_under_torch_131_cu101_warns_and_names_its_capability():
+    [f] = [f for f in findings_of(_k40("1.3.1"), "GPU032") if "likely has no kernels" in f.title]
+    assert f.severity == "warning" and "cuda capability 3.5" in f.title and "sm_37" in f.title
+
+
+def test_a_k40_under_torch_130_and_a_k80_under_131_are_quiet():
+    assert [f for f in findings_of(_k40("1.3.0"), "GPU032") if "likely has no kernels" in f.title] == []
+    assert [f for f in findings_of(_k40("1.3.1", name="Tesla K80", cap=(3, 7)), "GPU032")
+            if "likely has no kernels" in f.title] == []

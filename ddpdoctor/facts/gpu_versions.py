@@ -78,10 +78,13 @@ def rocm_user_kernel_window() -> int:
 
 
 @functools.lru_cache(maxsize=1)
-def release_archs() -> Dict[Tuple[int, int], Dict[str, frozenset]]:
-    """{(CUDA major, minor): {platform: the sm_XY (as XY) of PyTorch's own wheels}}."""
+def release_archs(torch: Optional[str] = None) -> Dict[Tuple[int, int], Dict[str, frozenset]]:
+    """{(CUDA major, minor): {platform: the sm_XY (as XY) of PyTorch's own wheels}} for the wheels of `torch`: a row
+    with `torch_first` holds only from that release on (an unknown torch release does not take it)."""
     out: Dict[Tuple[int, int], Dict[str, frozenset]] = {}
     for r in rows("release_archs"):
+        if r.get("torch_first") and (not release(torch) or release(torch) < release(r["torch_first"])):
+            continue
         out.setdefault(version_tuple(r["cuda"])[:2], {})[r["platform"]] = frozenset(r["archs"])
     return out
 

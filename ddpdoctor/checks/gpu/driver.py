@@ -144,7 +144,7 @@ def _minor_compatibility_note(snap, version: str, build: dict, gpus: dict, built
     else:
         host = snap.get("host") or {}
         arch_key = "aarch64" if "aarch64" in str(host.get("platform") or "").lower() else "x86_64"
-        wheel = (gpu_versions.release_archs().get(tuple(built[:2])) or {}).get(arch_key)
+        wheel = (gpu_versions.release_archs(version).get(tuple(built[:2])) or {}).get(arch_key)
         known = "torch's compiled architectures were not recorded (packages.cuda_archs), so whether it serves each " \
                 "GPU with a cubin or only through PTX is not known."
         if wheel:
@@ -402,7 +402,8 @@ def gpu_arch_vs_torch_build(snap):
         architectures are backward compatible within major version"): a GPU of a newer major than the
         toolkit knows has none. For PyTorch's own wheels whose architectures torch lists
         (PYTORCH_RELEASES_CODE_CC: CUDA 12.6, 12.9, 13.0) or pytorch/builder built (CUDA 10.2: sm_37 to
-        sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43; CUDA 11.6-11.8: sm_37
+        sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43; CUDA 9.2-10.1 from
+        torch 1.3.1 on, when builder moved 3.5 to 3.7: facebookresearch/detectron2#512; CUDA 11.6-11.8: sm_37
         to sm_86/sm_90), a GPU older than the
         oldest is reported too, as a warning, since a build from elsewhere may carry more. A GPU older than
         the build's CUDA toolkit compiles for at all is an error whatever the build: NVIDIA's compiler
@@ -471,7 +472,7 @@ def gpu_arch_vs_torch_build(snap):
     too_new, too_old, dropped = [], [], []
     host = snap.get("host") or {}
     arch_key = "aarch64" if "aarch64" in str(host.get("platform") or "").lower() else "x86_64"
-    wheel = (gpu_versions.release_archs().get(cuda) or {}).get(arch_key)
+    wheel = (gpu_versions.release_archs(version).get(cuda) or {}).get(arch_key)
     for dev in v.devices:
         cc = _capability(dev)
         if cc is None:
@@ -533,7 +534,7 @@ def gpu_arch_vs_torch_build(snap):
                  if min(c for _, _, c in too_old) >= 50 else
                  f"TORCH_CUDA_ARCH_LIST={min(c for _, _, c in too_old) // 10}.{min(c for _, _, c in too_old) % 10} "
                  "python setup.py develop   # a torch built from source for this GPU: PyTorch's wheels since the "
-                 "CUDA 10.2 builds start at sm_37"),
+                 "torch 1.3.1 builds (CUDA 9.2-10.2 and later) start at sm_37"),
             subjects=subjects([i for i, _, _ in too_old], "pkg:torch"),
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "wheel_archs": sorted(wheel),
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_old]})
