@@ -173,3 +173,20 @@ def test_a_k40_under_torch_130_and_a_k80_under_131_are_quiet():
     assert [f for f in findings_of(_k40("1.3.0"), "GPU032") if "likely has no kernels" in f.title] == []
     assert [f for f in findings_of(_k40("1.3.1", name="Tesla K80", cap=(3, 7)), "GPU032")
             if "likely has no kernels" in f.title] == []
+
+
+def _old(torch, cuda, name, cap):
+    found = findings_of(_k40(torch, cuda=cuda, name=name, cap=cap), "GPU032")
+    return [f for f in found if "likely has no kernels" in f.title]
+
+
+def test_torch_031_wheels_have_nothing_for_a_50_gpu_in_their_gap_and_040_has():
+    # 0.3.1's "3.5;5.2+PTX": no sm_50 cubin, and compute_52 PTX does not JIT down to 5.0 (builder d3be5aa9)
+    [f] = _old("0.3.1", "8.0", "GeForce GTX 960M", (5, 0))
+    assert f.severity == "warning" and "cuda capability 5.0" in f.title
+    assert _old("0.4.0", "8.0", "GeForce GTX 960M", (5, 0)) == []   # "3.5;5.0+PTX" again (44d9bfa6)
+
+
+def test_a_fermi_gpu_under_torch_100_cu80_warns_and_an_unknown_release_takes_no_old_row():
+    assert len(_old("1.0.0", "8.0", "GeForce GTX 670M", (2, 1))) == 1
+    assert _old("custom-build", "8.0", "GeForce GTX 670M", (2, 1)) == []

@@ -403,7 +403,9 @@ def gpu_arch_vs_torch_build(snap):
         toolkit knows has none. For PyTorch's own wheels whose architectures torch lists
         (PYTORCH_RELEASES_CODE_CC: CUDA 12.6, 12.9, 13.0) or pytorch/builder built (CUDA 10.2: sm_37 to
         sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43; CUDA 9.2-10.1 from
-        torch 1.3.1 on, when builder moved 3.5 to 3.7: facebookresearch/detectron2#512; CUDA 11.6-11.8: sm_37
+        torch 1.3.1 on, when builder moved 3.5 to 3.7: facebookresearch/detectron2#512; the CUDA 8.0-10.1
+        wheels of torch 0.3.0-1.3.0 by release, with the PTX they carry, so a GPU in a gap is found too:
+        0.3.1's "3.5;5.2+PTX" has nothing for a 5.0 GPU; CUDA 11.6-11.8: sm_37
         to sm_86/sm_90), a GPU older than the
         oldest is reported too, as a warning, since a build from elsewhere may carry more. A GPU older than
         the build's CUDA toolkit compiles for at all is an error whatever the build: NVIDIA's compiler
@@ -473,6 +475,7 @@ def gpu_arch_vs_torch_build(snap):
     host = snap.get("host") or {}
     arch_key = "aarch64" if "aarch64" in str(host.get("platform") or "").lower() else "x86_64"
     wheel = (gpu_versions.release_archs(version).get(cuda) or {}).get(arch_key)
+    wheel_ptx = (gpu_versions.release_ptx(version).get(cuda) or {}).get(arch_key) or frozenset()
     for dev in v.devices:
         cc = _capability(dev)
         if cc is None:
@@ -482,7 +485,9 @@ def gpu_arch_vs_torch_build(snap):
             dropped.append((dev.get("index"), dev.get("name"), cc, last))
         elif cc // 10 > newest // 10:
             too_new.append((dev.get("index"), dev.get("name"), cc))
-        elif wheel and not any(code // 10 == cc // 10 and code <= cc for code in wheel) and cc < min(wheel):
+        elif wheel and not gpu_versions.runs_on(wheel, wheel_ptx, cc) and (cc < min(wheel) or wheel_ptx):
+            # below the oldest cubin, or (where the row records its PTX) in a gap no cubin or PTX of it serves:
+            # 0.3.1's "3.5;5.2+PTX" has nothing for a 5.0 GPU
             too_old.append((dev.get("index"), dev.get("name"), cc))
     names = lambda rows: ", ".join(sorted({_cc_label(n, c) for _, n, c in rows}))  # noqa: E731
     supports = (f"supports {_arch_range(wheel)}" if wheel else f"builds kernels up to sm_{newest}")
