@@ -190,3 +190,35 @@ def test_torch_031_wheels_have_nothing_for_a_50_gpu_in_their_gap_and_040_has():
 def test_a_fermi_gpu_under_torch_100_cu80_warns_and_an_unknown_release_takes_no_old_row():
     assert len(_old("1.0.0", "8.0", "GeForce GTX 670M", (2, 1))) == 1
     assert _old("custom-build", "8.0", "GeForce GTX 670M", (2, 1)) == []
+
+
+# -- GPU032: a launch of a compile-by-default library's own entry point (python -m nnunetv2.run.run_training, the
+# nnUNetv2_train console script: data/triton_libraries.json modules/commands) counts as the library, version unknown --
+
+def _module_launch(argv, cap=(6, 1), versions=None):
+    from ddpdoctor.facts.launch import parse_program
+
+    cmd = dict(parse_program(argv), depth=1)
+    return make_snapshot(packages={"torch": "2.3.1+cu121", "triton": "2.3.1", **(versions or {}),
+                                   "torch_build": {"cuda": "12.1", "hip": None}},
+                         gpus=_gpus(1, "NVIDIA GeForce GTX 1080 Ti", cap), launch={"commands": [cmd], "depth_read": 1})
+
+
+def _too_old_for_triton(snap):
+    return [f for f in findings_of(snap, "GPU032") if "Triton, its kernel compiler, has no support" in f.title]
+
+
+def test_python_m_module_is_recorded_and_nnunet_training_on_a_61_gpu_is_an_error():
+    from ddpdoctor.facts.launch import parse_program
+
+    argv = ["python", "-m", "nnunetv2.run.run_training", "Dataset001", "3d_fullres", "0"]
+    assert parse_program(argv)["module"] == "nnunetv2.run.run_training"
+    [f] = _too_old_for_triton(_module_launch(argv))
+    assert f.severity == "error" and "nnU-Net v2 (python -m nnunetv2.run.run_training)" in f.title
+
+
+def test_another_module_a_70_gpu_or_a_floored_library_of_unknown_release_is_quiet():
+    assert _too_old_for_triton(_module_launch(["python", "-m", "mypkg.train"])) == []
+    assert _too_old_for_triton(_module_launch(["python", "-m", "nnunetv2.run.run_training"], cap=(7, 0))) == []
+    # vLLM's row has a `first` release: a launch without its recorded version does not hold
+    assert _too_old_for_triton(_module_launch(["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"])) == []

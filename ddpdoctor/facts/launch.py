@@ -481,7 +481,8 @@ _PIP_VALUE_OPTIONS = {"-r", "--requirement", "-c", "--constraint", "-f", "--find
 
 def parse_program(argv: list) -> Optional[dict]:
     """{launcher: "python", options: {}, program, script_options?, script_gpus?} for `python [opts] script.py args` (a
-    training program started without a launcher: `ddpdoctor check -- python train.py -gpuid 1`), else None."""
+    training program started without a launcher: `ddpdoctor check -- python train.py -gpuid 1`), with `module` instead
+    of `program` for `python -m package.module args`, else None."""
     argv = [str(a) for a in argv or []]
     local = pip_local_build(argv)
     if local:
@@ -490,6 +491,10 @@ def parse_program(argv: list) -> Optional[dict]:
         return None
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "-m" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            # check30: `python -m package.module args` runs a library's own entry point (recorded as `module`)
+            return _with_program_options({"launcher": "python", "options": {}, "program": None,
+                                          "module": argv[i + 1]}, argv[i + 2:])
         if argv[i] in ("-c", "-m", "-"):
             return None
         i += 2 if argv[i] in _PY_VALUE_OPTIONS else 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Optional
 
 from ddpdoctor.facts.cuda_map import devices_of
 from ddpdoctor.facts.env import env_of, script_asks
@@ -427,7 +428,9 @@ def gpu_arch_vs_torch_build(snap):
         installed, no unversioned libcuda.so beside the driver library the process loaded (Triton
         links its launcher with -lcuda: "/usr/bin/ld: cannot find -lcuda"), a warning. A library
         whose own kernels are Triton's, imported by that script (Unsloth, Liger Kernel:
-        data/triton_libraries.json), is judged the same way. And the kernels torch compiles at run time with
+        data/triton_libraries.json), is judged the same way; so is a library that calls torch.compile by
+        default (compile_by_default: nnU-Net v2, vLLM's V1 engine from 0.8.0), installed or launched through
+        its own entry point (python -m nnunetv2.run.run_training). And the kernels torch compiles at run time with
         the NVRTC of its own CUDA release (the jiterator, the TorchScript fuser): torch before 1.13 passes the GPU's
         own architecture to NVRTC 11.1-11.7, which knows GPUs up to sm_86, so an sm_89/sm_90 GPU gets "nvrtc:
         error: invalid value for --gpu-architecture (-arch)" although the sm_86 cubins run (data/gpu_versions.json
@@ -755,20 +758,37 @@ def _compiles_by_default(snap) -> list:
         rows = json.load(fh).get("compile_by_default", {}).get("packages") or ()
     out = []
     for row in rows:
-        if not versions.get(row["distribution"]) or system in row.get("not_on_os", ()):
+        launched = None if versions.get(row["distribution"]) else _launches_entry_point(snap, row)
+        if not (versions.get(row["distribution"]) or launched) or system in row.get("not_on_os", ()):
             continue
-        if row.get("first") and (gpu_versions.release(str(versions[row["distribution"]])) or (0,)) < \
-                gpu_versions.release(row["first"]):
-            continue  # a release from before the default
+        if row.get("first") and (not versions.get(row["distribution"]) or gpu_versions.release(
+                str(versions[row["distribution"]])) < gpu_versions.release(row["first"])):
+            continue  # a release from before the default, or one not recorded
         value = env.get(row["env"])
         if value is not None and str(value).lower() not in row["on"]:
             continue
         src = row["source"]
         where = f"{src['repo']} {src['path']}"
+        ran = launched or versions[row["distribution"]]
         out.append({"path": row["distribution"], "library": row["name"], "where": where, "subject": "pkg:" + row["distribution"],
-                    "asks": (f"runs {row['name']} {versions[row['distribution']]}, which calls torch.compile by default "
+                    "asks": (f"runs {row['name']} {ran}, which calls torch.compile by default "
                              f"({row['env']} unset or on: {where}; {row['off']} turns it off)")})
     return out
+
+
+def _launches_entry_point(snap, row) -> Optional[str]:
+    """How the recorded launch runs one of a compile-by-default library's training entry points (the row's `modules`,
+    `python -m <module>`; its `commands`, the console script), e.g. "(python -m nnunetv2.run.run_training)"; None."""
+    from ddpdoctor.facts.launch import commands  # noqa: PLC0415
+
+    for cmd in commands(snap):
+        module = str(cmd.get("module") or "")
+        if module and any(module == m or module.startswith(m + ".") for m in row.get("modules") or ()):
+            return f"(python -m {module})"
+        word = os.path.basename(str(cmd.get("program_word") or cmd.get("launcher") or ""))
+        if word and word in (row.get("commands") or ()):
+            return f"({word})"
+    return None
 
 
 def _compile_beyond_the_machine(snap, devices):
