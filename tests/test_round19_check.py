@@ -180,7 +180,7 @@ def test_program_gpu_options_read_from_a_command_line():
     from ddpdoctor.facts.launch import parse_command, parse_program, script_gpu_options
 
     assert parse_program(["python", "train.py", "-data", "d", "-gpuid", "1"])["script_gpus"] == {"-gpuid": "1"}
-    assert parse_program(["python", "-m", "torch.utils.collect_env"]) is None
+    assert parse_program(["python", "-m", "torch.utils.collect_env"])["program"] is None  # check30: a module, no script
     assert parse_program(["bash", "run.sh"]) is None
     cmd = parse_command(["torchrun", "--nproc-per-node", "2", "train.py", "--gpu_ids", "0,1,2", "--bf16", "True"])
     assert cmd["script_gpus"] == {"--gpu_ids": "0,1,2"} and cmd["script_options"] == {"bf16": "True"}

@@ -77,12 +77,37 @@ def rocm_user_kernel_window() -> int:
     return int(rows("rocm_user_kernel_window")[0]["window"])
 
 
-@functools.lru_cache(maxsize=1)
-def release_archs() -> Dict[Tuple[int, int], Dict[str, frozenset]]:
-    """{(CUDA major, minor): {platform: the sm_XY (as XY) of PyTorch's own wheels}}."""
-    out: Dict[Tuple[int, int], Dict[str, frozenset]] = {}
+def _release_rows(torch: Optional[str]) -> list:
+    """release_archs rows that describe the wheels of `torch`: a row with `torch_first` / `torch_last` holds only for
+    the releases between them (an unknown torch release takes none of those rows)."""
+    t = release(torch)
+    out = []
     for r in rows("release_archs"):
+        if (r.get("torch_first") or r.get("torch_last")) and not t:
+            continue
+        if r.get("torch_first") and t < release(r["torch_first"]) or r.get("torch_last") and t > release(r["torch_last"]):
+            continue
+        out.append(r)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def release_archs(torch: Optional[str] = None) -> Dict[Tuple[int, int], Dict[str, frozenset]]:
+    """{(CUDA major, minor): {platform: the sm_XY (as XY) of PyTorch's own wheels}} for the wheels of `torch`
+    (_release_rows)."""
+    out: Dict[Tuple[int, int], Dict[str, frozenset]] = {}
+    for r in _release_rows(torch):
         out.setdefault(version_tuple(r["cuda"])[:2], {})[r["platform"]] = frozenset(r["archs"])
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def release_ptx(torch: Optional[str] = None) -> Dict[Tuple[int, int], Dict[str, frozenset]]:
+    """{(CUDA major, minor): {platform: the compute_XY whose PTX those wheels carry}}, where a row records it (`ptx`);
+    a row without it says nothing of PTX (empty)."""
+    out: Dict[Tuple[int, int], Dict[str, frozenset]] = {}
+    for r in _release_rows(torch):
+        out.setdefault(version_tuple(r["cuda"])[:2], {})[r["platform"]] = frozenset(r.get("ptx") or ())
     return out
 
 

@@ -49,6 +49,8 @@ def matching(torch: Optional[str], nccl: Optional[Tuple[int, ...]]) -> List[Tupl
         n = _within(nccl, e.get("nccl"))
         if n is False or (n is None and not e.get("torch")):
             continue
+        if nccl is not None and tuple(nccl)[:3] in {release(x) for x in e.get("nccl_except") or ()}:
+            continue  # a release inside the span that carries the fix (a patch release of an older series)
         out.append((e, n is True))
     return out
 
@@ -77,7 +79,8 @@ def _local_date(torch: Optional[str], prefixes) -> Optional[str]:
 def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]],
                      topology_file: Optional[bool] = None, os_name: Optional[str] = None,
                      hostname: Optional[str] = None, gpu_subset: Optional[bool] = None,
-                     platform: Optional[str] = None) -> Optional[str]:
+                     platform: Optional[str] = None, nccl_from: Optional[str] = None,
+                     graph_capture: Optional[str] = None, ranks: Optional[int] = None) -> Optional[str]:
     """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
     `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
     must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
@@ -86,7 +89,19 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
     name must have more than one label (an unrecorded name excludes); `needs_gpu_subset_in_container`: this process runs
     in a container whose NVML lists fewer GPUs than the PCI bus, in a job of several ranks (`gpu_subset`; anything
     but True excludes); `arch`: the host's machine architecture, read from its platform string
-    (`Linux-...-aarch64-with-glibc2.35`; an unrecorded platform excludes, as for `os`)."""
+    (`Linux-...-aarch64-with-glibc2.35`; an unrecorded platform excludes, as for `os`); `nccl_distribution`: the NCCL
+    version was read from that wheel (`nccl_from`, facts.net.nccl_loaded: a build of the same release elsewhere may
+    differ); `needs_nccl_graph_capture`: the launch calls NCCL inside a CUDA graph capture (`graph_capture`,
+    facts.launch.nccl_graph_capture; unknown excludes); `min_ranks`: the job has at least this many ranks (`ranks`, the
+    larger of the world size and this host's ranks: facts.ranks; unknown excludes)."""
+    least = entry.get("min_ranks")
+    if least and (ranks is None or ranks < least):
+        return f"{ranks or 'an unknown number of'} rank(s), the defect needs {least}"
+    wheel = entry.get("nccl_distribution")
+    if wheel and wheel not in str(nccl_from or ""):
+        return f"the NCCL loaded is not the {wheel} wheel"
+    if entry.get("needs_nccl_graph_capture") and not graph_capture:
+        return "nothing recorded captures NCCL in a CUDA graph"
     if entry.get("needs_gpu_subset_in_container") and gpu_subset is not True:
         return "not a container seeing only some of the host's GPUs"
     if entry.get("needs_dotted_hostname") and "." not in str(hostname or "").strip("."):

@@ -418,10 +418,33 @@ def _with_program_options(out: dict, rest: list) -> dict:
     ds = script_deepspeed_config(rest)
     if ds:
         out["script_deepspeed"] = ds
+    trainer = script_trainer_args(rest)
+    if trainer:
+        out["script_trainer_args"] = trainer
     if os.path.basename(str(out.get("program") or "")) == "setup.py":  # check27: `python setup.py build develop`
         words = [w for w in rest if not w.startswith("-")][:8]
         if words:
             out["setup_commands"] = words
+    return out
+
+
+def _trainer_options() -> frozenset:
+    """data/trainer_args.json options: Hugging Face TrainingArguments fields as HfArgumentParser options."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "trainer_args.json"),
+              encoding="utf-8") as fh:
+        return frozenset(json.load(fh)["options"])
+
+
+TRAINER_OPTIONS = _trainer_options()
+
+
+def script_trainer_args(args: list) -> list:
+    """The Hugging Face TrainingArguments options (data/trainer_args.json) a training program's arguments pass, as
+    `--name` in the order given; names only, no values."""
+    out: list = []
+    for name, key, _words, _eq in program_options(args):
+        if name.startswith("--") and key in TRAINER_OPTIONS and "--" + key not in out:
+            out.append("--" + key)
     return out
 
 
@@ -458,7 +481,8 @@ _PIP_VALUE_OPTIONS = {"-r", "--requirement", "-c", "--constraint", "-f", "--find
 
 def parse_program(argv: list) -> Optional[dict]:
     """{launcher: "python", options: {}, program, script_options?, script_gpus?} for `python [opts] script.py args` (a
-    training program started without a launcher: `ddpdoctor check -- python train.py -gpuid 1`), else None."""
+    training program started without a launcher: `ddpdoctor check -- python train.py -gpuid 1`), with `module` instead
+    of `program` for `python -m package.module args`, else None."""
     argv = [str(a) for a in argv or []]
     local = pip_local_build(argv)
     if local:
@@ -467,6 +491,10 @@ def parse_program(argv: list) -> Optional[dict]:
         return None
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "-m" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            # check30: `python -m package.module args` runs a library's own entry point (recorded as `module`)
+            return _with_program_options({"launcher": "python", "options": {}, "program": None,
+                                          "module": argv[i + 1]}, argv[i + 2:])
         if argv[i] in ("-c", "-m", "-"):
             return None
         i += 2 if argv[i] in _PY_VALUE_OPTIONS else 1
@@ -759,7 +787,9 @@ def serving_command(argv: list) -> Optional[dict]:
                 "multi_node": _multi_node(rest, row.get("multi_node") or {}),
                 "nodes": _node_count(rest, row.get("multi_node") or {}),
                 "tensor_parallel": size(row["tensor_parallel_options"]),
-                "pipeline_parallel": size(row["pipeline_parallel_options"])}
+                "pipeline_parallel": size(row["pipeline_parallel_options"]),
+                **({"eager": any(w.split("=", 1)[0] in row["eager_options"] for w in rest)}
+                   if row.get("eager_options") else {})}
     return None
 
 
@@ -790,6 +820,17 @@ def serving_nodes(snap) -> Optional[tuple]:
     for _cmd, srv in serving_of(snap):
         if isinstance(srv.get("nodes"), int) and srv["nodes"] > 1:
             return srv.get("engine"), srv["nodes"]
+    return None
+
+
+def nccl_graph_capture(snap) -> Optional[str]:
+    """How the recorded launch calls NCCL inside a CUDA graph capture, else None: an inference server whose engine
+    captures CUDA graphs unless told to run eagerly (data/serving.json eager_options, graph_capture: vLLM without
+    --enforce-eager), with a tensor-parallel size above 1 (its all-reduce is captured)."""
+    for _cmd, srv in serving_of(snap):
+        tp = srv.get("tensor_parallel")
+        if srv.get("eager") is False and isinstance(tp, int) and tp > 1:
+            return f"{srv.get('engine')} --tensor-parallel-size {tp} without --enforce-eager (CUDA graphs)"
     return None
 
 

@@ -462,6 +462,9 @@ FIELDS = {
     "commands[].sudo": OBJ, "commands[].sudo.preserve_env": BOOL, "commands[].sudo.assigns": LIST,
     "commands[].sudo.assigns[]": STR,
     "commands[].script_deepspeed": STR,  # check29: the program's --deepspeed <config> (ENV001)
+    # check30: vLLM's --enforce-eager (PKG010's graph capture); the program's TrainingArguments options (GPU016)
+    "commands[].serving.eager": BOOL, "commands[].script_trainer_args": LIST, "commands[].script_trainer_args[]": STR,
+    "commands[].module": STR,  # check30: `python -m package.module` (facts.launch.parse_program)
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Optional
 
 from ddpdoctor.facts.cuda_map import devices_of
 from ddpdoctor.facts.env import env_of, script_asks
@@ -144,7 +145,7 @@ def _minor_compatibility_note(snap, version: str, build: dict, gpus: dict, built
     else:
         host = snap.get("host") or {}
         arch_key = "aarch64" if "aarch64" in str(host.get("platform") or "").lower() else "x86_64"
-        wheel = (gpu_versions.release_archs().get(tuple(built[:2])) or {}).get(arch_key)
+        wheel = (gpu_versions.release_archs(version).get(tuple(built[:2])) or {}).get(arch_key)
         known = "torch's compiled architectures were not recorded (packages.cuda_archs), so whether it serves each " \
                 "GPU with a cubin or only through PTX is not known."
         if wheel:
@@ -402,7 +403,10 @@ def gpu_arch_vs_torch_build(snap):
         architectures are backward compatible within major version"): a GPU of a newer major than the
         toolkit knows has none. For PyTorch's own wheels whose architectures torch lists
         (PYTORCH_RELEASES_CODE_CC: CUDA 12.6, 12.9, 13.0) or pytorch/builder built (CUDA 10.2: sm_37 to
-        sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43; CUDA 11.6-11.8: sm_37
+        sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43; CUDA 9.2-10.1 from
+        torch 1.3.1 on, when builder moved 3.5 to 3.7: facebookresearch/detectron2#512; the CUDA 8.0-10.1
+        wheels of torch 0.3.0-1.3.0 by release, with the PTX they carry, so a GPU in a gap is found too:
+        0.3.1's "3.5;5.2+PTX" has nothing for a 5.0 GPU; CUDA 11.6-11.8: sm_37
         to sm_86/sm_90), a GPU older than the
         oldest is reported too, as a warning, since a build from elsewhere may carry more. A GPU older than
         the build's CUDA toolkit compiles for at all is an error whatever the build: NVIDIA's compiler
@@ -424,7 +428,9 @@ def gpu_arch_vs_torch_build(snap):
         installed, no unversioned libcuda.so beside the driver library the process loaded (Triton
         links its launcher with -lcuda: "/usr/bin/ld: cannot find -lcuda"), a warning. A library
         whose own kernels are Triton's, imported by that script (Unsloth, Liger Kernel:
-        data/triton_libraries.json), is judged the same way. And the kernels torch compiles at run time with
+        data/triton_libraries.json), is judged the same way; so is a library that calls torch.compile by
+        default (compile_by_default: nnU-Net v2, vLLM's V1 engine from 0.8.0), installed or launched through
+        its own entry point (python -m nnunetv2.run.run_training). And the kernels torch compiles at run time with
         the NVRTC of its own CUDA release (the jiterator, the TorchScript fuser): torch before 1.13 passes the GPU's
         own architecture to NVRTC 11.1-11.7, which knows GPUs up to sm_86, so an sm_89/sm_90 GPU gets "nvrtc:
         error: invalid value for --gpu-architecture (-arch)" although the sm_86 cubins run (data/gpu_versions.json
@@ -471,7 +477,8 @@ def gpu_arch_vs_torch_build(snap):
     too_new, too_old, dropped = [], [], []
     host = snap.get("host") or {}
     arch_key = "aarch64" if "aarch64" in str(host.get("platform") or "").lower() else "x86_64"
-    wheel = (gpu_versions.release_archs().get(cuda) or {}).get(arch_key)
+    wheel = (gpu_versions.release_archs(version).get(cuda) or {}).get(arch_key)
+    wheel_ptx = (gpu_versions.release_ptx(version).get(cuda) or {}).get(arch_key) or frozenset()
     for dev in v.devices:
         cc = _capability(dev)
         if cc is None:
@@ -481,7 +488,9 @@ def gpu_arch_vs_torch_build(snap):
             dropped.append((dev.get("index"), dev.get("name"), cc, last))
         elif cc // 10 > newest // 10:
             too_new.append((dev.get("index"), dev.get("name"), cc))
-        elif wheel and not any(code // 10 == cc // 10 and code <= cc for code in wheel) and cc < min(wheel):
+        elif wheel and not gpu_versions.runs_on(wheel, wheel_ptx, cc) and (cc < min(wheel) or wheel_ptx):
+            # below the oldest cubin, or (where the row records its PTX) in a gap no cubin or PTX of it serves:
+            # 0.3.1's "3.5;5.2+PTX" has nothing for a 5.0 GPU
             too_old.append((dev.get("index"), dev.get("name"), cc))
     names = lambda rows: ", ".join(sorted({_cc_label(n, c) for _, n, c in rows}))  # noqa: E731
     supports = (f"supports {_arch_range(wheel)}" if wheel else f"builds kernels up to sm_{newest}")
@@ -533,7 +542,7 @@ def gpu_arch_vs_torch_build(snap):
                  if min(c for _, _, c in too_old) >= 50 else
                  f"TORCH_CUDA_ARCH_LIST={min(c for _, _, c in too_old) // 10}.{min(c for _, _, c in too_old) % 10} "
                  "python setup.py develop   # a torch built from source for this GPU: PyTorch's wheels since the "
-                 "CUDA 10.2 builds start at sm_37"),
+                 "torch 1.3.1 builds (CUDA 9.2-10.2 and later) start at sm_37"),
             subjects=subjects([i for i, _, _ in too_old], "pkg:torch"),
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "wheel_archs": sorted(wheel),
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_old]})
@@ -739,7 +748,7 @@ TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm")
 
 def _compiles_by_default(snap) -> list:
     """Installed libraries that call torch.compile by default (data/triton_libraries.json compile_by_default: nnU-Net
-    v2's trainer), unless their variable turns it off or the system is one they skip: as `triton_libraries` rows."""
+    v2's trainer, vLLM's V1 engine from its `first` release on), unless their variable turns it off or the system is one they skip: as `triton_libraries` rows."""
     import json
 
     versions = (snap.get("packages") or {}).get("versions") or {}
@@ -749,17 +758,37 @@ def _compiles_by_default(snap) -> list:
         rows = json.load(fh).get("compile_by_default", {}).get("packages") or ()
     out = []
     for row in rows:
-        if not versions.get(row["distribution"]) or system in row.get("not_on_os", ()):
+        launched = None if versions.get(row["distribution"]) else _launches_entry_point(snap, row)
+        if not (versions.get(row["distribution"]) or launched) or system in row.get("not_on_os", ()):
             continue
+        if row.get("first") and (not versions.get(row["distribution"]) or gpu_versions.release(
+                str(versions[row["distribution"]])) < gpu_versions.release(row["first"])):
+            continue  # a release from before the default, or one not recorded
         value = env.get(row["env"])
         if value is not None and str(value).lower() not in row["on"]:
             continue
         src = row["source"]
         where = f"{src['repo']} {src['path']}"
+        ran = launched or versions[row["distribution"]]
         out.append({"path": row["distribution"], "library": row["name"], "where": where, "subject": "pkg:" + row["distribution"],
-                    "asks": (f"runs {row['name']} {versions[row['distribution']]}, which calls torch.compile by default "
+                    "asks": (f"runs {row['name']} {ran}, which calls torch.compile by default "
                              f"({row['env']} unset or on: {where}; {row['off']} turns it off)")})
     return out
+
+
+def _launches_entry_point(snap, row) -> Optional[str]:
+    """How the recorded launch runs one of a compile-by-default library's training entry points (the row's `modules`,
+    `python -m <module>`; its `commands`, the console script), e.g. "(python -m nnunetv2.run.run_training)"; None."""
+    from ddpdoctor.facts.launch import commands  # noqa: PLC0415
+
+    for cmd in commands(snap):
+        module = str(cmd.get("module") or "")
+        if module and any(module == m or module.startswith(m + ".") for m in row.get("modules") or ()):
+            return f"(python -m {module})"
+        word = os.path.basename(str(cmd.get("program_word") or cmd.get("launcher") or ""))
+        if word and word in (row.get("commands") or ()):
+            return f"({word})"
+    return None
 
 
 def _compile_beyond_the_machine(snap, devices):

@@ -12,6 +12,7 @@ from typing import Optional
 
 from ddpdoctor.facts.cuda_map import devices_of, resolve
 from ddpdoctor.facts.env import lint_facts
+from ddpdoctor.facts.launch import commands
 from ddpdoctor.facts.ranks import ranks_inherit_this_environment
 
 from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local_ranks, nccl_shm_short, nvlink_ok, p2p,
@@ -268,7 +269,12 @@ def local_ranks_vs_gpus(snap):
         The local rank count also comes from the recorded launch command before its launcher ran
         (facts.ranks.launch_command_ranks): torchrun --nproc-per-node; accelerate launch --num_processes
         over --num_machines in its multi-process mode; deepspeed --num_gpus N, which starts N ranks on
-        cuda 0..N-1 of every host whatever it has (deepspeed/launcher/runner.py main()).
+        cuda 0..N-1 of every host whatever it has (deepspeed/launcher/runner.py main()); a fewer-ranks
+        finding names that option and fixes it in the same launcher.
+        With no launcher at all: a plain `python script.py` whose arguments are Hugging Face
+        TrainingArguments options (--do_train, --per_device_train_batch_size: data/trainer_args.json)
+        where several GPUs are visible - the Trainer then wraps the model in DataParallel over all of
+        them in one process (transformers trainer.py _wrap_model).
 
     Why it matters
         More ranks than GPUs: two ranks share a GPU (NCCL refuses duplicate GPUs: "Duplicate GPU
@@ -300,6 +306,7 @@ def local_ranks_vs_gpus(snap):
     yield from _script_world_args(snap, n)
     yield from _script_global_rank_devices(snap, n)
     if not ranks:
+        yield from _trainer_data_parallel(snap, v, n)
         return
     shared = _agents_share_host(snap, v, ranks)
     if shared:
@@ -324,10 +331,57 @@ def local_ranks_vs_gpus(snap):
                     evidence={"local_ranks": ranks, "visible": visible})
     elif ranks < n:
         idle = visible[ranks:]
-        yield info(f"{ranks} local ranks for {n} visible GPUs: {', '.join(v.short(i) for i in idle)} stay idle",
+        said, fix = _count_option(snap, n)
+        yield info(f"{ranks} local ranks{said} for {n} visible GPUs: {', '.join(v.short(i) for i in idle)} stay idle",
                    detail="Local rank r uses cuda:r, so the GPUs after the last rank are not used by this job.",
-                   fix=f"torchrun --nproc-per-node {n} ...   # or restrict CUDA_VISIBLE_DEVICES to the GPUs you mean",
+                   fix=f"{fix} ...   # or restrict CUDA_VISIBLE_DEVICES to the GPUs you mean",
                    subjects=subjects(idle, "LOCAL_WORLD_SIZE"), evidence={"local_ranks": ranks, "visible": visible})
+
+
+def _trainer_data_parallel(snap, v, n: int):
+    """GPU016 for a Hugging Face Trainer program started as one plain `python script.py` process (the recorded launch
+    passes TrainingArguments options: facts.launch script_trainer_args, data/trainer_args.json) where several GPUs are
+    visible and no launcher set ranks: the Trainer counts them all as n_gpu and wraps the model in
+    torch.nn.DataParallel (transformers trainer.py _wrap_model), one process driving every GPU."""
+    launcher = snap.get("launcher") or {}
+    if n < 2 or launcher.get("kind") not in (None, "none") or launcher.get("world_size"):
+        return
+    cmd = next(iter(commands(snap)), None)
+    if not cmd or cmd.get("launcher") != "python" or not cmd.get("script_trainer_args"):
+        return
+    program, given = cmd.get("program") or "train.py", cmd["script_trainer_args"]
+    visible = [e.nvml for e in v.cmap.visible]
+    yield warning(f"{program} runs as one process over {n} visible GPUs with Trainer options ({' '.join(given[:3])}): "
+                  f"the Trainer will use DataParallel, not DDP - start it with torchrun",
+                  detail=("No launcher started this program, so Hugging Face's Trainer sees no distributed run, "
+                          f"counts the {n} visible GPUs as n_gpu and wraps the model in torch.nn.DataParallel "
+                          "(transformers trainer.py _wrap_model: `if self.args.n_gpu > 1 ...: model = "
+                          "nn.DataParallel(model)`): one Python process replicates the model and scatters each batch "
+                          "over the GPUs every step, usually slower than one GPU per process and often slower than "
+                          "one GPU alone (huggingface/transformers#28916). A script that wraps DataParallel itself "
+                          "does the same."),
+                  fix=f"torchrun --nproc-per-node {n} {program} ...   # one process per GPU (DDP); or "
+                      "CUDA_VISIBLE_DEVICES=0 python ... for one GPU",
+                  subjects=subjects(visible, f"path:{program}"),
+                  evidence={"program": program, "trainer_options": given, "visible": visible})
+
+
+def _count_option(snap, n: int) -> tuple:
+    """(" (<how the launch command says so>)", the same launcher's command for n ranks) when the local rank count was
+    read from a recorded launch command (facts.ranks.launch_command_ranks: torchrun --nproc-per-node, accelerate
+    launch --num_processes, deepspeed --num_gpus), else ("", torchrun's). The fix names the option the user set, in
+    the launcher the user runs (a deepspeed launch is not fixed by a torchrun option)."""
+    from ddpdoctor.facts.ranks import FROM_COMMAND, launch_command_ranks  # noqa: PLC0415
+
+    reading = launch_command_ranks(snap)
+    how = reading.source[len(FROM_COMMAND):].strip() if reading and reading.source.startswith(FROM_COMMAND) else ""
+    if how.startswith("deepspeed --num_gpus"):
+        return f" ({how})", f"deepspeed --num_gpus {n}"
+    if how.startswith("accelerate"):  # --num_processes counts every machine's ranks
+        machines = int(how.rsplit(" ", 1)[1]) if " --num_machines " in how else 1
+        return f" ({how})", f"accelerate launch --num_processes {n * machines}" + (
+            f" --num_machines {machines}" if machines > 1 else "")
+    return (f" ({how})" if how else ""), f"torchrun --nproc-per-node {n}"
 
 
 def _where(fact: dict) -> str:

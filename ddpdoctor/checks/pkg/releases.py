@@ -56,6 +56,13 @@ def known_defective_release(snap):
         ROCm/TheRock#1520 (external-builds/pytorch/build_prod_wheels.py copy_msvc_libomp_to_torch_lib), told by
         the build date in torch's local version. Quiet where the snapshot recorded torch's own answers (torch
         imported there).
+        Entries may name the NCCL wheel the version was read from and a use of it: the nvidia-nccl-cu11 wheels
+        2.19.3-2.21.5 are built with CUDA 11.0, and NCCL built before CUDA 11.3 refuses a CUDA graph capture
+        (src/misc/strongstream.cc ncclCudaGetCapturingGraph: "NCCL cannot be captured in a graph ..."), which
+        vLLM makes at -tp > 1 without --enforce-eager (facts.launch.nccl_graph_capture). NCCL 2.18.1-2.18.5
+        and 2.19.1 connect peers through an address copied by one cudaMemcpyAsync and used by the next with no
+        sync (src/transport.cc ncclTransportP2pSetup; fixed in 2.18.6 and 2.19.3 by 43654587, NVIDIA/nccl#957):
+        judged on a job of two or more ranks (`min_ranks`; `nccl_except` drops the fixed 2.18.6 inside the span).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
         (src/accelerate/utils/launch.py prepare_multi_gpu_env sets ZE_AFFINITY_MASK instead of
         CUDA_VISIBLE_DEVICES; introduced by #1676, fixed by #1850 in 0.22.0), judged only when the
@@ -75,7 +82,9 @@ def known_defective_release(snap):
     """
     from ddpdoctor.facts import known_defects  # noqa: PLC0415
     from ddpdoctor.facts.env import env_of  # noqa: PLC0415
+    from ddpdoctor.facts.launch import nccl_graph_capture  # noqa: PLC0415
     from ddpdoctor.facts.net import nccl_loaded  # noqa: PLC0415
+    from ddpdoctor.facts.ranks import local_ranks, world_size  # noqa: PLC0415
 
     torch = (snap["packages"].get("versions") or {}).get("torch")
     nccl, nccl_from = nccl_loaded(snap)
@@ -89,6 +98,8 @@ def known_defective_release(snap):
     vt = (snap.get("pci") or {}).get("nccl_virtual_topology") if "pci" in snap else None
     topology_file = True if (env.get("NCCL_TOPO_FILE") or "").strip() or vt else (False if vt is False else None)
     imported = known_defects.torch_imported(snap)
+    graph_capture = nccl_graph_capture(snap)
+    ranks = max(world_size(snap).value or 0, local_ranks(snap).value or 0) or None
     for entry, nccl_known in known_defects.matching(torch, nccl):
         if entry.get("stage") == "import" and imported:
             continue  # torch was seen to import here: an import-time defect does not hold on this machine
@@ -97,7 +108,8 @@ def known_defective_release(snap):
             continue
         host = (snap.get("host") or {}) if "host" in snap else {}
         if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
-                                          hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap), platform=host.get("platform")):
+                                          hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap), platform=host.get("platform"),
+                                          nccl_from=nccl_from, graph_capture=graph_capture, ranks=ranks):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
