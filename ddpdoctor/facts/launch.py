@@ -353,7 +353,9 @@ def parse_command(argv: list) -> Optional[dict]:
             shell = os.path.basename(rest[0]) in ("sh", "bash", "dash", "zsh") and len(rest) > 1
             cmd = {"launcher": os.path.basename(rest[0]), "options": {}, "program": rest[1] if shell else rest[0]}
         return dict(cmd, sudo=sudo, program_word=rest[0]) if cmd is not None else None
-    return _parse_command(argv)
+    from ddpdoctor.facts.launchers import mpi_command  # noqa: PLC0415
+
+    return _parse_command(argv) or mpi_command(argv)
 
 
 def _parse_command(argv: list) -> Optional[dict]:

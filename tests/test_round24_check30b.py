@@ -1,0 +1,44 @@
+"""check30b (issue 26, round 24): ENV/NET/launch classes, each with a trigger and a quiet fixture.
+Pure: snapshots are built by the factory over recorded facts; no process is started."""
+from __future__ import annotations
+
+from factory import findings_of, make_snapshot
+
+from ddpdoctor.facts.launch import parse_command
+from ddpdoctor.facts.launchers import mpi_root_refusal
+
+# -- ENV014: Open MPI's mpirun as root (data/launchers.json mpi_root_refusal, open-mpi/ompi orte/orted/orted_submit.c
+# orte_submit_init: geteuid() == 0 without --allow-run-as-root or OMPI_ALLOW_RUN_AS_ROOT=1 + _CONFIRM=1 exits 1) --
+
+
+def _mpi(argv, uid=0, env=None):
+    cmd = parse_command(argv)
+    return make_snapshot(env=env or {}, host={"uid": uid}, packages={},
+                         launch={"commands": [dict(cmd, depth=1)] if cmd else [], "depth_read": 1})
+
+
+def test_the_table_records_the_refusal_with_its_source():
+    table = mpi_root_refusal()
+    assert table["source"]["repo"] == "open-mpi/ompi" and len(table["source"]["commit"]) == 40
+    assert table["allow_env"] == {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    assert parse_command(["mpirun", "-np", "4", "python", "a.py"]) == {"launcher": "mpirun", "options": {},
+                                                                       "program": None}
+    assert parse_command(["/opt/ompi/bin/mpiexec", "--allow-run-as-root", "-n", "2", "x"])["options"] == {
+        "allow_run_as_root": "1"}
+
+
+def test_mpirun_as_root_without_the_override_is_refused():
+    [f] = findings_of(_mpi(["mpirun", "-np", "5", "python", "main.py"]), "ENV014")
+    assert f.severity == "warning" and "root" in f.title and "--allow-run-as-root" in f.fix
+    assert "has detected an attempt to run as root" in f.detail
+    # one variable alone does not lift it: both are compared with "1"
+    [g] = findings_of(_mpi(["mpirun", "-np", "2", "a.out"], env={"OMPI_ALLOW_RUN_AS_ROOT": "1"}), "ENV014")
+    assert "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" in g.detail
+
+
+def test_mpirun_with_the_override_or_as_a_user_is_quiet():
+    assert findings_of(_mpi(["mpirun", "--allow-run-as-root", "-np", "5", "python", "main.py"]), "ENV014") == []
+    both = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    assert findings_of(_mpi(["mpirun", "-np", "5", "python", "main.py"], env=both), "ENV014") == []
+    assert findings_of(_mpi(["mpirun", "-np", "5", "python", "main.py"], uid=1000), "ENV014") == []
+    assert findings_of(_mpi(["torchrun", "--nproc-per-node", "2", "train.py"]), "ENV014") == []
