@@ -42,3 +42,38 @@ def test_mpirun_with_the_override_or_as_a_user_is_quiet():
     assert findings_of(_mpi(["mpirun", "-np", "5", "python", "main.py"], env=both), "ENV014") == []
     assert findings_of(_mpi(["mpirun", "-np", "5", "python", "main.py"], uid=1000), "ENV014") == []
     assert findings_of(_mpi(["torchrun", "--nproc-per-node", "2", "train.py"]), "ENV014") == []
+
+
+# -- NET002/NET006/ENV005: a rank other than 0, ranks set by hand, whose MASTER_ADDR names another host yet resolves
+# here to loopback only (pytorch/pytorch#42879: every node's name on Debian's 127.0.1.1 line): the job may span hosts --
+
+
+def _looped(rank="1", master="node1", resolved=("127.0.1.1",), own=("127.0.1.1",)):
+    env = {"RANK": rank, "WORLD_SIZE": "2", "MASTER_ADDR": master, "MASTER_PORT": "29500"}
+    return make_snapshot(env=env, network={"hostname": "node0",
+                                           "own_hostname": {"host": "node0", "addresses": list(own)},
+                                           "master_addr": {"host": master, "addresses": list(resolved)}})
+
+
+def test_another_hosts_name_on_loopback_is_a_guessed_span():
+    snap = _looped()
+    [f] = findings_of(snap, "NET002")
+    assert f.severity == "warning" and "127.0.1.1" in f.title and "if rank 0 runs on another machine" in f.title
+    [g] = findings_of(snap, "NET006")
+    assert g.severity == "warning" and "127.0.1.1" in g.title and "if other ranks run on other hosts" in g.title
+    [e] = findings_of(snap, "ENV005")
+    assert e.severity == "info"
+
+
+def test_this_hosts_own_names_and_routable_masters_are_quiet():
+    # the FQDN of this host is this host: one host, loopback is right
+    assert findings_of(_looped(master="node0.cluster"), "NET002") == []
+    assert findings_of(_looped(master="node0.cluster"), "NET006") == []
+    # rank 0 publishes the store; the name resolving to a routable address is master_elsewhere's (no guess needed)
+    assert findings_of(_looped(rank="0"), "NET002") == []
+    assert [f.title for f in findings_of(_looped(resolved=("10.0.0.7",)), "NET002")] == []
+    # an address, not a name; and localhost
+    assert findings_of(_looped(master="127.0.0.1", resolved=("127.0.0.1",)), "NET002") == []
+    assert findings_of(_looped(master="localhost", resolved=("127.0.0.1",)), "NET002") == []
+    # this host's name resolving to its own routable address: nothing for Gloo to fall back from
+    assert findings_of(_looped(own=("10.0.0.5",)), "NET006") == []

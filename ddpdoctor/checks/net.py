@@ -35,7 +35,8 @@ def _loopback(addr: str) -> bool:
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
 from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
-from ddpdoctor.facts.net import master_published_here, span_unknown  # noqa: E402
+from ddpdoctor.facts.net import span_guessed, span_unknown  # noqa: E402
+from ddpdoctor.facts.ranks import master_named_elsewhere_on_loopback  # noqa: E402
 from ddpdoctor.facts.net import nccl_ifname_match  # noqa: E402,F401 - re-exported: checks and tests import it here
 
 
@@ -232,6 +233,11 @@ def master_addr_unreachable(snap):
         go nowhere, "No route to host" (errno 113), and the names of the training network (another
         domain, or the addresses of its interfaces) must be used (UQ-RCC/hpc-docs#2: `bun003`
         resolving to `bun003.admin`, fixed with the HPC network's FQDN).
+
+        A rank other than 0 of ranks set by hand whose MASTER_ADDR names another host than this one
+        but resolves here to loopback only: a guess, since the name may be an alias of this host; if
+        rank 0 is elsewhere, the rank connects to its own loopback (pytorch/pytorch#42879: every
+        node's name on 127.0.1.1).
     """
     env = launch_env(snap)  # PET_* with a recorded torchrun command over them (facts.launch)
     yield from _rdzv_endpoint_loopback(snap, env)
@@ -262,6 +268,20 @@ def master_addr_unreachable(snap):
     yield from _names_on_another_network(snap, addr, res)
     spread = multi_node(snap)
     resolved = res.get("addresses") or []
+    looped = None if spread else master_named_elsewhere_on_loopback(snap)
+    if looped:
+        yield warning(f"MASTER_ADDR={addr!r} is not this host's name but resolves to loopback here "
+                      f"({', '.join(resolved)}): if rank 0 runs on another machine, this rank connects to itself",
+                      detail=(f"Guess: {looped}. Either {addr} is another name of this host (every rank here, and "
+                              "nothing is wrong) or this machine's name resolution maps another node to loopback (an "
+                              "/etc/hosts copied between nodes, Debian's `127.0.1.1 <hostname>` line): the store "
+                              "client then connects to this host's own loopback, where no store listens "
+                              "('Connection refused', or a wait until the rendezvous timeout), and Gloo on that node "
+                              "advertises the same loopback (pytorch/pytorch#42879)."),
+                      fix=(f"getent hosts {addr}   # must print rank 0's routable address on every node; else fix "
+                           "/etc/hosts or export MASTER_ADDR=<rank 0's IP>"),
+                      subjects=["MASTER_ADDR", f"host:{addr}"],
+                      evidence={"MASTER_ADDR": addr, "resolved": resolved, "guess": True})
     if spread and (addr.strip().lower() == "localhost" or (resolved and all(_loopback(a) for a in resolved))):
         from ddpdoctor.facts.net import hosts_counted
 
@@ -887,7 +907,7 @@ def firewall_blocks_nccl_ports(snap):
     if not spread:
         # ranks set by hand with the store on this host's routable address may span hosts (a guess, worded so);
         # a job no launcher or rank variable describes may or may not (a note naming that ambiguity)
-        guessed = spread = master_published_here(snap)
+        guessed = spread = span_guessed(snap)
         if not spread:
             unknown = span_unknown(snap)
             if not unknown:
@@ -1055,7 +1075,8 @@ def gloo_hostname_loopback(snap):
         1.3 a name that does not resolve is reported on one host too: Gloo had no loopback fallback then.
         Rank 0 of ranks set by hand (no local world size, no node count) cannot know where the others
         run; when it publishes MASTER_ADDR as its own routable address, not loopback, the finding is
-        made as a guess ("if other ranks run on other hosts", pytorch/gloo#223).
+        made as a guess ("if other ranks run on other hosts", pytorch/gloo#223); so is it for another
+        rank whose MASTER_ADDR names another host than this one yet resolves here to loopback.
         On one host outside a worker (no MASTER_ADDR), under torch 1.3 or later: a name that does
         not resolve, or resolves to no address of this host, is reported because torchrun's elastic
         agent hands socket.getfqdn() to its workers as MASTER_ADDR under --standalone or any c10d
@@ -1090,7 +1111,7 @@ def gloo_hostname_loopback(snap):
         if own.get("error") and _torch_at_least(snap, GLOO_LOOPBACK_FALLBACK_SINCE) is False:
             yield from _gloo_cannot_start(snap, own)
             return
-        guessed = spread = master_published_here(snap)  # rank 0 of hand-set ranks: may span hosts
+        guessed = spread = span_guessed(snap)  # hand-set ranks whose MASTER_ADDR says they may span hosts
         if not spread:
             found = list(_elastic_agent_names_itself(snap, own))
             yield from found

@@ -632,8 +632,10 @@ def ranks_set_by_hand(snap):
                "# keeping your own launcher: export LOCAL_RANK, LOCAL_WORLD_SIZE and OMP_NUM_THREADS in each child")
     how = "spawned by multiprocessing" if spawned else f"launcher: {kind}"
     from ddpdoctor.facts.net import master_elsewhere  # noqa: PLC0415
+    from ddpdoctor.facts.ranks import master_named_elsewhere_on_loopback  # noqa: PLC0415
 
-    remote = master_elsewhere(snap) if kind == "manual" and not spawned else None
+    remote = (master_elsewhere(snap) or master_named_elsewhere_on_loopback(snap)) if kind == "manual" and not spawned \
+        else None
     if remote:
         # Ranks set by something check does not know (Kubeflow's PyTorchJob operator, Ray, a custom script) with
         # rank 0 on another host: whether several ranks share this host, which is what LOCAL_RANK is for, is
