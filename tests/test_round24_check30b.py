@@ -77,3 +77,59 @@ def test_this_hosts_own_names_and_routable_masters_are_quiet():
     assert findings_of(_looped(master="localhost", resolved=("127.0.0.1",)), "NET002") == []
     # this host's name resolving to its own routable address: nothing for Gloo to fall back from
     assert findings_of(_looped(own=("10.0.0.5",)), "NET006") == []
+
+
+# -- NET002: a deepspeed launch with no --master_addr whose first active hostfile host does not resolve here (data/
+# launchers.json deepspeed_master_from_hostfile, runner.py main(): ssh check + `ssh <first host> hostname -I`) --
+
+
+def _ds_launch(options, hostfile, resolved):
+    cmd = {"launcher": "deepspeed", "options": options, "program": "train.py", "depth": 0, "hostfile": hostfile}
+    if resolved is not None:
+        cmd["master_resolved"] = resolved
+    return make_snapshot(packages={"deepspeed": "0.14.0"}, launch={"commands": [cmd], "depth_read": 0})
+
+
+HOSTS = {"path": "/etc/hostfile", "hosts": {"main-0.svc": 8, "worker-0.svc": 8}, "errors": []}
+
+
+def test_active_hosts_follow_include_and_exclude_in_hostfile_order():
+    from ddpdoctor.facts.launch import deepspeed_active_hosts
+
+    hosts = ["a", "b", "c"]
+    assert deepspeed_active_hosts(hosts) == hosts
+    assert deepspeed_active_hosts(hosts, include="c:0@b") == ["b", "c"]
+    assert deepspeed_active_hosts(hosts, exclude="a@b:1") == ["b", "c"]
+
+
+def test_the_gatherer_reads_the_named_hostfile_and_resolves_its_first_active_host(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.launch import deepspeed_command_facts
+
+    (tmp_path / "hf").write_text("# pods\nmain-0.svc slots=8\nworker-0.svc slots=8\n")
+    asked = []
+    cmd = {"launcher": "deepspeed", "options": {"hostfile": "hf", "exclude": "main-0.svc"}}
+    deepspeed_command_facts(Sources(), cmd, str(tmp_path), resolver=lambda h: asked.append(h) or {"host": h,
+                                                                                              "error": "gaierror"})
+    assert cmd["hostfile"]["hosts"] == {"main-0.svc": 8, "worker-0.svc": 8} and asked == ["worker-0.svc"]
+    assert cmd["master_resolved"]["host"] == "worker-0.svc"
+    given = {"launcher": "deepspeed", "options": {"hostfile": "hf", "master_addr": "10.0.0.1"}}
+    deepspeed_command_facts(Sources(), given, str(tmp_path), resolver=lambda h: asked.append(h))
+    assert "master_resolved" not in given and asked == ["worker-0.svc"]
+
+
+def test_a_first_hostfile_host_that_does_not_resolve_stops_the_launch():
+    gai = {"host": "main-0.svc", "error": "[Errno -2] Name or service not known"}
+    [f] = findings_of(_ds_launch({"hostfile": "/etc/hostfile"}, HOSTS, gai), "NET002")
+    assert f.severity == "error" and "main-0.svc" in f.title and "resolve" in f.title
+    assert "was not reachable via ssh" in f.detail and "host:main-0.svc" in f.subjects
+
+
+def test_a_resolving_first_host_or_a_given_master_is_quiet():
+    ok = {"host": "main-0.svc", "addresses": ["10.1.0.4"]}
+    assert findings_of(_ds_launch({"hostfile": "/etc/hostfile"}, HOSTS, ok), "NET002") == []
+    assert findings_of(_ds_launch({"hostfile": "/etc/hostfile", "master_addr": "10.1.0.4"}, HOSTS, None),
+                       "NET002") == []
+    assert findings_of(_ds_launch({"hostfile": "/etc/hostfile"}, HOSTS, None), "NET002") == []  # not resolved: unknown
+    assert findings_of(_ds_launch({"hostfile": "/etc/hostfile", "include": "worker-0.svc"}, HOSTS,
+                                  {"host": "worker-0.svc", "addresses": ["10.1.0.5"]}), "NET002") == []

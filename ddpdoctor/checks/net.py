@@ -9,7 +9,8 @@ from typing import Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of, nccl_conf_applied
-from ddpdoctor.facts.launch import launch_env
+from ddpdoctor.facts.launch import deepspeed_master, launch_env
+from ddpdoctor.facts.launchers import deepspeed_master_rule
 from ddpdoctor.facts.units import whole_number
 
 
@@ -238,12 +239,18 @@ def master_addr_unreachable(snap):
         but resolves here to loopback only: a guess, since the name may be an alias of this host; if
         rank 0 is elsewhere, the rank connects to its own loopback (pytorch/pytorch#42879: every
         node's name on 127.0.1.1).
+
+        A deepspeed launch with no --master_addr whose first active hostfile host (the one its runner
+        ssh-checks and asks `hostname -I`: data/launchers.json deepspeed_master_from_hostfile) does not
+        resolve here: "Using hostfile at ... but host=... was not reachable via ssh" before any rank
+        starts (volcano-sh/volcano#2952).
     """
     env = launch_env(snap)  # PET_* with a recorded torchrun command over them (facts.launch)
     yield from _rdzv_endpoint_loopback(snap, env)
     yield from _rdzv_endpoint_unresolved(snap, env)
     addr = env.get("MASTER_ADDR")
     if addr is None:
+        yield from _hostfile_master_unresolved(snap)
         return
     res = snap["network"].get("master_addr") or {}
     try:
@@ -297,6 +304,37 @@ def master_addr_unreachable(snap):
                    subjects=["MASTER_ADDR", f"host:{addr}"],
                    evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread,
                              "hosts_from_scheduler": hosts})
+
+
+def _hostfile_master_unresolved(snap):
+    """A deepspeed launch with no --master_addr whose first active hostfile host, the one its runner ssh-checks and
+    takes as the master (data/launchers.json deepspeed_master_from_hostfile), does not resolve on this host."""
+    ds = deepspeed_master(snap)
+    res = (ds or {}).get("resolved")
+    if not ds or not isinstance(res, dict) or ds["host"] in ("localhost", "127.0.0.1"):
+        return
+    if res.get("addresses") and not res.get("error"):
+        return
+    host, path = ds["host"], ds.get("hostfile") or "the hostfile"
+    rule = deepspeed_master_rule()
+    src = rule.get("source") or {}
+    why = res.get("error") or "no address"
+    timed_out = "did not answer" in why
+    make = warning if timed_out or not res.get("error") else error
+    said = str(rule.get("ssh_check_error") or "").replace("{hostfile}", path).replace("{first_host}", host)
+    yield make(f"DeepSpeed's first hostfile host {host!r} does not resolve here ({why}): its runner cannot reach it "
+               "over ssh and no rank starts",
+               detail=(f"deepspeed read {path} and has no --master_addr: its runner ssh-checks the first active host "
+                       f"and asks it `hostname -I` for the master address ({src.get('repo')} {src.get('path')} @ "
+                       f"{str(src.get('commit'))[:8]}, main()). ssh cannot resolve {host} either ('Could not resolve "
+                       f"hostname'), so the launch stops with \"{said}\" even when the keys are right "
+                       "(volcano-sh/volcano#2952: pod DNS names in /etc/hostfile without a Service). Only the first "
+                       "host is resolved here; pdsh reaches every other host by its name too."),
+               fix=(f"getent hosts {host}   # must print an address on this host: add the names to DNS or /etc/hosts "
+                    "(Kubernetes: a headless Service for the pods; Volcano: the svc plugin), or write the hosts' "
+                    f"IP addresses into {path}"),
+               subjects=[f"host:{host}", f"path:{path}", "pkg:deepspeed"],
+               evidence={"first_host": host, "hostfile": path, "resolution": res})
 
 
 def _names_on_another_network(snap, addr: str, res: dict):

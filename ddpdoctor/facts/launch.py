@@ -863,3 +863,43 @@ def container_gpu_request(snap) -> Optional[dict]:
             row = next((r for r in container_table()["runtimes"] if r["name"] == box.get("runtime")), None)
             return dict(box, row=row)
     return None
+
+
+def deepspeed_active_hosts(hosts: list, include=None, exclude=None) -> list:
+    """The hostfile's hosts that DeepSpeed's runner keeps, in hostfile order (runner.py parse_inclusion_exclusion):
+    with -i/--include only the hosts it names (`h1:0,1@h2`), with -e/--exclude all but the hosts it names whole (a
+    host with a slot list keeps its other slots)."""
+    def named(spec) -> list:
+        return [part.split(":", 1)[0].strip() for part in str(spec or "").split("@") if part.strip()]
+
+    if include:
+        wanted = set(named(include))
+        return [h for h in hosts if h in wanted]
+    whole = {part.strip() for part in str(exclude or "").split("@") if part.strip() and ":" not in part}
+    return [h for h in hosts if h not in whole]
+
+
+def deepspeed_master(snap) -> Optional[dict]:
+    """{host, hostfile, resolved} for a recorded `deepspeed` command with no --master_addr that reads a hostfile: the
+    first active host, which its runner reaches over ssh and takes as the master (data/launchers.json
+    deepspeed_master_from_hostfile), with that host's resolution here: the command's own `master_resolved`, else
+    network.master_addr when it resolved that same host (no MASTER_ADDR on the launching host); None otherwise."""
+    cmd = command_of(snap, "deepspeed")
+    if cmd is None or (cmd.get("options") or {}).get("master_addr"):
+        return None
+    opts = cmd.get("options") or {}
+    hostfile = cmd.get("hostfile")
+    if not isinstance(hostfile, dict):
+        gathered = (snap.get("host") or {}).get("deepspeed_hostfile") if "host" in snap else None
+        asked = opts.get("hostfile")
+        if not isinstance(gathered, dict) or (asked and os.path.normpath(str(asked)) != gathered.get("path")):
+            return None
+        hostfile = gathered
+    active = deepspeed_active_hosts(list(hostfile.get("hosts") or {}), opts.get("include"), opts.get("exclude"))
+    if not active:
+        return None
+    resolved = cmd.get("master_resolved")
+    if not isinstance(resolved, dict):
+        net = (snap.get("network") or {}) if "network" in snap else {}
+        resolved = net.get("master_addr") if (net.get("master_addr") or {}).get("host") == active[0] else None
+    return {"host": active[0], "hostfile": hostfile.get("path"), "resolved": resolved}

@@ -240,3 +240,10 @@ def mpi_root_allowed(cmd: dict, env) -> bool:
         return True
     wanted = table.get("allow_env") or {}
     return bool(wanted) and all(str(env.get(k, "")) == v for k, v in wanted.items())
+
+
+@functools.lru_cache(maxsize=1)
+def deepspeed_master_rule() -> dict:
+    """How DeepSpeed's runner picks its master from the hostfile (data/launchers.json deepspeed_master_from_hostfile)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("deepspeed_master_from_hostfile") or {})

@@ -427,6 +427,7 @@ def launch_commands(src: Sources) -> dict:
                 cmd["save_dirs"] = save_dir_facts(src, cmd["script_dirs"], _cwd_of(src, pid))
             if cmd.get("script_models"):
                 cmd["model_configs"] = model_config_facts(src, cmd["script_models"], _cwd_of(src, pid))
+            deepspeed_command_facts(src, cmd, _cwd_of(src, pid))
             out.append(cmd)
         pid = _ppid(src, pid)
     return {"commands": out, "depth_read": depth}
@@ -462,9 +463,42 @@ FIELDS = {
     "commands[].sudo": OBJ, "commands[].sudo.preserve_env": BOOL, "commands[].sudo.assigns": LIST,
     "commands[].sudo.assigns[]": STR,
     "commands[].script_deepspeed": STR,  # check29: the program's --deepspeed <config> (ENV001)
+    # check30b: a deepspeed command's hostfile and the resolution of the master its runner takes from it (NET002)
+    "commands[].hostfile": OBJ, "commands[].hostfile.path": STR, "commands[].hostfile.hosts": OBJ,
+    "commands[].hostfile.hosts.*": INT, "commands[].hostfile.errors": LIST, "commands[].hostfile.errors[]": STR,
+    "commands[].master_resolved": OBJ, "commands[].master_resolved.host": STR,
+    "commands[].master_resolved.addresses": LIST, "commands[].master_resolved.addresses[]": STR,
+    "commands[].master_resolved.error": STR,
 }
 
 
 @gatherer("launch", when=("check",), fields=FIELDS, required=("commands[].launcher", "commands[].options"))
 def gather_launch(src: Sources) -> dict:
     return launch_commands(src)
+
+
+def deepspeed_command_facts(src: Sources, cmd: dict, cwd: Optional[str], resolver=None) -> None:
+    """A recorded `deepspeed` command's hostfile (its --hostfile, else /job/hostfile, as runner.py reads it) and, when
+    it names no --master_addr, the resolution of the host its runner takes as the master: the first active host
+    (data/launchers.json deepspeed_master_from_hostfile), under gather.network's 2-second deadline. Added to `cmd`
+    as `hostfile` and `master_resolved`; nothing when the command is no deepspeed launch or reads no hostfile."""
+    from ddpdoctor.facts.launch import deepspeed_active_hosts  # noqa: PLC0415
+    from ddpdoctor.facts.launchers import deepspeed_master_rule  # noqa: PLC0415
+    from ddpdoctor.gather.host import read_hostfile  # noqa: PLC0415
+
+    if not isinstance(cmd, dict) or cmd.get("launcher") != "deepspeed":
+        return
+    opts = cmd.get("options") or {}
+    path = str(opts.get("hostfile") or deepspeed_master_rule().get("default_hostfile") or "/job/hostfile")
+    if not os.path.isabs(path) and cwd:
+        path = os.path.join(cwd, path)
+    hostfile = read_hostfile(src, path)
+    if hostfile is None:
+        return
+    cmd["hostfile"] = hostfile
+    active = deepspeed_active_hosts(list(hostfile.get("hosts") or {}), opts.get("include"), opts.get("exclude"))
+    if opts.get("master_addr") or not active:
+        return
+    if resolver is None:
+        from ddpdoctor.gather.names import resolve as resolver  # noqa: PLC0415
+    cmd["master_resolved"] = resolver(active[0])

@@ -167,6 +167,11 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         from ddpdoctor.gather.launch import model_config_facts
 
         cmd["model_configs"] = model_config_facts(Sources(), cmd["script_models"], os.getcwd())
+    if cmd.get("launcher") == "deepspeed":  # its hostfile and the master its runner will take from it (NET002)
+        from ddpdoctor.gather import Sources
+        from ddpdoctor.gather.launch import deepspeed_command_facts
+
+        deepspeed_command_facts(Sources(), cmd, os.getcwd())
     section = snapshot.sections.get("launch")
     if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
         section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
