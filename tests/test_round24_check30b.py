@@ -133,3 +133,61 @@ def test_a_resolving_first_host_or_a_given_master_is_quiet():
     assert findings_of(_ds_launch({"hostfile": "/etc/hostfile"}, HOSTS, None), "NET002") == []  # not resolved: unknown
     assert findings_of(_ds_launch({"hostfile": "/etc/hostfile", "include": "worker-0.svc"}, HOSTS,
                                   {"host": "worker-0.svc", "addresses": ["10.1.0.5"]}), "NET002") == []
+
+
+# -- launch settings that arrive as environment: a torchrun worker's inherited CUDA_VISIBLE_DEVICES (local_elastic_agent
+# _set_local_rank_env: the agent's list passed unchanged unless --virtual-local-rank) and torchrun's PET_<OPTION>
+# defaults (argparse_util.env): data/launchers.json elastic_worker_visible_devices --
+
+
+def _worker(local_rank, cvd="0", lws="4", gpus=None):
+    env = {"TORCHELASTIC_RUN_ID": "none", "RANK": local_rank, "LOCAL_RANK": local_rank, "WORLD_SIZE": lws,
+           "LOCAL_WORLD_SIZE": lws, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "CUDA_VISIBLE_DEVICES": cvd}
+    extra = {} if gpus is None else {"gpus": gpus}
+    return make_snapshot(env=env, **extra)
+
+
+def test_a_torchrun_worker_shares_the_one_gpu_its_agent_saw():
+    [f] = findings_of(_worker("1"), "ENV017")
+    assert f.severity == "error" and "4 local ranks" in f.title and "CUDA_VISIBLE_DEVICES=0" in f.title
+
+
+def test_local_rank_0_or_a_list_per_rank_is_left_alone():
+    assert findings_of(_worker("0"), "ENV017") == []  # --virtual-local-rank sets LOCAL_RANK=0 and one entry each
+    assert findings_of(_worker("1", cvd="0,1,2,3"), "ENV017") == []
+    plain = make_snapshot(env={"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4",
+                               "MASTER_ADDR": "127.0.0.1", "CUDA_VISIBLE_DEVICES": "0"})
+    assert findings_of(plain, "ENV017") == []  # no elastic agent: a wrapper may bind one GPU per rank
+
+
+def _torchrun(options, env):
+    return make_snapshot(env=env, launch={"commands": [{"launcher": "torchrun", "options": options,
+                                                        "program": "train.py", "depth": 0}], "depth_read": 0})
+
+
+def test_torchrun_reads_its_count_from_pet_when_the_command_omits_it():
+    [f] = findings_of(_torchrun({}, {"PET_NPROC_PER_NODE": "4", "CUDA_VISIBLE_DEVICES": "0"}), "ENV017")
+    assert "4 local ranks" in f.title
+    [g] = findings_of(_torchrun({}, {"PET_NPROC_PER_NODE": "a100:4"}), "ENV025")
+    assert g.severity == "error" and "PET_NPROC_PER_NODE='a100:4'" in g.title and "PET_NPROC_PER_NODE" in g.subjects
+
+
+def test_the_command_line_wins_over_pet_and_numbers_are_quiet():
+    assert findings_of(_torchrun({"nproc_per_node": "1"}, {"PET_NPROC_PER_NODE": "4", "CUDA_VISIBLE_DEVICES": "0"}),
+                       "ENV017") == []
+    assert findings_of(_torchrun({"nproc_per_node": "4"}, {"PET_NPROC_PER_NODE": "a100:4"}), "ENV025") == []
+    assert findings_of(_torchrun({}, {"PET_NPROC_PER_NODE": "4"}), "ENV025") == []
+
+
+def test_a_wrapper_between_the_agent_and_the_worker_may_bind_per_rank():
+    from ddpdoctor.facts.ranks import elastic_worker_shares_devices
+
+    child = make_snapshot(env={"TORCHELASTIC_RUN_ID": "x", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "RANK": "1",
+                               "WORLD_SIZE": "4", "CUDA_VISIBLE_DEVICES": "0", "MASTER_ADDR": "127.0.0.1"},
+                          launch={"commands": [{"launcher": "torchrun", "options": {}, "program": "t.py", "depth": 1}],
+                                  "depth_read": 1})
+    assert elastic_worker_shares_devices(child) and len(findings_of(child, "ENV017")) == 1
+    wrapped = make_snapshot(env=dict(child["env"]["vars"]),
+                            launch={"commands": [{"launcher": "torchrun", "options": {}, "program": "b.sh",
+                                                  "depth": 2}], "depth_read": 2})
+    assert not elastic_worker_shares_devices(wrapped) and findings_of(wrapped, "ENV017") == []

@@ -498,11 +498,14 @@ def _int(raw) -> Optional[int]:
 
 
 def torchrun_nproc(snap) -> Optional[int]:
-    """torchrun's --nproc-per-node from a recorded torchrun command, when it is a number (not gpu/auto/cpu)."""
+    """torchrun's --nproc-per-node from a recorded torchrun command (or the PET_NPROC_PER_NODE it reads when the
+    command does not give it), when it is a number (not gpu/auto/cpu)."""
     cmd = command_of(snap, "torchrun")
     if not cmd:
         return None
-    raw = str(cmd["options"].get("nproc_per_node") or "").strip()
+    # an option the command line does not give is read from PET_<DEST> (torch/distributed/argparse_util.py env,
+    # data/launchers.json elastic_worker_visible_devices): PET_NPROC_PER_NODE=4 with a bare `torchrun train.py`
+    raw = str(cmd["options"].get("nproc_per_node") or env_of(snap).get("PET_NPROC_PER_NODE") or "").strip()
     n = whole_number(raw)
     return n if n else None
 

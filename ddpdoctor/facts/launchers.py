@@ -247,3 +247,10 @@ def deepspeed_master_rule() -> dict:
     """How DeepSpeed's runner picks its master from the hostfile (data/launchers.json deepspeed_master_from_hostfile)."""
     with open(DATA, encoding="utf-8") as fh:
         return dict(json.load(fh).get("deepspeed_master_from_hostfile") or {})
+
+
+@functools.lru_cache(maxsize=1)
+def elastic_worker_visible_devices() -> dict:
+    """What torchrun's workers inherit of CUDA_VISIBLE_DEVICES (data/launchers.json elastic_worker_visible_devices)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("elastic_worker_visible_devices") or {})

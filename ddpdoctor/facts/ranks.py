@@ -282,4 +282,24 @@ def ranks_inherit_this_environment(snap) -> bool:
     every worker and only adds LOCAL_RANK & co.: torch/distributed/elastic/agent/server/local_elastic_agent.py
     _start_workers; `accelerate launch` runs torchrun's launcher), so one visible GPU is every rank's GPU, not a
     per-rank binding (a wrapper or srun's --gpu-bind sets the variable per rank, after the launcher, never before)."""
-    return local_ranks(snap).source.startswith(FROM_COMMAND)
+    return local_ranks(snap).source.startswith(FROM_COMMAND) or elastic_worker_shares_devices(snap)
+
+
+def elastic_worker_shares_devices(snap) -> bool:
+    """True when this process is a worker of torchrun's elastic agent in its traditional mode (TORCHELASTIC_RUN_ID set,
+    LOCAL_RANK > 0; the agent, when the parent chain was read, is this process's parent: no wrapper between them)
+    and the local rank count is the launcher's LOCAL_WORLD_SIZE: the agent passed its own
+    CUDA_VISIBLE_DEVICES unchanged to every worker, so all local ranks see this same list (data/launchers.json
+    elastic_worker_visible_devices; only --virtual-local-rank gives each worker its own entry, with LOCAL_RANK=0)."""
+    from ddpdoctor.facts.launchers import elastic_worker_visible_devices  # noqa: PLC0415
+
+    env = env_of(snap)
+    table = elastic_worker_visible_devices()
+    if not env.get(table.get("worker_marker") or "TORCHELASTIC_RUN_ID"):
+        return False
+    if not _pos_int(env.get("LOCAL_RANK")):  # LOCAL_RANK 0 may be --virtual-local-rank's, which binds one GPU each
+        return False
+    agent = command_of(snap, "torchrun")
+    if agent is not None and _pos_int(agent.get("depth")) not in (None, 1):
+        return False  # a process between the agent and this one (a wrapper script) may set the variable per rank
+    return local_ranks(snap).source == FROM_LAUNCHER

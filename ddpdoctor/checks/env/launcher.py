@@ -1315,7 +1315,9 @@ def launch_count_not_a_number(snap):
         launch's --num_processes and --num_machines, deepspeed's --num_gpus and --num_nodes (numbers), against
         what each launcher's own parser accepts (data/launchers.json launch_count_options, each row with its
         source). A bare lower-case word for --nproc-per-node is left alone: torchrun also takes the name of an
-        out-of-tree device backend (`npu`).
+        out-of-tree device backend (`npu`). A torchrun option the command line does not give is read from
+        its PET_<OPTION> variable (PET_NPROC_PER_NODE, PET_NNODES: torch/distributed/argparse_util.py env,
+        data/launchers.json elastic_worker_visible_devices), and judged the same.
 
     Why it matters
         The launcher stops before any rank starts: torchrun with "ValueError: Unsupported nproc_per_node value:
@@ -1340,7 +1342,10 @@ def launch_count_not_a_number(snap):
         for row in rows:
             if cmd.get("launcher") != row["launcher"]:
                 continue
-            value = opts.get(row["option"])
+            value, via = opts.get(row["option"]), None
+            if value is None and row["launcher"] == "torchrun":  # its PET_<DEST> default (argparse_util.env)
+                via = "PET_" + row["option"].upper()
+                value = env_of(snap).get(via)
             if value is None or str(value) == "" or not count_value_refused(row, str(value)):
                 continue
             value = str(value)
@@ -1348,8 +1353,9 @@ def launch_count_not_a_number(snap):
             typed = bool(head) and tail.strip().isdigit() and not head.strip().isdigit()
             number = tail.strip() if typed else None
             src = row.get("source") or {}
-            yield error(f"`{described_launch(cmd)}` gives {row['flag']} the value {value!r}, which {row['launcher']} "
-                        "cannot read: the launch stops before any rank starts",
+            given = (f"{via}={value!r} gives `{described_launch(cmd)}` its {row['flag']}" if via else
+                     f"`{described_launch(cmd)}` gives {row['flag']} the value {value!r}")
+            yield error(f"{given}, which {row['launcher']} cannot read: the launch stops before any rank starts",
                         detail=(f"{row['launcher']} reads {row['flag']} as "
                                 + {"int": "a number (argparse type=int)",
                                    "int_or_words": "a number or one of " + ", ".join(row.get("words") or ()),
@@ -1359,9 +1365,10 @@ def launch_count_not_a_number(snap):
                                 + (f" {value!r} is a typed Slurm GPU count ([type:]<number>, as --gpus-per-node="
                                    f"{value} asks for {number} GPUs of type {head}): a variable such as "
                                    "SLURM_GPUS_PER_NODE passed where the launcher needs the number." if typed else "")),
-                        fix=(f"{row['flag']}=${{SLURM_GPUS_PER_NODE##*:}}   # the number after the type: {number}"
-                             if typed else f"{row['flag']}=<a number>   # echo the variable the launch line passes"),
-                        subjects=[f"arg:{row['flag'].lstrip('-')}"],
+                        fix=(f"{via or row['flag']}=${{SLURM_GPUS_PER_NODE##*:}}   # the number after the type: "
+                             f"{number}" if typed else
+                             f"{via or row['flag']}=<a number>   # echo the variable the launch line passes"),
+                        subjects=[f"arg:{row['flag'].lstrip('-')}"] + ([via] if via else []),
                         evidence={"launcher": row["launcher"], "option": row["flag"], "value": value,
                                   "typed_slurm_count": typed, "source": src})
             break
