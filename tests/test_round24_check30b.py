@@ -191,3 +191,16 @@ def test_a_wrapper_between_the_agent_and_the_worker_may_bind_per_rank():
                             launch={"commands": [{"launcher": "torchrun", "options": {}, "program": "b.sh",
                                                   "depth": 2}], "depth_read": 2})
     assert not elastic_worker_shares_devices(wrapped) and findings_of(wrapped, "ENV017") == []
+
+
+def test_net002_reads_a_torchrun_command_without_node_rank_as_node_0():
+    # a worker of `python -m torch.distributed.launch --nproc_per_node=4 train.py` (no --node_rank): NET002 crashed
+    # with KeyError 'node_rank' (DOC001) before round 24
+    env = {"TORCHELASTIC_RUN_ID": "none", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    snap = make_snapshot(env=env, network={"master_addr": {"host": "127.0.0.1", "addresses": ["127.0.0.1"]}},
+                         launch={"commands": [{"launcher": "torchrun", "options": {"nproc_per_node": "4"},
+                                               "program": "train.py", "depth": 1}], "depth_read": 1})
+    found = findings_of(snap)
+    assert [f.title for f in found if f.id == "DOC001" and "NET002" in f.title] == []
+    assert [f for f in found if f.id == "NET002"] == []

@@ -559,7 +559,8 @@ def _store_node_not_on_master(snap, addr: str):
     one_node = nnodes in ("1", "1:1")
     node_rank = launcher.get("node_rank")
     if node_rank is None:
-        node_rank = int(opts["node_rank"]) if str(opts.get("node_rank") or "0").strip().isdigit() else None
+        raw = str(opts.get("node_rank") or "0").strip()  # the parser's default is 0 (run.py --node-rank)
+        node_rank = int(raw) if raw.isdigit() else None
     static_master = backend == "static" and node_rank == 0
     if not (one_node or static_master):
         return
