@@ -204,3 +204,68 @@ def test_net002_reads_a_torchrun_command_without_node_rank_as_node_0():
     found = findings_of(snap)
     assert [f.title for f in found if f.id == "DOC001" and "NET002" in f.title] == []
     assert [f for f in found if f.id == "NET002"] == []
+
+
+# -- ENV020: `sh script.sh` read by a POSIX-only sh (dash) while the script uses bash-only syntax (data/launchers.json
+# shell_syntax: POSIX XCU 2.6.2, bash's substring expansion; open-mmlab/mmsegmentation#3820 "Bad substitution") --
+
+DIST_TRAIN = """#!/usr/bin/env bash
+# ${@:3} in a comment is not code
+CONFIG=$1
+GPUS=$2
+PORT=${PORT:-29500}
+python -m torch.distributed.launch --nproc_per_node=$GPUS --master_port=$PORT \\
+    $(dirname "$0")/train.py $CONFIG --launcher pytorch ${@:3}
+"""
+
+
+def test_bash_only_lines_skip_comments_and_posix_forms():
+    from ddpdoctor.facts.launchers import bash_only_lines
+
+    rows = bash_only_lines(DIST_TRAIN)
+    assert [(r["line"], r["dash_says"]) for r in rows] == [(7, "Bad substitution")]
+    assert bash_only_lines('X=${X:-1}\nY=${Y:=2}\n[ -f a ] && . ./env.sh\n') == []
+    assert [r["line"] for r in bash_only_lines('if [[ -f a ]]; then\n  arr=(1 2)\nfi\nsource x\n')] == [1, 2, 4]
+
+
+def test_the_gatherer_records_the_shell_and_the_scripts_bash_lines(tmp_path):
+    import os
+
+    from ddpdoctor.gather.launch import shell_run_facts
+
+    script = tmp_path / "dist_train.sh"
+    script.write_text(DIST_TRAIN)
+    (tmp_path / "bin").mkdir()
+    dash = tmp_path / "bin" / "dash"
+    dash.write_text("")
+    dash.chmod(0o755)
+    os.symlink(dash, tmp_path / "bin" / "sh")
+    run = shell_run_facts(["sh", str(script), "cfg.py", "4"], str(script), {"PATH": str(tmp_path / "bin")})
+    assert run["shell"] == "sh" and run["shell_is"] == "dash" and run["shebang"] == "bash"
+    assert [r["line"] for r in run["bash_only"]] == [7]
+    assert shell_run_facts([str(script)], str(script), {"PATH": ""}) is None  # run itself: the kernel reads #!
+
+
+def _shell_run(**run):
+    return make_snapshot(launch={"commands": [], "depth_read": 0, "shell_run": run})
+
+
+def test_a_bash_script_read_by_dash_stops_at_its_first_bash_line():
+    lines = [{"line": 7, "what": "substring expansion ${parameter:offset}", "dash_says": "Bad substitution",
+              "text": "... ${@:3}"}]
+    [f] = findings_of(_shell_run(shell="sh", shell_is="dash", script="tools/dist_train.sh", shebang="bash",
+                                 bash_only=lines), "ENV020")
+    assert f.severity == "warning" and "line 7" in f.title and "Bad substitution" in f.title
+    assert f.fix.startswith("bash tools/dist_train.sh")
+    [g] = findings_of(_shell_run(shell="sh", shell_is="dash", script="x.sh", shebang="bash", bash_only=[]), "ENV020")
+    assert g.severity == "info"
+
+
+def test_bash_itself_or_a_posix_script_is_quiet():
+    lines = [{"line": 3, "what": "[[ ... ]] test", "dash_says": "[[: not found", "text": "[[ -f a ]]"}]
+    assert findings_of(_shell_run(shell="sh", shell_is="bash", script="x.sh", shebang="bash", bash_only=lines),
+                       "ENV020") == []
+    assert findings_of(_shell_run(shell="bash", shell_is="bash", script="x.sh", shebang="bash", bash_only=lines),
+                       "ENV020") == []
+    assert findings_of(_shell_run(shell="sh", shell_is="dash", script="x.sh", shebang="sh", bash_only=[]),
+                       "ENV020") == []

@@ -254,3 +254,27 @@ def elastic_worker_visible_devices() -> dict:
     """What torchrun's workers inherit of CUDA_VISIBLE_DEVICES (data/launchers.json elastic_worker_visible_devices)."""
     with open(DATA, encoding="utf-8") as fh:
         return dict(json.load(fh).get("elastic_worker_visible_devices") or {})
+
+
+@functools.lru_cache(maxsize=1)
+def shell_syntax() -> dict:
+    """Which shells read POSIX only and the bash-only forms that stop them (data/launchers.json shell_syntax)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("shell_syntax") or {})
+
+
+def bash_only_lines(text: str, limit: int = 5) -> list:
+    """[{line, what, text}] for the lines of a shell script that use a bash-only form (shell_syntax bash_only); lines
+    that are comments are skipped. At most `limit`."""
+    rows = [(r, re.compile(r["pattern"])) for r in shell_syntax().get("bash_only") or ()]
+    out = []
+    for n, line in enumerate(str(text).splitlines(), 1):
+        if line.lstrip().startswith("#"):
+            continue
+        for row, rx in rows:
+            if rx.search(line):
+                out.append({"line": n, "what": row["name"], "dash_says": row.get("dash_says"), "text": line.strip()[:160]})
+                break
+        if len(out) >= limit:
+            break
+    return out

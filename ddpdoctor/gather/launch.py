@@ -469,6 +469,11 @@ FIELDS = {
     "commands[].master_resolved": OBJ, "commands[].master_resolved.host": STR,
     "commands[].master_resolved.addresses": LIST, "commands[].master_resolved.addresses[]": STR,
     "commands[].master_resolved.error": STR,
+    # check30b: `sh script.sh` (check -- sh ...): the shell that word is here, the script's #! and its bash-only lines
+    "shell_run": OBJ, "shell_run.shell": STR, "shell_run.shell_is": STR, "shell_run.script": STR,
+    "shell_run.shebang": STR, "shell_run.bash_only": LIST, "shell_run.bash_only[]": OBJ,
+    "shell_run.bash_only[].line": INT, "shell_run.bash_only[].what": STR, "shell_run.bash_only[].dash_says": STR,
+    "shell_run.bash_only[].text": STR,
 }
 
 
@@ -502,3 +507,30 @@ def deepspeed_command_facts(src: Sources, cmd: dict, cwd: Optional[str], resolve
     if resolver is None:
         from ddpdoctor.gather.names import resolve as resolver  # noqa: PLC0415
     cmd["master_resolved"] = resolver(active[0])
+
+
+def shell_run_facts(argv: list, script: str, environ) -> Optional[dict]:
+    """`sh script.sh ...` (a shell word, then the script): which shell that word really is here (the basename of its
+    resolved path: /bin/sh -> dash on Debian and Ubuntu), the interpreter the script's own #! line names (which the
+    shell ignores), and the script's bash-only lines (facts.launchers.bash_only_lines). None for a script executed
+    itself (the kernel then runs its #! interpreter) or one that cannot be read."""
+    import shutil  # noqa: PLC0415
+
+    from ddpdoctor.facts.launchers import bash_only_lines  # noqa: PLC0415
+
+    word = os.path.basename(str(argv[0])) if argv else ""
+    if word not in SHELLS:
+        return None
+    try:
+        with open(script, "rb") as fh:
+            text = fh.read(64 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = shutil.which(str(argv[0]), path=(environ or {}).get("PATH"))
+    first = text.splitlines()[0] if text else ""
+    words = first[2:].split() if first.startswith("#!") else []
+    shebang = os.path.basename(words[0]) if words else None
+    if shebang == "env" and len(words) > 1:
+        shebang = os.path.basename(words[1])
+    return {"shell": word, "shell_is": os.path.basename(os.path.realpath(found)) if found else None,
+            "script": script, "shebang": shebang, "bash_only": bash_only_lines(text)}

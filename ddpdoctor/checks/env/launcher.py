@@ -1045,6 +1045,42 @@ def _script_url_port_in_use(snap):
         return
 
 
+def _bash_script_under_posix_sh(snap):
+    """`sh script.sh` where `sh` is a POSIX-only shell here (dash, BusyBox ash: data/launchers.json shell_syntax) and
+    the script uses bash-only syntax (a warning, with its line) or only names bash in its #! line (a note)."""
+    from ddpdoctor.facts.launchers import shell_syntax
+
+    launch = snap.get("launch") if "launch" in snap else None
+    run = (launch or {}).get("shell_run") if isinstance(launch, dict) else None
+    if not isinstance(run, dict):
+        return
+    shell, real, script = run.get("shell"), run.get("shell_is"), run.get("script")
+    posix = shell_syntax().get("posix_only_shells") or ()
+    reader = real if real in posix else (shell if shell in posix else None)
+    lines = [r for r in run.get("bash_only") or () if isinstance(r, dict)]
+    if reader is None or not (lines or run.get("shebang") == "bash"):
+        return
+    words = f"`{shell} {script}`" + (f" ({shell} is {real} here)" if real and real != shell else "")
+    fix = f"bash {script} ...   # or chmod +x {script} && ./{script} ..., which runs its #! interpreter"
+    evidence = {"shell": shell, "shell_is": real, "script": script, "shebang": run.get("shebang"), "bash_only": lines}
+    if not lines:
+        yield info(f"{words} runs a script whose #! line asks for bash: {reader} ignores it and reads the script itself",
+                   detail=("A shell given a script file reads it whatever its #! line says; no bash-only form was "
+                           f"found in {script}, so it may run under {reader} too."),
+                   fix=fix, subjects=[f"path:{script}"], evidence=evidence)
+        return
+    top = lines[0]
+    yield warning(f"{words} reads a bash script with {reader}: line {top['line']} uses {top['what']}, which {reader} "
+                  f"stops at (\"{top.get('dash_says')}\") before the launch runs",
+                  detail=(f"{script}:{top['line']}: {top.get('text')}. A shell given a script file reads it whatever its "
+                          f"#! line ({run.get('shebang') or 'none'}) says; {reader} implements POSIX sh only, so the "
+                          "script stops at that line and no rank starts (open-mmlab/mmsegmentation#3820: "
+                          "'tools/dist_train.sh: 8: Bad substitution' under sh, fixed by running it with bash)."
+                          + (f" Other bash-only lines: {', '.join(str(r['line']) for r in lines[1:])}."
+                             if len(lines) > 1 else "")),
+                  fix=fix, subjects=[f"path:{script}", f"line:{top['line']}"], evidence=evidence)
+
+
 @check("ENV020", "launch-program-not-found", family="launcher", needs=("launch",), reads=("packages", "env"))
 def launch_program_not_found(snap):
     """The launch command's program (srun, torchrun, deepspeed, accelerate, python) is not on this machine's PATH.
@@ -1062,7 +1098,10 @@ def launch_program_not_found(snap):
         secure_path even with -E, and env_reset drops CUDA_HOME, LD_LIBRARY_PATH and the rest of the user's
         variables, so the CUDA toolkit this shell finds (its nvcc outside secure_path's directories) is not
         found by whatever the command builds with nvcc (speedinghzl/CCNet#56, traveller59/second.pytorch#7:
-        "nvcc: not found" under sudo).
+        "nvcc: not found" under sudo). And `sh script.sh` where this host's sh is a POSIX-only shell (dash,
+        BusyBox ash) while the script uses bash-only syntax (${@:3}, [[ ]], arrays, source: data/launchers.json
+        shell_syntax): the shell ignores the script's #! line and stops at that line, "Bad substitution"
+        (open-mmlab/mmsegmentation#3820); a #! line asking for bash with no such line found is a note.
 
     Why it matters
         The job stops before any rank starts: "train.sh: 1: srun: not found" on a machine outside a SLURM
@@ -1080,6 +1119,7 @@ def launch_program_not_found(snap):
     """
     from ddpdoctor.facts.launch import commands
 
+    yield from _bash_script_under_posix_sh(snap)
     sudo = next((c for c in commands(snap) if isinstance(c.get("sudo"), dict)), None)
     if sudo is not None:
         yield from _sudo_hides_toolkit(snap, sudo)
