@@ -269,3 +269,26 @@ def test_bash_itself_or_a_posix_script_is_quiet():
                        "ENV020") == []
     assert findings_of(_shell_run(shell="sh", shell_is="dash", script="x.sh", shebang="sh", bash_only=[]),
                        "ENV020") == []
+
+
+# -- the hostfile a deepspeed launch names (--hostfile /etc/hostfile) is the one its checks judge, not only /job/hostfile
+# (check29b's left class: ENV014's ssh keys, ENV021's pool, ENV018, NET018 read facts.launch.deepspeed_hostfile_of) --
+
+
+def test_the_commands_own_hostfile_is_the_one_judged():
+    from ddpdoctor.facts.launch import deepspeed_hostfile_of
+
+    named = {"path": "/etc/hostfile", "hosts": {"w1": 8, "w2": 8}, "errors": []}
+    cmd = {"launcher": "deepspeed", "options": {"hostfile": "/etc/hostfile"}, "program": "t.py", "depth": 0,
+           "hostfile": named}
+    ssh = {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": False}
+    snap = make_snapshot(packages={"deepspeed": "0.14.0"}, host={"ssh": ssh},
+                         launch={"commands": [cmd], "depth_read": 0})
+    assert deepspeed_hostfile_of(snap) == named
+    [f] = findings_of(snap, "ENV014")
+    assert "/etc/hostfile" in f.title and "2 hosts" in f.title
+    # a --hostfile that was not read, beside a gathered /job/hostfile: neither is taken for it
+    other = make_snapshot(packages={"deepspeed": "0.14.0"}, host={"ssh": ssh, "deepspeed_hostfile": {
+        "path": "/job/hostfile", "hosts": {"a": 1, "b": 1}, "errors": []}},
+        launch={"commands": [dict(cmd, hostfile=None)], "depth_read": 0})
+    assert deepspeed_hostfile_of(other) is None and findings_of(other, "ENV014") == []

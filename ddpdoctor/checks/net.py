@@ -9,7 +9,7 @@ from typing import Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of, nccl_conf_applied
-from ddpdoctor.facts.launch import deepspeed_master, launch_env
+from ddpdoctor.facts.launch import deepspeed_hostfile_of, deepspeed_master, launch_env
 from ddpdoctor.facts.launchers import deepspeed_master_rule
 from ddpdoctor.facts.units import whole_number
 
@@ -1794,7 +1794,7 @@ def _is_this_host(name: str, net: dict, local: set) -> bool:
 
 
 @check("NET018", "deepspeed-master-first-address", family="network", needs=("packages", "host", "network"),
-       reads=("env",))
+       reads=("env", "launch"))
 def deepspeed_master_first_address(snap):
     """DeepSpeed's runner will take the first address `hostname -I` prints as the master, on a host with several.
 
@@ -1828,7 +1828,7 @@ def deepspeed_master_first_address(snap):
 
     if not (snap["packages"].get("versions") or {}).get("deepspeed"):
         return
-    hostfile = snap["host"].get("deepspeed_hostfile") or {}
+    hostfile = deepspeed_hostfile_of(snap) or {}
     hosts = list(hostfile.get("hosts") or {})
     net = snap["network"]
     ifaces = net.get("interfaces") or []

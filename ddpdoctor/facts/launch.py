@@ -906,3 +906,22 @@ def deepspeed_master(snap) -> Optional[dict]:
         net = (snap.get("network") or {}) if "network" in snap else {}
         resolved = net.get("master_addr") if (net.get("master_addr") or {}).get("host") == active[0] else None
     return {"host": active[0], "hostfile": hostfile.get("path"), "resolved": resolved}
+
+
+def deepspeed_hostfile_of(snap) -> Optional[dict]:
+    """The hostfile a recorded deepspeed launch reads ({path, hosts, errors}): the one its --hostfile names, read with
+    the command (gather.launch.deepspeed_command_facts), else the gathered default /job/hostfile when the command
+    names no other (or no deepspeed command is recorded); None when the file it reads was not read."""
+    host = (snap.get("host") or {}) if "host" in snap else {}
+    gathered = host.get("deepspeed_hostfile") if isinstance(host.get("deepspeed_hostfile"), dict) else None
+    cmd = command_of(snap, "deepspeed")
+    if cmd is None:
+        return gathered
+    if isinstance(cmd.get("hostfile"), dict):
+        return cmd["hostfile"]
+    asked = str((cmd.get("options") or {}).get("hostfile") or "").strip()
+    path = str((gathered or {}).get("path") or "")
+    if asked and gathered and (os.path.normpath(asked) != os.path.normpath(path) if os.path.isabs(asked)
+                               else os.path.basename(asked) != os.path.basename(path)):
+        return None
+    return gathered

@@ -3,7 +3,7 @@ ranks' environment)."""
 from __future__ import annotations
 
 from ddpdoctor.facts.env import env_of
-from ddpdoctor.facts.launch import commands
+from ddpdoctor.facts.launch import commands, deepspeed_hostfile_of
 from ddpdoctor.facts.launchers import mpi_root_allowed, mpi_root_refusal
 from ddpdoctor.model import info, warning
 from ddpdoctor.model.registry import check
@@ -114,7 +114,7 @@ def ssh_launch_without_keys(snap):
     yield from _mpirun_as_root(snap)
     versions = snap["packages"].get("versions") or {}
     host = snap["host"]
-    hostfile = host.get("deepspeed_hostfile") or {}
+    hostfile = deepspeed_hostfile_of(snap) or {}  # its --hostfile when it names one (check30b), else /job/hostfile
     ssh = host.get("ssh")
     hosts = list((hostfile.get("hosts") or {}))
     if not versions.get("deepspeed") or not hosts or not isinstance(ssh, dict):
@@ -168,11 +168,10 @@ _IN_A_RANK_VARS = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SL
 
 
 def _ds_hosts(snap) -> list:
-    host = snap["host"]
-    return list(((host.get("deepspeed_hostfile") or {}).get("hosts") or {}))
+    return list(((deepspeed_hostfile_of(snap) or {}).get("hosts") or {}))
 
 
-@check("ENV018", "deepspeed-remote-environment", family="launcher", needs=("packages", "host", "env"))
+@check("ENV018", "deepspeed-remote-environment", family="launcher", needs=("packages", "host", "env"), reads=("launch",))
 def deepspeed_remote_environment(snap):
     """DeepSpeed's multi-node runner will not give the other hosts this host's environment.
 
@@ -210,7 +209,7 @@ def deepspeed_remote_environment(snap):
     if not versions.get("deepspeed") or len(hosts) < 2 or any(v in env for v in _IN_A_RANK_VARS):
         return
     host = snap["host"]
-    path = (host.get("deepspeed_hostfile") or {}).get("path") or "/job/hostfile"
+    path = (deepspeed_hostfile_of(snap) or {}).get("path") or "/job/hostfile"
     if host.get("python_executable"):
         python = host["python_executable"]
         yield info(f"DeepSpeed will run {python} on each of the {len(hosts)} hosts of {path}: that interpreter path "
