@@ -42,6 +42,8 @@ def test_mpirun_with_the_override_or_as_a_user_is_quiet():
     assert findings_of(_mpi(["mpirun", "-np", "5", "python", "main.py"], env=both), "ENV014") == []
     assert findings_of(_mpi(["mpirun", "-np", "5", "python", "main.py"], uid=1000), "ENV014") == []
     assert findings_of(_mpi(["torchrun", "--nproc-per-node", "2", "train.py"]), "ENV014") == []
+    # a rank of that mpirun (Open MPI's OMPI_COMM_WORLD_RANK, PMIx's PMIX_RANK): it did start
+    assert findings_of(_mpi(["mpirun", "-np", "2", "a.out"], env={"OMPI_COMM_WORLD_RANK": "0"}), "ENV014") == []
 
 
 # -- NET002/NET006/ENV005: a rank other than 0, ranks set by hand, whose MASTER_ADDR names another host yet resolves
@@ -131,6 +133,10 @@ def test_a_resolving_first_host_or_a_given_master_is_quiet():
     assert findings_of(_ds_launch({"hostfile": "/etc/hostfile", "master_addr": "10.1.0.4"}, HOSTS, None),
                        "NET002") == []
     assert findings_of(_ds_launch({"hostfile": "/etc/hostfile"}, HOSTS, None), "NET002") == []  # not resolved: unknown
+    gai = {"host": "main-0.svc", "error": "[Errno -2] Name or service not known"}
+    started = _ds_launch({"hostfile": "/etc/hostfile"}, HOSTS, gai)
+    started["env"]["vars"].update({"RANK": "3", "LOCAL_RANK": "3"})  # a rank of that launch: it got past the check
+    assert findings_of(started, "NET002") == []
     assert findings_of(_ds_launch({"hostfile": "/etc/hostfile", "include": "worker-0.svc"}, HOSTS,
                                   {"host": "worker-0.svc", "addresses": ["10.1.0.5"]}), "NET002") == []
 

@@ -313,6 +313,8 @@ def _hostfile_master_unresolved(snap):
     res = (ds or {}).get("resolved")
     if not ds or not isinstance(res, dict) or ds["host"] in ("localhost", "127.0.0.1"):
         return
+    if env_of(snap).get("RANK") is not None or env_of(snap).get("LOCAL_RANK") is not None:
+        return  # a rank that launch started: its runner got past the ssh check (on the node it ran on)
     if res.get("addresses") and not res.get("error"):
         return
     host, path = ds["host"], ds.get("hostfile") or "the hostfile"

@@ -64,6 +64,8 @@ def _mpirun_as_root(snap):
     env = env_of(snap)
     if cmd is None or mpi_root_allowed(cmd, env):
         return
+    if any(env.get(v) is not None for v in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")):
+        return  # this process is a rank that mpirun started: whatever lifted the refusal, it did start
     table = mpi_root_refusal()
     src = table.get("source") or {}
     allow_env = " ".join(f"{k}={v}" for k, v in (table.get("allow_env") or {}).items())
