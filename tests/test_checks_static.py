@@ -690,7 +690,10 @@ CLEAN = [
                     network={"own_hostname": {"host": "user", "addresses": [], "error": "not known"}})),
     ("NET006", dict(packages={"torch": "2.4.0"}, network={"own_hostname": {"host": "node0", "addresses": ["10.0.0.5"]}})),
     ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "0,1,2,3"}, gpus={"unavailable": "no driver"})),  # 4 for 4
-    ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "2"}, gpus={"unavailable": "no driver"})),  # per-rank binding
+    # per-rank binding by a wrapper between the torchrun agent and this worker (the agent at depth 2): check30b
+    ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "2"}, gpus={"unavailable": "no driver"},
+                    launch={"commands": [{"launcher": "torchrun", "options": {}, "program": "bind.sh", "depth": 2}],
+                            "depth_read": 2})),
     ("ENV017", dict(env={**SLURM_STEP, "SLURM_GPUS_PER_TASK": "2", "CUDA_VISIBLE_DEVICES": "0,1"},  # srun per-task binding
                     gpus={"unavailable": "no driver"})),
     ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "0,1"},  # NVML facts: GPU016's question

@@ -130,8 +130,12 @@ def test_one_visible_gpu_under_a_launch_from_this_shell_is_every_ranks():
 def test_one_visible_gpu_in_a_rank_or_one_rank_is_quiet():
     from ddpdoctor.facts.ranks import ranks_inherit_this_environment
 
+    # check30b: a torchrun worker whose agent is not its parent (a wrapper between them may bind per rank); a worker
+    # that is the agent's own child inherits the agent's list (tests/test_round24_check30b.py)
     rank = make_snapshot(env={"CUDA_VISIBLE_DEVICES": "3", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "RANK": "1",
-                              "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x"})
+                              "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x"},
+                         launch={"commands": [{"launcher": "torchrun", "options": {"nproc_per_node": "2"},
+                                               "program": "wrap.sh", "depth": 2}], "depth_read": 2})
     assert not ranks_inherit_this_environment(rank) and findings_of(rank, "ENV017") == []  # binding per rank: may be
     assert findings_of(_launch(["torchrun", "--nproc-per-node=1", "train.py"], {"CUDA_VISIBLE_DEVICES": "3"}),
                        "ENV017") == []

@@ -9,7 +9,8 @@ from typing import Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of, nccl_conf_applied
-from ddpdoctor.facts.launch import launch_env
+from ddpdoctor.facts.launch import deepspeed_hostfile_of, deepspeed_master, launch_env
+from ddpdoctor.facts.launchers import deepspeed_master_rule
 from ddpdoctor.facts.units import whole_number
 
 
@@ -35,7 +36,8 @@ def _loopback(addr: str) -> bool:
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
 from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
-from ddpdoctor.facts.net import master_published_here, span_unknown  # noqa: E402
+from ddpdoctor.facts.net import span_guessed, span_unknown  # noqa: E402
+from ddpdoctor.facts.ranks import master_named_elsewhere_on_loopback  # noqa: E402
 from ddpdoctor.facts.net import nccl_ifname_match  # noqa: E402,F401 - re-exported: checks and tests import it here
 
 
@@ -232,12 +234,23 @@ def master_addr_unreachable(snap):
         go nowhere, "No route to host" (errno 113), and the names of the training network (another
         domain, or the addresses of its interfaces) must be used (UQ-RCC/hpc-docs#2: `bun003`
         resolving to `bun003.admin`, fixed with the HPC network's FQDN).
+
+        A rank other than 0 of ranks set by hand whose MASTER_ADDR names another host than this one
+        but resolves here to loopback only: a guess, since the name may be an alias of this host; if
+        rank 0 is elsewhere, the rank connects to its own loopback (pytorch/pytorch#42879: every
+        node's name on 127.0.1.1).
+
+        A deepspeed launch with no --master_addr whose first active hostfile host (the one its runner
+        ssh-checks and asks `hostname -I`: data/launchers.json deepspeed_master_from_hostfile) does not
+        resolve here: "Using hostfile at ... but host=... was not reachable via ssh" before any rank
+        starts (volcano-sh/volcano#2952).
     """
     env = launch_env(snap)  # PET_* with a recorded torchrun command over them (facts.launch)
     yield from _rdzv_endpoint_loopback(snap, env)
     yield from _rdzv_endpoint_unresolved(snap, env)
     addr = env.get("MASTER_ADDR")
     if addr is None:
+        yield from _hostfile_master_unresolved(snap)
         return
     res = snap["network"].get("master_addr") or {}
     try:
@@ -262,6 +275,20 @@ def master_addr_unreachable(snap):
     yield from _names_on_another_network(snap, addr, res)
     spread = multi_node(snap)
     resolved = res.get("addresses") or []
+    looped = None if spread else master_named_elsewhere_on_loopback(snap)
+    if looped:
+        yield warning(f"MASTER_ADDR={addr!r} is not this host's name but resolves to loopback here "
+                      f"({', '.join(resolved)}): if rank 0 runs on another machine, this rank connects to itself",
+                      detail=(f"Guess: {looped}. Either {addr} is another name of this host (every rank here, and "
+                              "nothing is wrong) or this machine's name resolution maps another node to loopback (an "
+                              "/etc/hosts copied between nodes, Debian's `127.0.1.1 <hostname>` line): the store "
+                              "client then connects to this host's own loopback, where no store listens "
+                              "('Connection refused', or a wait until the rendezvous timeout), and Gloo on that node "
+                              "advertises the same loopback (pytorch/pytorch#42879)."),
+                      fix=(f"getent hosts {addr}   # must print rank 0's routable address on every node; else fix "
+                           "/etc/hosts or export MASTER_ADDR=<rank 0's IP>"),
+                      subjects=["MASTER_ADDR", f"host:{addr}"],
+                      evidence={"MASTER_ADDR": addr, "resolved": resolved, "guess": True})
     if spread and (addr.strip().lower() == "localhost" or (resolved and all(_loopback(a) for a in resolved))):
         from ddpdoctor.facts.net import hosts_counted
 
@@ -277,6 +304,39 @@ def master_addr_unreachable(snap):
                    subjects=["MASTER_ADDR", f"host:{addr}"],
                    evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread,
                              "hosts_from_scheduler": hosts})
+
+
+def _hostfile_master_unresolved(snap):
+    """A deepspeed launch with no --master_addr whose first active hostfile host, the one its runner ssh-checks and
+    takes as the master (data/launchers.json deepspeed_master_from_hostfile), does not resolve on this host."""
+    ds = deepspeed_master(snap)
+    res = (ds or {}).get("resolved")
+    if not ds or not isinstance(res, dict) or ds["host"] in ("localhost", "127.0.0.1"):
+        return
+    if env_of(snap).get("RANK") is not None or env_of(snap).get("LOCAL_RANK") is not None:
+        return  # a rank that launch started: its runner got past the ssh check (on the node it ran on)
+    if res.get("addresses") and not res.get("error"):
+        return
+    host, path = ds["host"], ds.get("hostfile") or "the hostfile"
+    rule = deepspeed_master_rule()
+    src = rule.get("source") or {}
+    why = res.get("error") or "no address"
+    timed_out = "did not answer" in why
+    make = warning if timed_out or not res.get("error") else error
+    said = str(rule.get("ssh_check_error") or "").replace("{hostfile}", path).replace("{first_host}", host)
+    yield make(f"DeepSpeed's first hostfile host {host!r} does not resolve here ({why}): its runner cannot reach it "
+               "over ssh and no rank starts",
+               detail=(f"deepspeed read {path} and has no --master_addr: its runner ssh-checks the first active host "
+                       f"and asks it `hostname -I` for the master address ({src.get('repo')} {src.get('path')} @ "
+                       f"{str(src.get('commit'))[:8]}, main()). ssh cannot resolve {host} either ('Could not resolve "
+                       f"hostname'), so the launch stops with \"{said}\" even when the keys are right "
+                       "(volcano-sh/volcano#2952: pod DNS names in /etc/hostfile without a Service). Only the first "
+                       "host is resolved here; pdsh reaches every other host by its name too."),
+               fix=(f"getent hosts {host}   # must print an address on this host: add the names to DNS or /etc/hosts "
+                    "(Kubernetes: a headless Service for the pods; Volcano: the svc plugin), or write the hosts' "
+                    f"IP addresses into {path}"),
+               subjects=[f"host:{host}", f"path:{path}", "pkg:deepspeed"],
+               evidence={"first_host": host, "hostfile": path, "resolution": res})
 
 
 def _names_on_another_network(snap, addr: str, res: dict):
@@ -501,7 +561,8 @@ def _store_node_not_on_master(snap, addr: str):
     one_node = nnodes in ("1", "1:1")
     node_rank = launcher.get("node_rank")
     if node_rank is None:
-        node_rank = int(opts["node_rank"]) if str(opts.get("node_rank") or "0").strip().isdigit() else None
+        raw = str(opts.get("node_rank") or "0").strip()  # the parser's default is 0 (run.py --node-rank)
+        node_rank = int(raw) if raw.isdigit() else None
     static_master = backend == "static" and node_rank == 0
     if not (one_node or static_master):
         return
@@ -887,7 +948,7 @@ def firewall_blocks_nccl_ports(snap):
     if not spread:
         # ranks set by hand with the store on this host's routable address may span hosts (a guess, worded so);
         # a job no launcher or rank variable describes may or may not (a note naming that ambiguity)
-        guessed = spread = master_published_here(snap)
+        guessed = spread = span_guessed(snap)
         if not spread:
             unknown = span_unknown(snap)
             if not unknown:
@@ -1055,7 +1116,8 @@ def gloo_hostname_loopback(snap):
         1.3 a name that does not resolve is reported on one host too: Gloo had no loopback fallback then.
         Rank 0 of ranks set by hand (no local world size, no node count) cannot know where the others
         run; when it publishes MASTER_ADDR as its own routable address, not loopback, the finding is
-        made as a guess ("if other ranks run on other hosts", pytorch/gloo#223).
+        made as a guess ("if other ranks run on other hosts", pytorch/gloo#223); so is it for another
+        rank whose MASTER_ADDR names another host than this one yet resolves here to loopback.
         On one host outside a worker (no MASTER_ADDR), under torch 1.3 or later: a name that does
         not resolve, or resolves to no address of this host, is reported because torchrun's elastic
         agent hands socket.getfqdn() to its workers as MASTER_ADDR under --standalone or any c10d
@@ -1090,7 +1152,7 @@ def gloo_hostname_loopback(snap):
         if own.get("error") and _torch_at_least(snap, GLOO_LOOPBACK_FALLBACK_SINCE) is False:
             yield from _gloo_cannot_start(snap, own)
             return
-        guessed = spread = master_published_here(snap)  # rank 0 of hand-set ranks: may span hosts
+        guessed = spread = span_guessed(snap)  # hand-set ranks whose MASTER_ADDR says they may span hosts
         if not spread:
             found = list(_elastic_agent_names_itself(snap, own))
             yield from found
@@ -1734,7 +1796,7 @@ def _is_this_host(name: str, net: dict, local: set) -> bool:
 
 
 @check("NET018", "deepspeed-master-first-address", family="network", needs=("packages", "host", "network"),
-       reads=("env",))
+       reads=("env", "launch"))
 def deepspeed_master_first_address(snap):
     """DeepSpeed's runner will take the first address `hostname -I` prints as the master, on a host with several.
 
@@ -1768,7 +1830,7 @@ def deepspeed_master_first_address(snap):
 
     if not (snap["packages"].get("versions") or {}).get("deepspeed"):
         return
-    hostfile = snap["host"].get("deepspeed_hostfile") or {}
+    hostfile = deepspeed_hostfile_of(snap) or {}
     hosts = list(hostfile.get("hosts") or {})
     net = snap["network"]
     ifaces = net.get("interfaces") or []

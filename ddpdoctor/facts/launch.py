@@ -353,7 +353,9 @@ def parse_command(argv: list) -> Optional[dict]:
             shell = os.path.basename(rest[0]) in ("sh", "bash", "dash", "zsh") and len(rest) > 1
             cmd = {"launcher": os.path.basename(rest[0]), "options": {}, "program": rest[1] if shell else rest[0]}
         return dict(cmd, sudo=sudo, program_word=rest[0]) if cmd is not None else None
-    return _parse_command(argv)
+    from ddpdoctor.facts.launchers import mpi_command  # noqa: PLC0415
+
+    return _parse_command(argv) or mpi_command(argv)
 
 
 def _parse_command(argv: list) -> Optional[dict]:
@@ -524,11 +526,14 @@ def _int(raw) -> Optional[int]:
 
 
 def torchrun_nproc(snap) -> Optional[int]:
-    """torchrun's --nproc-per-node from a recorded torchrun command, when it is a number (not gpu/auto/cpu)."""
+    """torchrun's --nproc-per-node from a recorded torchrun command (or the PET_NPROC_PER_NODE it reads when the
+    command does not give it), when it is a number (not gpu/auto/cpu)."""
     cmd = command_of(snap, "torchrun")
     if not cmd:
         return None
-    raw = str(cmd["options"].get("nproc_per_node") or "").strip()
+    # an option the command line does not give is read from PET_<DEST> (torch/distributed/argparse_util.py env,
+    # data/launchers.json elastic_worker_visible_devices): PET_NPROC_PER_NODE=4 with a bare `torchrun train.py`
+    raw = str(cmd["options"].get("nproc_per_node") or env_of(snap).get("PET_NPROC_PER_NODE") or "").strip()
     n = whole_number(raw)
     return n if n else None
 
@@ -902,3 +907,62 @@ def container_gpu_request(snap) -> Optional[dict]:
             row = next((r for r in container_table()["runtimes"] if r["name"] == box.get("runtime")), None)
             return dict(box, row=row)
     return None
+
+
+def deepspeed_active_hosts(hosts: list, include=None, exclude=None) -> list:
+    """The hostfile's hosts that DeepSpeed's runner keeps, in hostfile order (runner.py parse_inclusion_exclusion):
+    with -i/--include only the hosts it names (`h1:0,1@h2`), with -e/--exclude all but the hosts it names whole (a
+    host with a slot list keeps its other slots)."""
+    def named(spec) -> list:
+        return [part.split(":", 1)[0].strip() for part in str(spec or "").split("@") if part.strip()]
+
+    if include:
+        wanted = set(named(include))
+        return [h for h in hosts if h in wanted]
+    whole = {part.strip() for part in str(exclude or "").split("@") if part.strip() and ":" not in part}
+    return [h for h in hosts if h not in whole]
+
+
+def deepspeed_master(snap) -> Optional[dict]:
+    """{host, hostfile, resolved} for a recorded `deepspeed` command with no --master_addr that reads a hostfile: the
+    first active host, which its runner reaches over ssh and takes as the master (data/launchers.json
+    deepspeed_master_from_hostfile), with that host's resolution here: the command's own `master_resolved`, else
+    network.master_addr when it resolved that same host (no MASTER_ADDR on the launching host); None otherwise."""
+    cmd = command_of(snap, "deepspeed")
+    if cmd is None or (cmd.get("options") or {}).get("master_addr"):
+        return None
+    opts = cmd.get("options") or {}
+    hostfile = cmd.get("hostfile")
+    if not isinstance(hostfile, dict):
+        gathered = (snap.get("host") or {}).get("deepspeed_hostfile") if "host" in snap else None
+        asked = opts.get("hostfile")
+        if not isinstance(gathered, dict) or (asked and os.path.normpath(str(asked)) != gathered.get("path")):
+            return None
+        hostfile = gathered
+    active = deepspeed_active_hosts(list(hostfile.get("hosts") or {}), opts.get("include"), opts.get("exclude"))
+    if not active:
+        return None
+    resolved = cmd.get("master_resolved")
+    if not isinstance(resolved, dict):
+        net = (snap.get("network") or {}) if "network" in snap else {}
+        resolved = net.get("master_addr") if (net.get("master_addr") or {}).get("host") == active[0] else None
+    return {"host": active[0], "hostfile": hostfile.get("path"), "resolved": resolved}
+
+
+def deepspeed_hostfile_of(snap) -> Optional[dict]:
+    """The hostfile a recorded deepspeed launch reads ({path, hosts, errors}): the one its --hostfile names, read with
+    the command (gather.launch.deepspeed_command_facts), else the gathered default /job/hostfile when the command
+    names no other (or no deepspeed command is recorded); None when the file it reads was not read."""
+    host = (snap.get("host") or {}) if "host" in snap else {}
+    gathered = host.get("deepspeed_hostfile") if isinstance(host.get("deepspeed_hostfile"), dict) else None
+    cmd = command_of(snap, "deepspeed")
+    if cmd is None:
+        return gathered
+    if isinstance(cmd.get("hostfile"), dict):
+        return cmd["hostfile"]
+    asked = str((cmd.get("options") or {}).get("hostfile") or "").strip()
+    path = str((gathered or {}).get("path") or "")
+    if asked and gathered and (os.path.normpath(asked) != os.path.normpath(path) if os.path.isabs(asked)
+                               else os.path.basename(asked) != os.path.basename(path)):
+        return None
+    return gathered

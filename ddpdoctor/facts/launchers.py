@@ -205,3 +205,76 @@ def count_value_refused(row: dict, value: str) -> bool:
         parts = raw.split(":")
         return len(parts) > 2 or not all(integer(p) for p in parts)
     return False
+
+
+@functools.lru_cache(maxsize=1)
+def mpi_root_refusal() -> dict:
+    """Open MPI's refusal to start as root and what lifts it (data/launchers.json mpi_root_refusal: orted_submit.c)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("mpi_root_refusal") or {})
+
+
+def mpi_command(argv: list) -> Optional[dict]:
+    """{launcher: 'mpirun', options: {allow_run_as_root?: '1'}, program: None} for a command line started
+    by an MPI launcher program (mpirun, mpiexec, orterun: mpi_root_refusal's commands), else None. mpirun's many options
+    are not parsed (its program is not told from an option's value): only the options that lift its root refusal are
+    kept."""
+    words = [str(w) for w in argv or []]
+    table = mpi_root_refusal()
+    if not words or os.path.basename(words[0]) not in (table.get("commands") or ()):
+        return None
+    options = {}
+    for word in words[1:]:
+        name = word.partition("=")[0]
+        if name in (table.get("allow_options") or ()):
+            options[name.lstrip("-").replace("-", "_")] = "1"
+    return {"launcher": "mpirun", "options": options, "program": None}
+
+
+def mpi_root_allowed(cmd: dict, env) -> bool:
+    """True when an mpirun command (mpi_command) run as uid 0 will start anyway: an allowing option on its command
+    line, or every allowing variable at its exact value in the environment it runs in."""
+    table = mpi_root_refusal()
+    opts = cmd.get("options") or {}
+    if any(opts.get(o.lstrip("-").replace("-", "_")) for o in table.get("allow_options") or ()):
+        return True
+    wanted = table.get("allow_env") or {}
+    return bool(wanted) and all(str(env.get(k, "")) == v for k, v in wanted.items())
+
+
+@functools.lru_cache(maxsize=1)
+def deepspeed_master_rule() -> dict:
+    """How DeepSpeed's runner picks its master from the hostfile (data/launchers.json deepspeed_master_from_hostfile)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("deepspeed_master_from_hostfile") or {})
+
+
+@functools.lru_cache(maxsize=1)
+def elastic_worker_visible_devices() -> dict:
+    """What torchrun's workers inherit of CUDA_VISIBLE_DEVICES (data/launchers.json elastic_worker_visible_devices)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("elastic_worker_visible_devices") or {})
+
+
+@functools.lru_cache(maxsize=1)
+def shell_syntax() -> dict:
+    """Which shells read POSIX only and the bash-only forms that stop them (data/launchers.json shell_syntax)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("shell_syntax") or {})
+
+
+def bash_only_lines(text: str, limit: int = 5) -> list:
+    """[{line, what, text}] for the lines of a shell script that use a bash-only form (shell_syntax bash_only); lines
+    that are comments are skipped. At most `limit`."""
+    rows = [(r, re.compile(r["pattern"])) for r in shell_syntax().get("bash_only") or ()]
+    out = []
+    for n, line in enumerate(str(text).splitlines(), 1):
+        if line.lstrip().startswith("#"):
+            continue
+        for row, rx in rows:
+            if rx.search(line):
+                out.append({"line": n, "what": row["name"], "dash_says": row.get("dash_says"), "text": line.strip()[:160]})
+                break
+        if len(out) >= limit:
+            break
+    return out

@@ -279,6 +279,15 @@ def master_published_here(snap) -> Optional[str]:
     return f"{here}, published to WORLD_SIZE={world} ranks with no local world size declared"
 
 
+def span_guessed(snap) -> Optional[str]:
+    """Why ranks set by hand may span hosts although nothing declares it (a guess, to be worded as one), or None:
+    rank 0 publishing its store on this host's routable address (master_published_here), or another rank whose
+    MASTER_ADDR names another host yet resolves to loopback here (facts.ranks.master_named_elsewhere_on_loopback)."""
+    from ddpdoctor.facts.ranks import master_named_elsewhere_on_loopback  # noqa: PLC0415
+
+    return master_published_here(snap) or master_named_elsewhere_on_loopback(snap)
+
+
 def span_unknown(snap) -> Optional[str]:
     """Words saying that nothing tells whether the job spans hosts, or None when something does (or may).
 

@@ -229,6 +229,45 @@ def master_elsewhere(snap) -> Optional[str]:
     return resolved[0]
 
 
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
+
+
+def master_named_elsewhere_on_loopback(snap) -> Optional[str]:
+    """Words for a rank other than 0, of ranks set by hand (no local world size, no node count), whose MASTER_ADDR is
+    a host name other than this host's own (first labels compared, so an FQDN of this host is this host) that
+    resolves here to loopback addresses only; else None. Rank 0 is elsewhere by its name while the name leads back
+    to this host: either the name is an alias of this host (all ranks here) or the name resolution of this machine
+    maps another node to loopback (a copied /etc/hosts, Debian's `127.0.1.1 <hostname>` line on every node:
+    pytorch/pytorch#42879). A guess either way, to be worded as one."""
+    launcher = snap.get("launcher") or {}
+    env = env_of(snap)
+    if launcher.get("local_world_size") or launcher.get("nnodes"):
+        return None
+    world = launcher.get("world_size") or env_int(env, "WORLD_SIZE") or 0
+    rank = this_rank(snap).value
+    addr = str(launcher.get("master_addr") or env.get("MASTER_ADDR") or "").strip()
+    if world < 2 or not rank or not addr or addr.lower() in _LOOPBACK_NAMES:
+        return None
+    try:
+        ipaddress.ip_address(addr.strip("[]").split("%")[0])
+        return None  # an address, not a name
+    except ValueError:
+        pass
+    net = snap.get("network") or {}
+    mine = {str(n).split(".")[0].lower() for n in (net.get("hostname"), (net.get("own_hostname") or {}).get("host"))
+            if n}
+    if not mine or addr.split(".")[0].lower() in mine:
+        return None
+    resolved = [a for a in ((net.get("master_addr") or {}).get("addresses") or []) if isinstance(a, str)]
+    try:
+        if not resolved or not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in resolved):
+            return None
+    except ValueError:
+        return None
+    return (f"rank {rank}'s MASTER_ADDR={addr} names another host than this one ({sorted(mine)[0]}) but resolves "
+            f"here to loopback only ({', '.join(resolved)})")
+
+
 def _pos_int(raw) -> Optional[int]:
     try:
         n = int(str(raw).strip())
@@ -243,4 +282,24 @@ def ranks_inherit_this_environment(snap) -> bool:
     every worker and only adds LOCAL_RANK & co.: torch/distributed/elastic/agent/server/local_elastic_agent.py
     _start_workers; `accelerate launch` runs torchrun's launcher), so one visible GPU is every rank's GPU, not a
     per-rank binding (a wrapper or srun's --gpu-bind sets the variable per rank, after the launcher, never before)."""
-    return local_ranks(snap).source.startswith(FROM_COMMAND)
+    return local_ranks(snap).source.startswith(FROM_COMMAND) or elastic_worker_shares_devices(snap)
+
+
+def elastic_worker_shares_devices(snap) -> bool:
+    """True when this process is a worker of torchrun's elastic agent in its traditional mode (TORCHELASTIC_RUN_ID set,
+    LOCAL_RANK > 0; the agent, when the parent chain was read, is this process's parent: no wrapper between them)
+    and the local rank count is the launcher's LOCAL_WORLD_SIZE: the agent passed its own
+    CUDA_VISIBLE_DEVICES unchanged to every worker, so all local ranks see this same list (data/launchers.json
+    elastic_worker_visible_devices; only --virtual-local-rank gives each worker its own entry, with LOCAL_RANK=0)."""
+    from ddpdoctor.facts.launchers import elastic_worker_visible_devices  # noqa: PLC0415
+
+    env = env_of(snap)
+    table = elastic_worker_visible_devices()
+    if not env.get(table.get("worker_marker") or "TORCHELASTIC_RUN_ID"):
+        return False
+    if not _pos_int(env.get("LOCAL_RANK")):  # LOCAL_RANK 0 may be --virtual-local-rank's, which binds one GPU each
+        return False
+    agent = command_of(snap, "torchrun")
+    if agent is not None and _pos_int(agent.get("depth")) not in (None, 1):
+        return False  # a process between the agent and this one (a wrapper script) may set the variable per rank
+    return local_ranks(snap).source == FROM_LAUNCHER

@@ -520,7 +520,13 @@ DEEPSPEED_HOSTFILE = "/job/hostfile"  # deepspeed/launcher/runner.py DLTS_HOSTFI
 def deepspeed_hostfile(src: Sources):
     """DeepSpeed's default hostfile parsed as its runner parses it (runner.py _parse_hostfile: `host
     slots=N` lines, '#' comments; a bad or repeated entry stops the launch), or None when absent."""
-    text = src.read(DEEPSPEED_HOSTFILE, 64 * 1024)
+    return read_hostfile(src, DEEPSPEED_HOSTFILE)
+
+
+def read_hostfile(src: Sources, path: str):
+    """The DeepSpeed hostfile at `path` parsed as runner.py's _parse_hostfile reads it: {path, hosts, errors}, or None
+    when it cannot be read."""
+    text = src.read(path, 64 * 1024)
     if text is None:
         return None
     hosts: dict = {}
@@ -536,7 +542,7 @@ def deepspeed_hostfile(src: Sources):
             errors.append(f"repeated host: {m.group(1)}")
         else:
             hosts[m.group(1)] = int(m.group(2))
-    return {"path": DEEPSPEED_HOSTFILE, "hosts": hosts, "errors": errors}
+    return {"path": path, "hosts": hosts, "errors": errors}
 
 
 def deepspeed_env_file(src: Sources) -> dict:

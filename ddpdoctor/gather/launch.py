@@ -427,6 +427,7 @@ def launch_commands(src: Sources) -> dict:
                 cmd["save_dirs"] = save_dir_facts(src, cmd["script_dirs"], _cwd_of(src, pid))
             if cmd.get("script_models"):
                 cmd["model_configs"] = model_config_facts(src, cmd["script_models"], _cwd_of(src, pid))
+            deepspeed_command_facts(src, cmd, _cwd_of(src, pid))
             out.append(cmd)
         pid = _ppid(src, pid)
     return {"commands": out, "depth_read": depth}
@@ -465,9 +466,74 @@ FIELDS = {
     # check30: vLLM's --enforce-eager (PKG010's graph capture); the program's TrainingArguments options (GPU016)
     "commands[].serving.eager": BOOL, "commands[].script_trainer_args": LIST, "commands[].script_trainer_args[]": STR,
     "commands[].module": STR,  # check30: `python -m package.module` (facts.launch.parse_program)
+    # check30b: a deepspeed command's hostfile and the resolution of the master its runner takes from it (NET002)
+    "commands[].hostfile": OBJ, "commands[].hostfile.path": STR, "commands[].hostfile.hosts": OBJ,
+    "commands[].hostfile.hosts.*": INT, "commands[].hostfile.errors": LIST, "commands[].hostfile.errors[]": STR,
+    "commands[].master_resolved": OBJ, "commands[].master_resolved.host": STR,
+    "commands[].master_resolved.addresses": LIST, "commands[].master_resolved.addresses[]": STR,
+    "commands[].master_resolved.error": STR,
+    # check30b: `sh script.sh` (check -- sh ...): the shell that word is here, the script's #! and its bash-only lines
+    "shell_run": OBJ, "shell_run.shell": STR, "shell_run.shell_is": STR, "shell_run.script": STR,
+    "shell_run.shebang": STR, "shell_run.bash_only": LIST, "shell_run.bash_only[]": OBJ,
+    "shell_run.bash_only[].line": INT, "shell_run.bash_only[].what": STR, "shell_run.bash_only[].dash_says": STR,
+    "shell_run.bash_only[].text": STR,
 }
 
 
 @gatherer("launch", when=("check",), fields=FIELDS, required=("commands[].launcher", "commands[].options"))
 def gather_launch(src: Sources) -> dict:
     return launch_commands(src)
+
+
+def deepspeed_command_facts(src: Sources, cmd: dict, cwd: Optional[str], resolver=None) -> None:
+    """A recorded `deepspeed` command's hostfile (its --hostfile, else /job/hostfile, as runner.py reads it) and, when
+    it names no --master_addr, the resolution of the host its runner takes as the master: the first active host
+    (data/launchers.json deepspeed_master_from_hostfile), under gather.network's 2-second deadline. Added to `cmd`
+    as `hostfile` and `master_resolved`; nothing when the command is no deepspeed launch or reads no hostfile."""
+    from ddpdoctor.facts.launch import deepspeed_active_hosts  # noqa: PLC0415
+    from ddpdoctor.facts.launchers import deepspeed_master_rule  # noqa: PLC0415
+    from ddpdoctor.gather.host import read_hostfile  # noqa: PLC0415
+
+    if not isinstance(cmd, dict) or cmd.get("launcher") != "deepspeed":
+        return
+    opts = cmd.get("options") or {}
+    path = str(opts.get("hostfile") or deepspeed_master_rule().get("default_hostfile") or "/job/hostfile")
+    if not os.path.isabs(path) and cwd:
+        path = os.path.join(cwd, path)
+    hostfile = read_hostfile(src, path)
+    if hostfile is None:
+        return
+    cmd["hostfile"] = hostfile
+    active = deepspeed_active_hosts(list(hostfile.get("hosts") or {}), opts.get("include"), opts.get("exclude"))
+    if opts.get("master_addr") or not active:
+        return
+    if resolver is None:
+        from ddpdoctor.gather.names import resolve as resolver  # noqa: PLC0415
+    cmd["master_resolved"] = resolver(active[0])
+
+
+def shell_run_facts(argv: list, script: str, environ) -> Optional[dict]:
+    """`sh script.sh ...` (a shell word, then the script): which shell that word really is here (the basename of its
+    resolved path: /bin/sh -> dash on Debian and Ubuntu), the interpreter the script's own #! line names (which the
+    shell ignores), and the script's bash-only lines (facts.launchers.bash_only_lines). None for a script executed
+    itself (the kernel then runs its #! interpreter) or one that cannot be read."""
+    import shutil  # noqa: PLC0415
+
+    from ddpdoctor.facts.launchers import bash_only_lines  # noqa: PLC0415
+
+    word = os.path.basename(str(argv[0])) if argv else ""
+    if word not in SHELLS:
+        return None
+    try:
+        with open(script, "rb") as fh:
+            text = fh.read(64 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = shutil.which(str(argv[0]), path=(environ or {}).get("PATH"))
+    first = text.splitlines()[0] if text else ""
+    words = first[2:].split() if first.startswith("#!") else []
+    shebang = os.path.basename(words[0]) if words else None
+    if shebang == "env" and len(words) > 1:
+        shebang = os.path.basename(words[1])
+    return {"shell": word, "shell_is": os.path.basename(os.path.realpath(found)) if found else None,
+            "script": script, "shebang": shebang, "bash_only": bash_only_lines(text)}

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 
 from ddpdoctor.gather.firewall import firewall, ip_local_port_range
+from ddpdoctor.gather.names import RESOLVE_TIMEOUT_S, resolve  # noqa: F401 - re-exported: tests and gatherers import it here
 from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
-RESOLVE_TIMEOUT_S = 2.0
 
 
 def interfaces() -> list:
@@ -63,31 +62,6 @@ def listening_ports(src: Sources) -> list:
         except (OSError, ValueError):
             continue
     return sorted(ports)
-
-
-def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_S, canonical: bool = False) -> dict:
-    """getaddrinfo(host) under a deadline. With `canonical`, also the canonical name (AI_CANONNAME):
-    the FQDN torch's elastic rendezvous compares an endpoint with (`_matches_machine_hostname`)."""
-    result: dict = {"host": host}
-
-    def work() -> None:
-        try:
-            flags = socket.AI_CANONNAME if canonical else 0
-            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP, flags=flags)
-            result["addresses"] = sorted({i[4][0] for i in infos})
-            if canonical:
-                names = [i[3] for i in infos if i[3]]
-                if names:
-                    result["canonical"] = names[0]
-        except (socket.gaierror, UnicodeError, OSError, ValueError) as exc:
-            result["error"] = str(exc)
-
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        result["error"] = f"name resolution did not answer within {timeout:g} s"
-    return result
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).

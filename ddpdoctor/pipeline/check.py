@@ -121,6 +121,11 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
             section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}
         section["commands"] = [dict(c, depth=0) for c in found] + list(section.get("commands") or [])
+        from ddpdoctor.gather.launch import shell_run_facts
+
+        run = shell_run_facts(argv, script, os.environ)  # `sh x.sh`: the shell reads it, not its #! line (ENV020)
+        if run is not None:
+            section["shell_run"] = run
         if os.path.basename(argv[0]) not in SHELLS:  # `./train.sh` run itself: the kernel must be able to run it
             cannot = program_not_runnable(argv[0], os.environ)
             if cannot:
@@ -167,6 +172,11 @@ def add_given_command(snapshot: Snapshot, argv: list) -> None:
         from ddpdoctor.gather.launch import model_config_facts
 
         cmd["model_configs"] = model_config_facts(Sources(), cmd["script_models"], os.getcwd())
+    if cmd.get("launcher") == "deepspeed":  # its hostfile and the master its runner will take from it (NET002)
+        from ddpdoctor.gather import Sources
+        from ddpdoctor.gather.launch import deepspeed_command_facts
+
+        deepspeed_command_facts(Sources(), cmd, os.getcwd())
     section = snapshot.sections.get("launch")
     if not isinstance(section, dict) or section.get("error") or section.get("unavailable"):
         section = snapshot.sections["launch"] = {"commands": [], "depth_read": 0}

@@ -170,7 +170,10 @@ def visible_devices_fewer_than_local_ranks(snap):
         the hardware, so ranks from that count on have no device of their own. One named device with
         several ranks is left alone (a wrapper or Slurm's --gpu-bind may give each rank its own), unless
         the ranks are counted from the launch command this shell is about to run, whose ranks all
-        inherit the variable (facts.ranks.ranks_inherit_this_environment); so is an
+        inherit the variable (facts.ranks.ranks_inherit_this_environment), or this process is a
+        worker of torchrun's agent with LOCAL_RANK > 0 (the agent passes its own list to every worker
+        unless --virtual-local-rank, which sets LOCAL_RANK=0: data/launchers.json
+        elastic_worker_visible_devices); so is an
         srun step with SLURM_GPUS_PER_TASK (per-task binding). With NVML facts GPU016 judges the same
         question against the devices it sees.
 

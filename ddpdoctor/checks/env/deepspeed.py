@@ -131,7 +131,8 @@ def deepspeed_include_slot_missing(snap):
         if cmd.get("launcher") != "deepspeed":
             continue
         opts = cmd.get("options") or {}
-        pool, where = _ds_pool(host, opts)
+        pool, where = _ds_pool(dict(host, deepspeed_hostfile=cmd["hostfile"]) if isinstance(cmd.get("hostfile"), dict)
+                               else host, opts)  # its own --hostfile, read with the command (check30b)
         if cvd and pool is None:
             return  # ENV016's case: the runner turns the variable into --include localhost:<it>
         filters = [(key, opts.get(key)) for key in ("include", "exclude") if str(opts.get(key) or "").strip()]

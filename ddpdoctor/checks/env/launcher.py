@@ -632,8 +632,10 @@ def ranks_set_by_hand(snap):
                "# keeping your own launcher: export LOCAL_RANK, LOCAL_WORLD_SIZE and OMP_NUM_THREADS in each child")
     how = "spawned by multiprocessing" if spawned else f"launcher: {kind}"
     from ddpdoctor.facts.net import master_elsewhere  # noqa: PLC0415
+    from ddpdoctor.facts.ranks import master_named_elsewhere_on_loopback  # noqa: PLC0415
 
-    remote = master_elsewhere(snap) if kind == "manual" and not spawned else None
+    remote = (master_elsewhere(snap) or master_named_elsewhere_on_loopback(snap)) if kind == "manual" and not spawned \
+        else None
     if remote:
         # Ranks set by something check does not know (Kubeflow's PyTorchJob operator, Ray, a custom script) with
         # rank 0 on another host: whether several ranks share this host, which is what LOCAL_RANK is for, is
@@ -1043,6 +1045,42 @@ def _script_url_port_in_use(snap):
         return
 
 
+def _bash_script_under_posix_sh(snap):
+    """`sh script.sh` where `sh` is a POSIX-only shell here (dash, BusyBox ash: data/launchers.json shell_syntax) and
+    the script uses bash-only syntax (a warning, with its line) or only names bash in its #! line (a note)."""
+    from ddpdoctor.facts.launchers import shell_syntax
+
+    launch = snap.get("launch") if "launch" in snap else None
+    run = (launch or {}).get("shell_run") if isinstance(launch, dict) else None
+    if not isinstance(run, dict):
+        return
+    shell, real, script = run.get("shell"), run.get("shell_is"), run.get("script")
+    posix = shell_syntax().get("posix_only_shells") or ()
+    reader = real if real in posix else (shell if shell in posix else None)
+    lines = [r for r in run.get("bash_only") or () if isinstance(r, dict)]
+    if reader is None or not (lines or run.get("shebang") == "bash"):
+        return
+    words = f"`{shell} {script}`" + (f" ({shell} is {real} here)" if real and real != shell else "")
+    fix = f"bash {script} ...   # or chmod +x {script} && ./{script} ..., which runs its #! interpreter"
+    evidence = {"shell": shell, "shell_is": real, "script": script, "shebang": run.get("shebang"), "bash_only": lines}
+    if not lines:
+        yield info(f"{words} runs a script whose #! line asks for bash: {reader} ignores it and reads the script itself",
+                   detail=("A shell given a script file reads it whatever its #! line says; no bash-only form was "
+                           f"found in {script}, so it may run under {reader} too."),
+                   fix=fix, subjects=[f"path:{script}"], evidence=evidence)
+        return
+    top = lines[0]
+    yield warning(f"{words} reads a bash script with {reader}: line {top['line']} uses {top['what']}, which {reader} "
+                  f"stops at (\"{top.get('dash_says')}\") before the launch runs",
+                  detail=(f"{script}:{top['line']}: {top.get('text')}. A shell given a script file reads it whatever its "
+                          f"#! line ({run.get('shebang') or 'none'}) says; {reader} implements POSIX sh only, so the "
+                          "script stops at that line and no rank starts (open-mmlab/mmsegmentation#3820: "
+                          "'tools/dist_train.sh: 8: Bad substitution' under sh, fixed by running it with bash)."
+                          + (f" Other bash-only lines: {', '.join(str(r['line']) for r in lines[1:])}."
+                             if len(lines) > 1 else "")),
+                  fix=fix, subjects=[f"path:{script}", f"line:{top['line']}"], evidence=evidence)
+
+
 @check("ENV020", "launch-program-not-found", family="launcher", needs=("launch",), reads=("packages", "env"))
 def launch_program_not_found(snap):
     """The launch command's program (srun, torchrun, deepspeed, accelerate, python) is not on this machine's PATH.
@@ -1060,7 +1098,10 @@ def launch_program_not_found(snap):
         secure_path even with -E, and env_reset drops CUDA_HOME, LD_LIBRARY_PATH and the rest of the user's
         variables, so the CUDA toolkit this shell finds (its nvcc outside secure_path's directories) is not
         found by whatever the command builds with nvcc (speedinghzl/CCNet#56, traveller59/second.pytorch#7:
-        "nvcc: not found" under sudo).
+        "nvcc: not found" under sudo). And `sh script.sh` where this host's sh is a POSIX-only shell (dash,
+        BusyBox ash) while the script uses bash-only syntax (${@:3}, [[ ]], arrays, source: data/launchers.json
+        shell_syntax): the shell ignores the script's #! line and stops at that line, "Bad substitution"
+        (open-mmlab/mmsegmentation#3820); a #! line asking for bash with no such line found is a note.
 
     Why it matters
         The job stops before any rank starts: "train.sh: 1: srun: not found" on a machine outside a SLURM
@@ -1078,6 +1119,7 @@ def launch_program_not_found(snap):
     """
     from ddpdoctor.facts.launch import commands
 
+    yield from _bash_script_under_posix_sh(snap)
     sudo = next((c for c in commands(snap) if isinstance(c.get("sudo"), dict)), None)
     if sudo is not None:
         yield from _sudo_hides_toolkit(snap, sudo)
@@ -1313,7 +1355,9 @@ def launch_count_not_a_number(snap):
         launch's --num_processes and --num_machines, deepspeed's --num_gpus and --num_nodes (numbers), against
         what each launcher's own parser accepts (data/launchers.json launch_count_options, each row with its
         source). A bare lower-case word for --nproc-per-node is left alone: torchrun also takes the name of an
-        out-of-tree device backend (`npu`).
+        out-of-tree device backend (`npu`). A torchrun option the command line does not give is read from
+        its PET_<OPTION> variable (PET_NPROC_PER_NODE, PET_NNODES: torch/distributed/argparse_util.py env,
+        data/launchers.json elastic_worker_visible_devices), and judged the same.
 
     Why it matters
         The launcher stops before any rank starts: torchrun with "ValueError: Unsupported nproc_per_node value:
@@ -1338,7 +1382,10 @@ def launch_count_not_a_number(snap):
         for row in rows:
             if cmd.get("launcher") != row["launcher"]:
                 continue
-            value = opts.get(row["option"])
+            value, via = opts.get(row["option"]), None
+            if value is None and row["launcher"] == "torchrun":  # its PET_<DEST> default (argparse_util.env)
+                via = "PET_" + row["option"].upper()
+                value = env_of(snap).get(via)
             if value is None or str(value) == "" or not count_value_refused(row, str(value)):
                 continue
             value = str(value)
@@ -1346,8 +1393,9 @@ def launch_count_not_a_number(snap):
             typed = bool(head) and tail.strip().isdigit() and not head.strip().isdigit()
             number = tail.strip() if typed else None
             src = row.get("source") or {}
-            yield error(f"`{described_launch(cmd)}` gives {row['flag']} the value {value!r}, which {row['launcher']} "
-                        "cannot read: the launch stops before any rank starts",
+            given = (f"{via}={value!r} gives `{described_launch(cmd)}` its {row['flag']}" if via else
+                     f"`{described_launch(cmd)}` gives {row['flag']} the value {value!r}")
+            yield error(f"{given}, which {row['launcher']} cannot read: the launch stops before any rank starts",
                         detail=(f"{row['launcher']} reads {row['flag']} as "
                                 + {"int": "a number (argparse type=int)",
                                    "int_or_words": "a number or one of " + ", ".join(row.get("words") or ()),
@@ -1357,9 +1405,10 @@ def launch_count_not_a_number(snap):
                                 + (f" {value!r} is a typed Slurm GPU count ([type:]<number>, as --gpus-per-node="
                                    f"{value} asks for {number} GPUs of type {head}): a variable such as "
                                    "SLURM_GPUS_PER_NODE passed where the launcher needs the number." if typed else "")),
-                        fix=(f"{row['flag']}=${{SLURM_GPUS_PER_NODE##*:}}   # the number after the type: {number}"
-                             if typed else f"{row['flag']}=<a number>   # echo the variable the launch line passes"),
-                        subjects=[f"arg:{row['flag'].lstrip('-')}"],
+                        fix=(f"{via or row['flag']}=${{SLURM_GPUS_PER_NODE##*:}}   # the number after the type: "
+                             f"{number}" if typed else
+                             f"{via or row['flag']}=<a number>   # echo the variable the launch line passes"),
+                        subjects=[f"arg:{row['flag'].lstrip('-')}"] + ([via] if via else []),
                         evidence={"launcher": row["launcher"], "option": row["flag"], "value": value,
                                   "typed_slurm_count": typed, "source": src})
             break

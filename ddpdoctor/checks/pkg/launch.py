@@ -2,6 +2,9 @@
 ranks' environment)."""
 from __future__ import annotations
 
+from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.launch import commands, deepspeed_hostfile_of
+from ddpdoctor.facts.launchers import mpi_root_allowed, mpi_root_refusal
 from ddpdoctor.model import info, warning
 from ddpdoctor.model.registry import check
 
@@ -52,9 +55,35 @@ def deepspeed_launcher_missing(snap):
                       evidence={"hosts": hosts, "pdsh": None, "deepspeed": versions.get("deepspeed")})
 
 
-@check("ENV014", "ssh-launch-without-keys", family="launcher", needs=("packages", "host"))
+def _mpirun_as_root(snap):
+    """Open MPI's mpirun started by uid 0 with nothing that lifts its root refusal (data/launchers.json
+    mpi_root_refusal, open-mpi/ompi orte/orted/orted_submit.c)."""
+    if snap["host"].get("uid") != 0:
+        return
+    cmd = next((c for c in commands(snap) if c.get("launcher") == "mpirun"), None)
+    env = env_of(snap)
+    if cmd is None or mpi_root_allowed(cmd, env):
+        return
+    if any(env.get(v) is not None for v in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")):
+        return  # this process is a rank that mpirun started: whatever lifted the refusal, it did start
+    table = mpi_root_refusal()
+    src = table.get("source") or {}
+    allow_env = " ".join(f"{k}={v}" for k, v in (table.get("allow_env") or {}).items())
+    yield warning("mpirun runs as root (uid 0) without --allow-run-as-root: Open MPI's mpirun refuses to start any rank",
+                  detail=("Open MPI's mpirun checks geteuid() before anything else and, as root, stops with \""
+                          + (table.get("message") or "%s").replace("%s", "mpirun") + "\" and exit status 1 unless "
+                          f"--allow-run-as-root is given or both {allow_env} are set ({src.get('repo')} "
+                          f"{src.get('path')} @ {str(src.get('commit'))[:8]}, orte_submit_init). The MPI behind this "
+                          "mpirun is not known here: MPICH's and Intel MPI's mpirun have no such refusal."),
+                  fix=f"mpirun --allow-run-as-root ...   # or: export {allow_env}; or run the job as a non-root user",
+                  subjects=["tool:mpirun", "OMPI_ALLOW_RUN_AS_ROOT"],
+                  evidence={"uid": 0, "mpirun_options": cmd.get("options") or {},
+                            **{k: env.get(k) for k in (table.get("allow_env") or {})}})
+
+
+@check("ENV014", "ssh-launch-without-keys", family="launcher", needs=("packages", "host"), reads=("launch", "env"))
 def ssh_launch_without_keys(snap):
-    """DeepSpeed will reach the hostfile's hosts over ssh, and this host has no ssh client or no key.
+    """A launcher's precondition on this host is not met: ssh for DeepSpeed's hostfile, or root for Open MPI's mpirun.
 
     What it checks
         With deepspeed installed and a hostfile it will read (one host or more): whether the `ssh`
@@ -73,6 +102,10 @@ def ssh_launch_without_keys(snap):
         without a hostfile does it launch locally with master 127.0.0.1 (runner.py @ 066d912052b5; the
         ssh check since a773996d, v0.6.1; v0.3.16 and v0.5.10 already ask `ssh <first host> hostname -I`). Its own message says "If you are running with a single
         node please remove <hostfile>".
+        Open MPI's mpirun (mpiexec, orterun) run as uid 0 stops at once with "mpirun has detected an
+        attempt to run as root" unless --allow-run-as-root is given or both OMPI_ALLOW_RUN_AS_ROOT=1
+        and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set (open-mpi/ompi orte/orted/orted_submit.c,
+        data/launchers.json mpi_root_refusal); no rank starts (FedML-AI/FedML#601).
 
     Example
         deepspeed --hostfile hostfile train.py, hostfile naming 192.168.3.100 and .101, and ~/.ssh empty.
@@ -80,9 +113,10 @@ def ssh_launch_without_keys(snap):
     Fix
         ssh-keygen -t ed25519 -N '' -f ~/.ssh/id_ed25519 && ssh-copy-id <each host>   # or --launcher slurm|openmpi, or --no_ssh
     """
+    yield from _mpirun_as_root(snap)
     versions = snap["packages"].get("versions") or {}
     host = snap["host"]
-    hostfile = host.get("deepspeed_hostfile") or {}
+    hostfile = deepspeed_hostfile_of(snap) or {}  # its --hostfile when it names one (check30b), else /job/hostfile
     ssh = host.get("ssh")
     hosts = list((hostfile.get("hosts") or {}))
     if not versions.get("deepspeed") or not hosts or not isinstance(ssh, dict):
@@ -136,11 +170,10 @@ _IN_A_RANK_VARS = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SL
 
 
 def _ds_hosts(snap) -> list:
-    host = snap["host"]
-    return list(((host.get("deepspeed_hostfile") or {}).get("hosts") or {}))
+    return list(((deepspeed_hostfile_of(snap) or {}).get("hosts") or {}))
 
 
-@check("ENV018", "deepspeed-remote-environment", family="launcher", needs=("packages", "host", "env"))
+@check("ENV018", "deepspeed-remote-environment", family="launcher", needs=("packages", "host", "env"), reads=("launch",))
 def deepspeed_remote_environment(snap):
     """DeepSpeed's multi-node runner will not give the other hosts this host's environment.
 
@@ -178,7 +211,7 @@ def deepspeed_remote_environment(snap):
     if not versions.get("deepspeed") or len(hosts) < 2 or any(v in env for v in _IN_A_RANK_VARS):
         return
     host = snap["host"]
-    path = (host.get("deepspeed_hostfile") or {}).get("path") or "/job/hostfile"
+    path = (deepspeed_hostfile_of(snap) or {}).get("path") or "/job/hostfile"
     if host.get("python_executable"):
         python = host["python_executable"]
         yield info(f"DeepSpeed will run {python} on each of the {len(hosts)} hosts of {path}: that interpreter path "
