@@ -158,6 +158,8 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"check_corpus: cannot read {args.corpus}: {exc}", file=sys.stderr)
         return 2
+    from ddpdoctor.pipeline.snapshot import SnapshotError
+
     total_now = total = total_named = 0
     for batch in batches:
         n = batch["batch"]
@@ -165,7 +167,12 @@ def main(argv=None) -> int:
             continue
         results = []
         for case in batch["cases"]:
-            ok, found, cause = judge_case_both(case)
+            try:
+                ok, found, cause = judge_case_both(case)
+            except SnapshotError as exc:  # a case modelled against the schema: scored as failed, said, never a crash
+                print(f"  INVALID {case['id']}: {exc}")
+                results.append((case, False, [], False))
+                continue
             results.append((case, ok, found, cause))
             if args.verbose:
                 mark = "PASS" if ok and cause is not False else ("PASS-BY-ID-ONLY" if ok else "FAIL")
