@@ -193,6 +193,12 @@ class Job:
         self.fault_dumps: List[dict] = []
         self._fault_open: Dict[tuple, dict] = {}
         self.oom_frames: List[List[tuple]] = []     # the traceback frames that led to each CUDA OOM seen
+        # file -> the first argparse usage banner (catalogue class argparse_usage) that only its own wrapped lines,
+        # blank lines or other banners follow so far: argparse prints it alone before its "PROG: error:" line
+        # (ArgumentParser.error) or as the head of -h's help; one still open at the end is a banner the log ends in
+        # (LOG023). usage_after: what closed it (the error line, the help's "options:", any other line)
+        self.usage_open: Dict[int, Line] = {}
+        self.usage_after: Dict[int, Line] = {}
         self._table: Optional[dict] = None
         self._order = 0
         self._rank_prefixed = False
@@ -366,6 +372,8 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        if self.usage_open and line.src in self.usage_open:
+            self._after_usage(line)
         if t[:1] not in (" ", "\t", "") and "rror" not in t:
             evs = self._bare_exception(line, evs)
         if "Fatal Python error: " in t or self._fault_open:
@@ -923,8 +931,20 @@ class Job:
                                int(d["pid"]) if d.get("pid") else None, line.ts, line, shell))
         return rank
 
+    def _after_usage(self, line: Line) -> None:
+        """A line after an open usage banner in its file: the banner's own wrapped lines (argparse indents them under
+        the prog: HelpFormatter._format_usage), blank lines and another process's banner keep it open; any other line
+        closes it."""
+        t = line.text
+        if not t.strip() or t[:1] in " \t" or ("usage: " in t and "[-h]" in t):
+            return
+        self.usage_after[line.src] = line
+        del self.usage_open[line.src]
+
     def feed(self, ev: Event) -> None:
         line = ev.line
+        if ev.kind == "argparse_usage" and line.src not in self.usage_open and line.src not in self.usage_after:
+            self.usage_open[line.src] = line
         rank = self.who(line)
         if rank is None and str(ev.data.get("own_rank", "")).isdigit():
             rank = int(ev.data["own_rank"])   # a message that names the rank printing it ("[1] is setting up NCCL ...")

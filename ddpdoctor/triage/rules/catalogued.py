@@ -528,7 +528,7 @@ def launch_misconfigured(job: Job):
         return
     ev = _first(job, "launch_misconfigured")
     if ev is None:
-        cut = _cut_in_default_group(job)
+        cut = _cut_in_default_group(job) or _usage_banner_cut(job)
         if cut is not None:
             yield cut
         return
@@ -556,6 +556,12 @@ def launch_misconfigured(job: Job):
     elif k:
         # os.environ['RANK'] under plain `python`: a launcher sets it for every process (Lib/os.py _Environ.__getitem__)
         title = f"started without a launcher: os.environ['{k.group(1)}'] is not set (KeyError)"
+    elif str(ev.data.get("entry", "")) == "cpython.argparse.error":
+        # ArgumentParser.error (CPython Lib/argparse.py @8ea6cc14): "PROG: error: MESSAGE", exit 2, before any training
+        prog, msg = str(ev.data.get("prog") or "the program"), str(ev.data.get("message") or text).strip()
+        launcher, prog = _usage_prog(prog)
+        title = (f"{'the launcher ' + prog if launcher else prog} rejected its command line at start (argparse, exit 2): "
+                 f"{msg[:140]}")
     elif a and "local" in a.group(1):
         title = f"the script rejects the launcher's argument {a.group(1).strip()}"
     elif "Default process group has not been initialized" in text:
@@ -599,6 +605,56 @@ def launch_misconfigured(job: Job):
     else:
         title = f"{_rank_words(job, ev)}: the job was not launched as it expects: {text.strip()[:140]}"
     yield _report(job, "LOG023", ev, title, meaning, fix, stage=1, ranks=_ranks_of(job, own_events(job, "launch_misconfigured")) or None)
+
+
+def _usage_prog(prog: str) -> tuple:
+    """(the launcher's name or None, the prog as printed) for an argparse prog: a launcher's command (torchrun,
+    deepspeed, "accelerate <command> [<args>] launch") or the basename of a launcher module's file (`python -m
+    torch.distributed.run` prints run.py), from data/launchers.json."""
+    from ...facts.launchers import launchers, of_command
+
+    words = prog.replace("<command> [<args>]", "").split()
+    row, _n = of_command(words)
+    if row is None and len(words) == 1 and words[0].endswith(".py"):
+        names = [r["name"] for r in launchers() if any(m.rsplit(".", 1)[-1] + ".py" == words[0] for m in r["modules"])]
+        if names:
+            return " or ".join(names), prog
+    return (row["name"] if row is not None else None), prog
+
+
+def _usage_banner_cut(job: Job):
+    """argparse's usage banner with nothing after it in its file but its own wrapped lines (Job.usage_open): argparse
+    prints the banner alone only in ArgumentParser.error (print_usage to stderr, then "PROG: error: MESSAGE", exit 2;
+    CPython Lib/argparse.py @8ea6cc14), and -h's help goes on with its option list. A log that ends inside the banner is
+    an argument rejected at start whose error line the paste cut (or never captured: stderr elsewhere)."""
+    if not job.usage_open:
+        return None
+    line = min(job.usage_open.values(), key=pos)
+    occ = job.get("argparse_usage")
+    ev = next((e for e in (occ.first if occ else []) if e.line is line), None)
+    m = re.search(r"usage: (\S.{0,160}?) \[-h\]", line.text)
+    prog = str((ev.data.get("prog") if ev is not None else None) or (m.group(1) if m else "the program")).strip()
+    launcher, prog = _usage_prog(prog)
+    rank = job.who(line)
+    who = (f"the launcher ({launcher}, printed as {prog})" if launcher and launcher != prog
+           else f"the launcher {prog}" if launcher else f"{prog}")
+    title = (f"{who} rejected its command line at start: argparse printed its usage banner (line {line.lineno}) and "
+             "the log ends there, its 'error:' line cut")
+    detail = (f"Line {line.lineno} is argparse's usage banner for {prog}, and nothing follows it in this file but its "
+              "own wrapped lines. argparse prints the banner alone only when it rejects the command line "
+              "(ArgumentParser.error: the banner, then '" + prog + ": error: <which argument and why>', then exit "
+              "code 2, before any training); -h's help would go on with its option list. The line that names the "
+              "argument is not in these lines (cut from the paste, or stderr went elsewhere): which argument was "
+              "rejected is unknown here."
+              + (" The prog is a launcher's: the launcher refused one of its own options (an option misspelt, one "
+                 "its version does not take, or the script's option placed before the script)." if launcher else ""))
+    fix = (f"{prog.split()[0]} ... 2>&1 | tail -n 5   # the same command: the line after the banner names the argument\n"
+           f"{prog.split()[0]} -h   # the options it takes"
+           + ("\n# launcher options go before the script, the script's own after it" if launcher else ""))
+    return hit(job, "error", title, at=line, stage=1, ranks=[rank] if rank is not None else [],
+               detail=detail + f" (the evidence: line {line.lineno}: {line.text.strip()[:160]}).",
+               fix=fix, evidence={"usage_banner": first_seen(job, line), "prog": prog, "launcher": launcher,
+                                  "error_line": None})
 
 
 def _cut_in_default_group(job: Job):

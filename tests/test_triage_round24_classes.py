@@ -1,0 +1,75 @@
+"""Round 24 (issue 24, triage30): classes from the sources, each with a trigger and a quiet case.
+
+- argparse's rejection (CPython Lib/argparse.py @8ea6cc14, ArgumentParser.error): the usage banner on stderr, then
+  "PROG: error: MESSAGE", exit 2, before any training. Any of its messages (a required argument missing, an invalid
+  value or choice, an option without its value) is a launch that failed at start (LOG023), the prog a script's or a
+  launcher's (data/launchers.json: torchrun, deepspeed, accelerate, run.py of `python -m torch.distributed.run`).
+- The banner with nothing after it but its own wrapped lines: argparse prints it alone only in error() (-h's help
+  goes on with its option list), so a log that ends inside it is an argument rejected at start whose error line is
+  cut (the held-out review of round 23: read "cannot show health").
+"""
+from ddpdoctor.facts import messages
+from triage_loud import brief as _ids, loud_findings as _found
+
+_LAUNCH = ("+ torchrun --nproc_per_node 2 --master_port 29400 finetune.py --data_path data.json --bf16 True\n"
+           "WARNING:torch.distributed.run:\n*****************************************\n"
+           "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default\n"
+           "*****************************************\n")
+_BANNER = ("usage: finetune.py [-h] --model_name_or_path MODEL_NAME_OR_PATH --data_path\n"
+           "                   DATA_PATH [--lora_r LORA_R] [--output_dir OUTPUT_DIR]\n")
+
+
+def test_a_log_that_ends_in_argparse_usage_banner_is_an_argument_rejected_at_start(tmp_path):
+    f = _found(tmp_path, _LAUNCH + _BANNER + _BANNER)
+    assert f and f[0].id == "LOG023" and f[0].severity == "error", _ids(f)
+    assert "usage banner (line 6)" in f[0].title and "error:' line cut" in f[0].title, _ids(f)
+    assert f[0].evidence["prog"] == "finetune.py" and f[0].evidence["launcher"] is None, f[0].evidence
+
+
+def test_a_launcher_banner_cut_names_the_launcher(tmp_path):
+    f = _found(tmp_path, "$ python -m torch.distributed.run --nproc-per-node=2 train.py\n"
+                         "usage: run.py [-h] [--nnodes NNODES] [--nproc-per-node NPROC_PER_NODE]\n"
+                         "              [--rdzv-backend RDZV_BACKEND] [--rdzv-endpoint RDZV_ENDPOINT]\n\n")
+    assert f and f[0].id == "LOG023" and f[0].evidence["launcher"] == "torchrun", _ids(f)
+    assert "the launcher (torchrun, printed as run.py)" in f[0].title, _ids(f)
+
+
+def test_the_banner_then_its_error_line_is_read_from_the_error_line(tmp_path):
+    f = _found(tmp_path, _LAUNCH + _BANNER + "finetune.py: error: the following arguments are required: "
+                                             "--model_name_or_path\n")
+    assert f and f[0].id == "LOG023" and f[0].severity == "error", _ids(f)
+    assert "the following arguments are required: --model_name_or_path" in f[0].title, _ids(f)
+    assert "usage banner" not in f[0].title, _ids(f)
+
+
+def test_a_launcher_own_argparse_error_names_the_launcher(tmp_path):
+    f = _found(tmp_path, "[2024-03-02 11:20:04,118] [INFO] [real_accelerator.py:191:get_accelerator] Setting "
+                         "ds_accelerator to cuda (auto detect)\n"
+                         "deepspeed: error: argument --num_gpus/--num-gpus: invalid int value: 'all'\n")
+    assert f and f[0].id == "LOG023", _ids(f)
+    assert f[0].title.startswith("the launcher deepspeed rejected its command line"), _ids(f)
+
+
+def test_help_output_is_no_rejection(tmp_path):
+    f = _found(tmp_path, "$ python train.py -h\nusage: train.py [-h] [--lr LR] --data DATA\n\nFine-tune.\n\n"
+                         "options:\n  -h, --help   show this help message and exit\n  --lr LR      learning rate\n")
+    assert not [x for x in f if x.id == "LOG023" or x.severity == "error"], _ids(f)
+
+
+def test_a_banner_the_program_goes_on_after_is_no_rejection(tmp_path):
+    # a script that prints its usage itself (parser.print_usage()) and trains on: a line after the banner closes it
+    f = _found(tmp_path, _BANNER + "Loading data from data.json\n"
+                         "{'loss': 2.31, 'learning_rate': 1e-05, 'epoch': 0.1}\n"
+                         "{'train_runtime': 120.5, 'train_samples_per_second': 3.2, 'train_loss': 2.0, 'epoch': 1.0}\n")
+    assert not [x for x in f if x.id == "LOG023"], _ids(f)
+
+
+def test_the_argparse_entries_carry_their_source_and_read_only_argparse_lines():
+    by_id = {e["id"]: e for e in messages.entries()}
+    for i in ("cpython.argparse.error", "cpython.argparse.usage_banner"):
+        assert by_id[i]["source"]["path"] == "Lib/argparse.py" and len(by_id[i]["source"]["commit"]) == 40
+    assert [m.entry["id"] for m in messages.match_all("Memory usage: 3.2 GB [-h]")] == []
+    assert [m.entry["id"] for m in messages.match_all("srun: error: Unable to create step for job 42")] != \
+        ["cpython.argparse.error"]
+    assert "cpython.argparse.error" not in [m.entry["id"] for m in messages.match_all(
+        "RuntimeError: error: the following arguments are required")]
