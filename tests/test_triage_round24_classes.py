@@ -73,3 +73,19 @@ def test_the_argparse_entries_carry_their_source_and_read_only_argparse_lines():
         ["cpython.argparse.error"]
     assert "cpython.argparse.error" not in [m.entry["id"] for m in messages.match_all(
         "RuntimeError: error: the following arguments are required")]
+
+
+_TABLE = ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: {code}) local_rank: 0 (pid: 51233) of "
+          "binary: /usr/bin/python3\n")
+
+
+def test_a_banner_then_the_launcher_exit_2_is_the_rejection_before_the_exit(tmp_path):
+    f = _found(tmp_path, _BANNER + _BANNER + _TABLE.format(code=2))
+    assert f and f[0].id == "LOG023" and "exit code 2 (line 5)" in f[0].title, _ids(f)
+    assert [x.id for x in f].index("LOG004") > 0 if "LOG004" in [x.id for x in f] else True, _ids(f)
+
+
+def test_a_banner_then_a_launcher_exit_of_another_code_is_not_read_as_argparse(tmp_path):
+    f = _found(tmp_path, _BANNER + _TABLE.format(code=1))
+    assert not [x for x in f if x.id == "LOG023"], _ids(f)
+    assert f and f[0].id == "LOG004", _ids(f)

@@ -622,14 +622,30 @@ def _usage_prog(prog: str) -> tuple:
     return (row["name"] if row is not None else None), prog
 
 
+def _usage_then_exit_2(job: Job) -> Optional[tuple]:
+    """(banner line, exit) where a usage banner's wrapped lines are followed, within 30 lines of the same file, by a
+    launcher's record of a process that exited with code 2 (argparse's exit status: ArgumentParser.exit(2, ...)), and
+    no argparse error line is in the log (LOG023 reads that one first)."""
+    for src, closer in job.usage_after.items():
+        for e in job.exits:
+            w = e.where
+            if e.code == 2 and w is not None and w.src == src and 0 <= w.lineno - closer.lineno <= 30:
+                occ = job.get("argparse_usage")
+                banner = min((x.line for x in (occ.first if occ else []) if x.line.src == src), key=pos, default=None)
+                if banner is not None:
+                    return banner, e
+    return None
+
+
 def _usage_banner_cut(job: Job):
     """argparse's usage banner with nothing after it in its file but its own wrapped lines (Job.usage_open): argparse
     prints the banner alone only in ArgumentParser.error (print_usage to stderr, then "PROG: error: MESSAGE", exit 2;
     CPython Lib/argparse.py @8ea6cc14), and -h's help goes on with its option list. A log that ends inside the banner is
     an argument rejected at start whose error line the paste cut (or never captured: stderr elsewhere)."""
-    if not job.usage_open:
+    closed = _usage_then_exit_2(job) if not job.usage_open else None
+    if not job.usage_open and closed is None:
         return None
-    line = min(job.usage_open.values(), key=pos)
+    line = min(job.usage_open.values(), key=pos) if job.usage_open else closed[0]
     occ = job.get("argparse_usage")
     ev = next((e for e in (occ.first if occ else []) if e.line is line), None)
     m = re.search(r"usage: (\S.{0,160}?) \[-h\]", line.text)
@@ -638,10 +654,18 @@ def _usage_banner_cut(job: Job):
     rank = job.who(line)
     who = (f"the launcher ({launcher}, printed as {prog})" if launcher and launcher != prog
            else f"the launcher {prog}" if launcher else f"{prog}")
-    title = (f"{who} rejected its command line at start: argparse printed its usage banner (line {line.lineno}) and "
-             "the log ends there, its 'error:' line cut")
-    detail = (f"Line {line.lineno} is argparse's usage banner for {prog}, and nothing follows it in this file but its "
-              "own wrapped lines. argparse prints the banner alone only when it rejects the command line "
+    if closed is not None:
+        ex = closed[1]
+        title = (f"{who} rejected its command line at start: argparse printed its usage banner (line {line.lineno}), "
+                 f"then the launcher reports exit code 2 (line {ex.where.lineno}); the 'error:' line is not in the log")
+        after = (f"the next line after its own wrapped lines is the launcher's report of a process that exited with "
+                 f"code 2 (line {ex.where.lineno}), argparse's exit code")
+    else:
+        title = (f"{who} rejected its command line at start: argparse printed its usage banner (line {line.lineno}) "
+                 "and the log ends there, its 'error:' line cut")
+        after = "nothing follows it in this file but its own wrapped lines"
+    detail = (f"Line {line.lineno} is argparse's usage banner for {prog}, and {after}. "
+              "argparse prints the banner alone only when it rejects the command line "
               "(ArgumentParser.error: the banner, then '" + prog + ": error: <which argument and why>', then exit "
               "code 2, before any training); -h's help would go on with its option list. The line that names the "
               "argument is not in these lines (cut from the paste, or stderr went elsewhere): which argument was "
@@ -651,7 +675,8 @@ def _usage_banner_cut(job: Job):
     fix = (f"{prog.split()[0]} ... 2>&1 | tail -n 5   # the same command: the line after the banner names the argument\n"
            f"{prog.split()[0]} -h   # the options it takes"
            + ("\n# launcher options go before the script, the script's own after it" if launcher else ""))
-    return hit(job, "error", title, at=line, stage=1, ranks=[rank] if rank is not None else [],
+    # stage 0 beside the exit it explains (LOG004 reports that exit at stage 0 too): the banner comes first, in log order
+    return hit(job, "error", title, at=line, stage=0 if closed is not None else 1, ranks=[rank] if rank is not None else [],
                detail=detail + f" (the evidence: line {line.lineno}: {line.text.strip()[:160]}).",
                fix=fix, evidence={"usage_banner": first_seen(job, line), "prog": prog, "launcher": launcher,
                                   "error_line": None})
