@@ -89,3 +89,20 @@ def test_a_banner_then_a_launcher_exit_of_another_code_is_not_read_as_argparse(t
     f = _found(tmp_path, _BANNER + _TABLE.format(code=1))
     assert not [x for x in f if x.id == "LOG023"], _ids(f)
     assert f and f[0].id == "LOG004", _ids(f)
+
+
+def test_a_cut_banner_that_declares_only_local_rank_names_the_launcher_argument_as_a_guess(tmp_path):
+    f = _found(tmp_path, "usage: pretrain.py [-h] [--config CONFIG] [--local_rank LOCAL_RANK]\n")
+    assert f and f[0].id == "LOG023", _ids(f)
+    assert "--local-rank=N" in f[0].detail and "a guess" in f[0].detail, f[0].detail
+    g = _found(tmp_path, "usage: pretrain.py [-h] [--config CONFIG] [--local-rank LOCAL_RANK]\n", name="other.log")
+    assert g and g[0].id == "LOG023" and "a guess" not in g[0].detail, g[0].detail
+
+
+def test_the_keyword_test_in_one_pass_says_what_the_keywords_one_by_one_say():
+    lines = ['  File "train.py", line 9, in <module>', "queue.Empty", "Traceback (most recent call last):",
+             "usage: a.py [-h]", "E1207 12:00:01.123456  4242 client.cc:88] Connect failed", "", "\u00e9\u4e2d rror"]
+    for t in lines:
+        want = any(a in t for a in messages._PLAIN_ANCHOR_STR) or (
+            messages.GLOG_LEVEL.match(t) is not None and messages._GLOG_HEAD_RX.search(t) is not None)
+        assert messages.has_anchor(t) == want, t

@@ -671,10 +671,17 @@ def _usage_banner_cut(job: Job):
               "argument is not in these lines (cut from the paste, or stderr went elsewhere): which argument was "
               "rejected is unknown here."
               + (" The prog is a launcher's: the launcher refused one of its own options (an option misspelt, one "
-                 "its version does not take, or the script's option placed before the script)." if launcher else ""))
+                 "its version does not take, or the script's option placed before the script)." if launcher else "")
+              + (" The banner declares --local_rank and no --local-rank: torch >= 2.0's torch.distributed.launch "
+                 "passes --local-rank=N (hyphenated; pytorch/pytorch#92474), which such a parser rejects as "
+                 "'unrecognized arguments': likely the rejected argument (a guess: the error line is not here)."
+                 if not launcher and "--local_rank" in line.text and "--local-rank" not in line.text else ""))
     fix = (f"{prog.split()[0]} ... 2>&1 | tail -n 5   # the same command: the line after the banner names the argument\n"
            f"{prog.split()[0]} -h   # the options it takes"
            + ("\n# launcher options go before the script, the script's own after it" if launcher else ""))
+    if not launcher and "--local_rank" in line.text and "--local-rank" not in line.text:
+        fix = ("parser.add_argument('--local-rank', '--local_rank', type=int, "
+               "default=int(os.environ.get('LOCAL_RANK', 0)))   # if the cut error line names --local-rank=N\n" + fix)
     # stage 0 beside the exit it explains (LOG004 reports that exit at stage 0 too): the banner comes first, in log order
     return hit(job, "error", title, at=line, stage=0 if closed is not None else 1, ranks=[rank] if rank is not None else [],
                detail=detail + f" (the evidence: line {line.lineno}: {line.text.strip()[:160]}).",
