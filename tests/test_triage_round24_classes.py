@@ -106,3 +106,16 @@ def test_the_keyword_test_in_one_pass_says_what_the_keywords_one_by_one_say():
         want = any(a in t for a in messages._PLAIN_ANCHOR_STR) or (
             messages.GLOG_LEVEL.match(t) is not None and messages._GLOG_HEAD_RX.search(t) is not None)
         assert messages.has_anchor(t) == want, t
+
+
+def test_the_cuda_driver_check_out_of_memory_is_gpu_oom(tmp_path):
+    # c10/cuda/driver_api.h C10_CUDA_DRIVER_CHECK: "CUDA driver error: " + cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY)
+    f = _found(tmp_path, "[09:57:48.548] [error] application.cpp:45 Training error: Error computing loss: CUDA driver "
+                         "error: out of memory\nException raised from setAccess at /pytorch/c10/cuda/"
+                         "CUDACachingAllocator.cpp:552 (most recent call first):\n")
+    assert f and f[0].id == "LOG005", _ids(f)
+
+
+def test_another_cuda_driver_error_is_not_read_as_out_of_memory(tmp_path):
+    f = _found(tmp_path, "RuntimeError: CUDA driver error: invalid argument\n")
+    assert not [x for x in f if x.id == "LOG005"], _ids(f)

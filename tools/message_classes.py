@@ -295,6 +295,31 @@ HAND_ENTRIES = [
 ]
 
 
+# torch's C10_CUDA_DRIVER_CHECK (c10/cuda/driver_api.h): the expandable segments' driver calls running out of memory
+HAND_ENTRIES.append({'id': 'torch.c10_cuda.driver_check.out_of_memory',
+ 'source': {'repo': 'pytorch/pytorch',
+            'path': 'c10/cuda/driver_api.h',
+            'commit': '0007e752d518810f0f8942a830dbbbfc69f34577',
+            'symbol': 'C10_CUDA_DRIVER_CHECK(EXPR): on a CUresult other than CUDA_SUCCESS, AT_ERROR("CUDA driver '
+                      'error: ", err_str) with err_str from cuGetErrorString; the calls it wraps are the caching '
+                      "allocator's expandable segments (cuMemCreate, cuMemMap, cuMemSetAccess, "
+                      'cuMemAddressReserve)',
+            'read_from': "the driver's text for CUDA_ERROR_OUT_OF_MEMORY (2, data/cuda_errors.json: 'unable to "
+                         "allocate enough memory') as users' logs print it: 'out of memory'"},
+ 'class': 'cuda_oom',
+ 'meaning': "A CUDA driver call of the caching allocator's expandable segments "
+            '(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; cuMemCreate / cuMemSetAccess mapping more memory '
+            "into a segment) failed with CUDA_ERROR_OUT_OF_MEMORY: the GPU's memory ran out, raised as a plain "
+            "c10::Error rather than torch.OutOfMemoryError (no 'Tried to allocate' summary).",
+ 'fix': 'As for CUDA out of memory: a smaller batch or sequence, activation checkpointing, sharding (ZeRO/FSDP); '
+        'nvidia-smi: is another process on this GPU?; without expandable segments the allocator reports the usual '
+        "'CUDA out of memory. Tried to allocate ...' with its figures.",
+ 'format': 'CUDA driver error: %s',
+ 'pattern': 'CUDA driver error: out of memory',
+ 'examples': ['RuntimeError: CUDA driver error: out of memory',
+              '[09:57:48.548] [error] application.cpp:45 Training error: Error computing loss: CUDA driver error: '
+              'out of memory']})
+
 # ProcessGroupNCCL's heartbeat monitor (watchdog hang) abort: added by hand (triage, 2026-12-05) because the 2.14.1
 # wheel's strings no longer carry these texts; the newer two are pinned to real logs, said so in their source.
 _PG = "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
