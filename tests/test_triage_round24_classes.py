@@ -119,3 +119,14 @@ def test_the_cuda_driver_check_out_of_memory_is_gpu_oom(tmp_path):
 def test_another_cuda_driver_error_is_not_read_as_out_of_memory(tmp_path):
     f = _found(tmp_path, "RuntimeError: CUDA driver error: invalid argument\n")
     assert not [x for x in f if x.id == "LOG005"], _ids(f)
+
+
+def test_a_log_that_stops_says_where_it_stops_in_time(tmp_path):
+    lines = "".join(f"2020-07-17 06:5{i}:03 | INFO | train_inner | epoch 001:    {i}00 / 160368 loss=12.{i}, "
+                    f"num_updates={i}00\n" for i in range(1, 6))
+    f = _found(tmp_path, lines)
+    assert f and f[0].id == "LOG029", _ids(f)
+    assert "its latest time stamp 07-17 06:55:03 (line 5)" in f[0].detail, f[0].detail
+    assert f[0].evidence["last_stamp"] == "07-17 06:55:03", f[0].evidence
+    g = _found(tmp_path, "epoch 1 step 100 loss 2.3\nepoch 1 step 200 loss 2.1\n", name="unstamped.log")
+    assert g and g[0].id == "LOG029" and "time stamp" not in g[0].detail and g[0].evidence["last_stamp"] is None, _ids(g)

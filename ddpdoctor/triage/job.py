@@ -255,6 +255,7 @@ class Job:
         self.spawn_failed: set = set()               # mp.spawn indices whose failure the parent re-raised
         self.spawn_stopped: List[Tuple[int, Line]] = []   # (pid, line): processes mp.spawn terminated, still running
         self.first_stamped: Optional[Line] = None    # the line that printed first_ts (its own stamp)
+        self.last_stamped: Optional[Line] = None     # the latest stamp a line printed itself (where a log stops, in time)
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
         self.hvd_rows: List[tuple] = []            # Horovod's "Missing ranks:" rows: (rank, ops, past shutdown, line)
         self._hvd_open: Dict[tuple, int] = {}       # stream -> line number of its last "Missing ranks:" header or row
@@ -597,6 +598,8 @@ class Job:
                 self.first_stamped = line
             self.first_ts = line.ts if self.first_ts is None else min(self.first_ts, line.ts)
             self.last_ts = line.ts if self.last_ts is None else max(self.last_ts, line.ts)
+            if not line.ts_near and (self.last_stamped is None or line.ts >= self.last_stamped.ts):
+                self.last_stamped = line
             self._stream_ts[key] = line.ts
             for early in self._unstamped.pop(key, ()):
                 early.ts = line.ts   # printed before its stream's first stamp: no later than it
