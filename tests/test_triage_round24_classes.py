@@ -130,3 +130,16 @@ def test_a_log_that_stops_says_where_it_stops_in_time(tmp_path):
     assert f[0].evidence["last_stamp"] == "07-17 06:55:03", f[0].evidence
     g = _found(tmp_path, "epoch 1 step 100 loss 2.3\nepoch 1 step 200 loss 2.1\n", name="unstamped.log")
     assert g and g[0].id == "LOG029" and "time stamp" not in g[0].detail and g[0].evidence["last_stamp"] is None, _ids(g)
+
+
+_DS_EXIT = ("[2023-08-01 10:00:00,000] [INFO] [launch.py:163:main] dist_world_size=2\n"
+            "[2023-08-01 10:05:00,000] [ERROR] [launch.py:320:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+            "'--local_rank={n}', '--deepspeed', 'ds.json'] exits with return code = 1\n")
+
+
+def test_deepspeed_launcher_exit_of_a_later_local_rank_says_the_rank_is_unknown(tmp_path):
+    f = _found(tmp_path, _DS_EXIT.format(n=1))
+    assert f and f[0].id == "LOG004" and "rank unknown" in f[0].title and "code 1" in f[0].title, _ids(f)
+    assert not [s for s in f[0].subjects if s.startswith("rank:")], f[0].subjects
+    g = _found(tmp_path, _DS_EXIT.format(n=0).replace("dist_world_size=2", "dist_world_size=1"), name="one.log")
+    assert g and g[0].id == "LOG004" and "rank unknown" not in g[0].title, _ids(g)
