@@ -508,7 +508,11 @@ def launch_misconfigured(job: Job):
         (share/functions/fish_command_not_found.fish), and Open MPI's "There are not enough slots available in the
         system to satisfy the N slots" (mpirun -np above its slots: orte/mca/rmaps/base/help-orte-rmaps-base.txt), and
         CPython's "python: can't open file 'x.py': [Errno 2] ..." (Modules/main.c: the script's path is wrong where
-        the launcher started it).
+        the launcher started it), and argparse's rejection of a command line (CPython Lib/argparse.py @8ea6cc14,
+        ArgumentParser.error: the usage banner, then "PROG: error: MESSAGE", exit 2) by a script or by a launcher
+        (torchrun, deepspeed, accelerate: data/launchers.json); where the log ends inside the usage banner, or the
+        banner is followed by the launcher's record of an exit with code 2, the rejection whose error line is missing
+        (-h's help goes on with its option list and is no failure).
 
     Why it matters
         These fail at start-up on every rank with a message that names a variable or an argument, not the

@@ -124,8 +124,8 @@ def health_not_shown(job: Job):
         "No issues found!" on no evidence. An end line counts only when its stream does not go on to a new set-up
         and stop there (the Trainer's "Training completed", then DeepSpeed re-initialised to load the best model,
         and nothing after: the log stops in that later phase). This rule says instead what the log does show: its last line, how many
-        lines it has, which ranks and launcher lines it shows, and, when it shows training progress, where that
-        progress stops; and that no failure and no end were found. A log whose last line is progress "stops
+        lines it has, which ranks and launcher lines it shows, its latest time stamp (where the log stops in time),
+        and, when it shows training progress, where that progress stops; and that no failure and no end were found. A log whose last line is progress "stops
         mid-training"; one whose last lines are distributed set-up (NCCL's INFO lines, a launcher's banner, a
         framework's start lines) "stops during the set-up"; a multi-node launch (`--nnodes 2`, `min_nodes : 2`) that
         shows nothing past torchrun's start is "likely waiting in the rendezvous" for the other nodes (a guess when no
