@@ -201,6 +201,13 @@ CLASSES = {
                       "meaning": "fp16 loss scaling skipped a step after an overflow; the scaler lowers the scale and "
                                  "training goes on. Normal at the start of training.",
                       "fix": "Nothing, unless every step overflows: then use bf16 or lower the learning rate."},
+    "argparse_usage": {"role": "benign", "rule": None, "phase": "setup",
+                       "meaning": "argparse's usage banner ('usage: PROG [-h] ...'): printed alone by ArgumentParser.error "
+                                  "before its 'PROG: error: MESSAGE' line (then exit 2), or as the head of -h's help. "
+                                  "Not a failure by itself: LOG023 reads it when the log ends inside the banner (the "
+                                  "error line cut), an argument rejected at start.",
+                       "fix": "Read the `PROG: error:` line that follows it in the full output; run the same command "
+                              "with -h to see the options PROG takes."},
     "job_ended_well": {"role": "end", "rule": None,
                        "meaning": "The job (or this worker) finished its work and exited normally.",
                        "fix": "Nothing to fix."},
@@ -242,8 +249,76 @@ HAND_ENTRIES = [
         "examples": ["train.py: error: unrecognized arguments: --local-rank=0",
                      "[rank1]: train.py: error: unrecognized arguments: --local-rank=1"],
     },
+    {
+        # ArgumentParser.error: self.print_usage(_sys.stderr); self.exit(2, _('%(prog)s: error: %(message)s\n')) -- every
+        # argparse rejection (a required argument missing, an invalid value or choice, an option expecting a value); the
+        # prog is the script's basename or a launcher's (torchrun, deepspeed, accelerate's "accelerate <command> [<args>]
+        # launch"), or "python -m MOD" (3.12+). "unrecognized arguments" has its own entry (more specific: it names
+        # the launcher's --local-rank).
+        "id": "cpython.argparse.error",
+        "source": {"repo": "python/cpython", "path": "Lib/argparse.py",
+                   "commit": "8ea6cc14a5178b456278c35f63b0859c6b5f4f64",
+                   "symbol": "ArgumentParser.error: self.print_usage(_sys.stderr); args = {'prog': self.prog, "
+                             "'message': message}; self.exit(2, _('%(prog)s: error: %(message)s\\n') % args)"},
+        "class": "launch_misconfigured",
+        "meaning": "argparse rejected the command line at start and the process exited with code 2 before any "
+                   "training: a required argument missing, a value of the wrong type or not among the choices, an "
+                   "option given without its value. Under a launcher every rank prints it; when the prog is the "
+                   "launcher (torchrun, deepspeed, accelerate launch) the launcher itself refused its options.",
+        "fix": "PROG -h   # the options it takes: fix the one the error names (a launcher's options go before the "
+               "script, the script's after it)",
+        "format": "%(prog)s: error: %(message)s",
+        "pattern": r"(?P<prog>[\w.\-]{1,80}\.py|torchrun|deepspeed|accelerate(?: <command> \[<args>\] \w+)?|python[\d.]{0,5} -m [\w.]{1,80}): error: "
+                   r"(?P<message>(?:the following arguments are required|argument |ambiguous option|expected |"
+                   r"invalid choice|one of the arguments|not allowed with).*)",
+        "examples": ["train.py: error: the following arguments are required: --data_path",
+                     "[rank0]: finetune.py: error: argument --lr: invalid float value: '1e-4,'",
+                     "torchrun: error: argument --nproc-per-node/--nproc_per_node: expected one argument"],
+    },
+    {
+        # ArgumentParser.format_usage / _format_usage: prefix _('usage: '), then prog, then the optionals (-h first when
+        # add_help: add_argument('-h', '--help') in __init__) and positionals, wrapped with an indent under the prog
+        "id": "cpython.argparse.usage_banner",
+        "source": {"repo": "python/cpython", "path": "Lib/argparse.py",
+                   "commit": "8ea6cc14a5178b456278c35f63b0859c6b5f4f64",
+                   "symbol": "HelpFormatter._format_usage: prefix = _('usage: '); ArgumentParser.error -> print_usage(stderr)"},
+        "class": "argparse_usage",
+        "meaning": "argparse's usage banner: the first line of an argparse rejection (its 'PROG: error:' line follows) "
+                   "or of -h's help (its option list follows).",
+        "fix": "Read the line after it: 'PROG: error: ...' names the argument rejected.",
+        "format": "usage: %(prog)s [-h] ...",
+        "pattern": r"(?:^\s*|\]:\s)usage: (?P<prog>\S.{0,160}?) \[-h\]",
+        "examples": ["usage: train.py [-h] [--lr LR] [--epochs EPOCHS]",
+                     "usage: deepspeed [-h] [-H HOSTFILE] [-i INCLUDE] [-e EXCLUDE] [--num_nodes NUM_NODES]",
+                     "[rank1]: usage: finetune.py [-h] --model_name_or_path MODEL_NAME_OR_PATH"],
+    },
 ]
 
+
+# torch's C10_CUDA_DRIVER_CHECK (c10/cuda/driver_api.h): the expandable segments' driver calls running out of memory
+HAND_ENTRIES.append({'id': 'torch.c10_cuda.driver_check.out_of_memory',
+ 'source': {'repo': 'pytorch/pytorch',
+            'path': 'c10/cuda/driver_api.h',
+            'commit': '0007e752d518810f0f8942a830dbbbfc69f34577',
+            'symbol': 'C10_CUDA_DRIVER_CHECK(EXPR): on a CUresult other than CUDA_SUCCESS, AT_ERROR("CUDA driver '
+                      'error: ", err_str) with err_str from cuGetErrorString; the calls it wraps are the caching '
+                      "allocator's expandable segments (cuMemCreate, cuMemMap, cuMemSetAccess, "
+                      'cuMemAddressReserve)',
+            'read_from': "the driver's text for CUDA_ERROR_OUT_OF_MEMORY (2, data/cuda_errors.json: 'unable to "
+                         "allocate enough memory') as users' logs print it: 'out of memory'"},
+ 'class': 'cuda_oom',
+ 'meaning': "A CUDA driver call of the caching allocator's expandable segments "
+            '(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; cuMemCreate / cuMemSetAccess mapping more memory '
+            "into a segment) failed with CUDA_ERROR_OUT_OF_MEMORY: the GPU's memory ran out, raised as a plain "
+            "c10::Error rather than torch.OutOfMemoryError (no 'Tried to allocate' summary).",
+ 'fix': 'As for CUDA out of memory: a smaller batch or sequence, activation checkpointing, sharding (ZeRO/FSDP); '
+        'nvidia-smi: is another process on this GPU?; without expandable segments the allocator reports the usual '
+        "'CUDA out of memory. Tried to allocate ...' with its figures.",
+ 'format': 'CUDA driver error: %s',
+ 'pattern': 'CUDA driver error: out of memory',
+ 'examples': ['RuntimeError: CUDA driver error: out of memory',
+              '[09:57:48.548] [error] application.cpp:45 Training error: Error computing loss: CUDA driver error: '
+              'out of memory']})
 
 # ProcessGroupNCCL's heartbeat monitor (watchdog hang) abort: added by hand (triage, 2026-12-05) because the 2.14.1
 # wheel's strings no longer carry these texts; the newer two are pinned to real logs, said so in their source.

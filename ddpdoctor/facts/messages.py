@@ -180,6 +180,11 @@ ANCHORS: Tuple[bytes, ...] = (
     # @2c03d1b) and its OmegaConf cause's str() ("Missing mandatory value: model.channels", omegaconf/base.py
     # @63b6304), then exits 1 (round 22, triage25)
     b"Could not override '", b"Missing mandatory value",
+    # argparse's usage banner ("usage: PROG [-h] ...": HelpFormatter._format_usage, -h first when add_help; CPython
+    # Lib/argparse.py @8ea6cc14), printed alone before "PROG: error: ..." (ArgumentParser.error, exit 2): a banner past a
+    # large log's head was not read, and the reader's window after it (triage.reader.WINDOW_OPENERS) brings its wrapped
+    # lines and the line that closes it (round 24, triage30)
+    b"[-h]",
     # The glog-head keywords, last (GLOG_HEAD: the reader keeps a line they find only when it opens with glog's level
     # E, F or W and its date, "E1207 ", "[W1207 "; an I-line past the head is skipped as before). ".cc:" is C++ glog and
     # absl (above). ".py:" is absl-Python's head, the same format with the Python file: absl/logging/__init__.py
@@ -284,11 +289,20 @@ GLOG_LEVEL = re.compile(r"\[?[EFW]\d{4}")
 _GLOG_HEAD_RX = re.compile("(?:" + "|".join(re.escape(a) for a in _GLOG_HEAD_STR) + r")\d{1,9}\]")
 
 
+# The plain keywords in one Hyperscan pass (facts.literals): Job.feed_line asks for every line past the head, and ~100
+# `in` tests a line cost ~17 us of a traceback line's ~120 us (100,000 tracebacks: 400,000 lines; round 24, triage30)
+_PLAIN_ANCHOR_SCAN = LiteralSet(_PLAIN_ANCHOR_STR, "anchor")
+
+
 def has_anchor(text: str) -> bool:
     """The line carries a keyword the reader finds (a GLOG_HEAD keyword only on a glog E/F/W line and followed by its
     line number and ']', as the reader)."""
-    return any(a in text for a in _PLAIN_ANCHOR_STR) or (
-        GLOG_LEVEL.match(text) is not None and _GLOG_HEAD_RX.search(text) is not None)
+    hits = _PLAIN_ANCHOR_SCAN.found(text)
+    if hits is None:
+        plain = any(a in text for a in _PLAIN_ANCHOR_STR)
+    else:
+        plain = bool(hits)
+    return plain or (GLOG_LEVEL.match(text) is not None and _GLOG_HEAD_RX.search(text) is not None)
 
 
 # a run of characters that `_required_words` takes one at a time as literal text (outside a group) or ignores (inside)

@@ -193,6 +193,12 @@ class Job:
         self.fault_dumps: List[dict] = []
         self._fault_open: Dict[tuple, dict] = {}
         self.oom_frames: List[List[tuple]] = []     # the traceback frames that led to each CUDA OOM seen
+        # file -> the first argparse usage banner (catalogue class argparse_usage) that only its own wrapped lines,
+        # blank lines or other banners follow so far: argparse prints it alone before its "PROG: error:" line
+        # (ArgumentParser.error) or as the head of -h's help; one still open at the end is a banner the log ends in
+        # (LOG023). usage_after: what closed it (the error line, the help's "options:", any other line)
+        self.usage_open: Dict[int, Line] = {}
+        self.usage_after: Dict[int, Line] = {}
         self._table: Optional[dict] = None
         self._order = 0
         self._rank_prefixed = False
@@ -249,6 +255,7 @@ class Job:
         self.spawn_failed: set = set()               # mp.spawn indices whose failure the parent re-raised
         self.spawn_stopped: List[Tuple[int, Line]] = []   # (pid, line): processes mp.spawn terminated, still running
         self.first_stamped: Optional[Line] = None    # the line that printed first_ts (its own stamp)
+        self.last_stamped: Optional[Line] = None     # the latest stamp a line printed itself (where a log stops, in time)
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
         self.hvd_rows: List[tuple] = []            # Horovod's "Missing ranks:" rows: (rank, ops, past shutdown, line)
         self._hvd_open: Dict[tuple, int] = {}       # stream -> line number of its last "Missing ranks:" header or row
@@ -366,6 +373,8 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        if self.usage_open and line.src in self.usage_open:
+            self._after_usage(line)
         if t[:1] not in (" ", "\t", "") and "rror" not in t:
             evs = self._bare_exception(line, evs)
         if "Fatal Python error: " in t or self._fault_open:
@@ -589,6 +598,8 @@ class Job:
                 self.first_stamped = line
             self.first_ts = line.ts if self.first_ts is None else min(self.first_ts, line.ts)
             self.last_ts = line.ts if self.last_ts is None else max(self.last_ts, line.ts)
+            if not line.ts_near and (self.last_stamped is None or line.ts >= self.last_stamped.ts):
+                self.last_stamped = line
             self._stream_ts[key] = line.ts
             for early in self._unstamped.pop(key, ()):
                 early.ts = line.ts   # printed before its stream's first stamp: no later than it
@@ -923,8 +934,20 @@ class Job:
                                int(d["pid"]) if d.get("pid") else None, line.ts, line, shell))
         return rank
 
+    def _after_usage(self, line: Line) -> None:
+        """A line after an open usage banner in its file: the banner's own wrapped lines (argparse indents them under
+        the prog: HelpFormatter._format_usage), blank lines and another process's banner keep it open; any other line
+        closes it."""
+        t = line.text
+        if not t.strip() or t[:1] in " \t" or ("usage: " in t and "[-h]" in t):
+            return
+        self.usage_after[line.src] = line
+        del self.usage_open[line.src]
+
     def feed(self, ev: Event) -> None:
         line = ev.line
+        if ev.kind == "argparse_usage" and line.src not in self.usage_open and line.src not in self.usage_after:
+            self.usage_open[line.src] = line
         rank = self.who(line)
         if rank is None and str(ev.data.get("own_rank", "")).isdigit():
             rank = int(ev.data["own_rank"])   # a message that names the rank printing it ("[1] is setting up NCCL ...")

@@ -83,7 +83,12 @@ WINDOW_OPENERS = {b"WorkNCCL(": 2, b"operation timeout:": 2, b"memory users": 12
                   # __verbose_terminate_handler) writes "terminate called after throwing an instance of 'T'" and, for a
                   # std::exception, the message on the next line: "  what():  " + exc.what(). That line is the C++
                   # message (a TORCH_CHECK's text, "Tensors must be CUDA and dense"), and carries no keyword of its own
-                  b"terminate called after throwing": 2}
+                  b"terminate called after throwing": 2,
+                  # argparse's usage banner (CPython Lib/argparse.py @8ea6cc14): its wrapped lines (one per ~80
+                  # columns, 100 and more for transformers' TrainingArguments) carry no keyword, nor does the line after
+                  # them, which says whether it was a rejection (Job.usage_open: the log ends in the banner) or -h's
+                  # help (its "options:" list)
+                  b"[-h]": 256}
 
 _GATE: list = []
 

@@ -508,7 +508,11 @@ def launch_misconfigured(job: Job):
         (share/functions/fish_command_not_found.fish), and Open MPI's "There are not enough slots available in the
         system to satisfy the N slots" (mpirun -np above its slots: orte/mca/rmaps/base/help-orte-rmaps-base.txt), and
         CPython's "python: can't open file 'x.py': [Errno 2] ..." (Modules/main.c: the script's path is wrong where
-        the launcher started it).
+        the launcher started it), and argparse's rejection of a command line (CPython Lib/argparse.py @8ea6cc14,
+        ArgumentParser.error: the usage banner, then "PROG: error: MESSAGE", exit 2) by a script or by a launcher
+        (torchrun, deepspeed, accelerate: data/launchers.json); where the log ends inside the usage banner, or the
+        banner is followed by the launcher's record of an exit with code 2, the rejection whose error line is missing
+        (-h's help goes on with its option list and is no failure).
 
     Why it matters
         These fail at start-up on every rank with a message that names a variable or an argument, not the
@@ -528,7 +532,7 @@ def launch_misconfigured(job: Job):
         return
     ev = _first(job, "launch_misconfigured")
     if ev is None:
-        cut = _cut_in_default_group(job)
+        cut = _cut_in_default_group(job) or _usage_banner_cut(job)
         if cut is not None:
             yield cut
         return
@@ -556,6 +560,12 @@ def launch_misconfigured(job: Job):
     elif k:
         # os.environ['RANK'] under plain `python`: a launcher sets it for every process (Lib/os.py _Environ.__getitem__)
         title = f"started without a launcher: os.environ['{k.group(1)}'] is not set (KeyError)"
+    elif str(ev.data.get("entry", "")) == "cpython.argparse.error":
+        # ArgumentParser.error (CPython Lib/argparse.py @8ea6cc14): "PROG: error: MESSAGE", exit 2, before any training
+        prog, msg = str(ev.data.get("prog") or "the program"), str(ev.data.get("message") or text).strip()
+        launcher, prog = _usage_prog(prog)
+        title = (f"{'the launcher ' + prog if launcher else prog} rejected its command line at start (argparse, exit 2): "
+                 f"{msg[:140]}")
     elif a and "local" in a.group(1):
         title = f"the script rejects the launcher's argument {a.group(1).strip()}"
     elif "Default process group has not been initialized" in text:
@@ -599,6 +609,88 @@ def launch_misconfigured(job: Job):
     else:
         title = f"{_rank_words(job, ev)}: the job was not launched as it expects: {text.strip()[:140]}"
     yield _report(job, "LOG023", ev, title, meaning, fix, stage=1, ranks=_ranks_of(job, own_events(job, "launch_misconfigured")) or None)
+
+
+def _usage_prog(prog: str) -> tuple:
+    """(the launcher's name or None, the prog as printed) for an argparse prog: a launcher's command (torchrun,
+    deepspeed, "accelerate <command> [<args>] launch") or the basename of a launcher module's file (`python -m
+    torch.distributed.run` prints run.py), from data/launchers.json."""
+    from ...facts.launchers import launchers, of_command
+
+    words = prog.replace("<command> [<args>]", "").split()
+    row, _n = of_command(words)
+    if row is None and len(words) == 1 and words[0].endswith(".py"):
+        names = [r["name"] for r in launchers() if any(m.rsplit(".", 1)[-1] + ".py" == words[0] for m in r["modules"])]
+        if names:
+            return " or ".join(names), prog
+    return (row["name"] if row is not None else None), prog
+
+
+def _usage_then_exit_2(job: Job) -> Optional[tuple]:
+    """(banner line, exit) where a usage banner's wrapped lines are followed, within 30 lines of the same file, by a
+    launcher's record of a process that exited with code 2 (argparse's exit status: ArgumentParser.exit(2, ...)), and
+    no argparse error line is in the log (LOG023 reads that one first)."""
+    for src, closer in job.usage_after.items():
+        for e in job.exits:
+            w = e.where
+            if e.code == 2 and w is not None and w.src == src and 0 <= w.lineno - closer.lineno <= 30:
+                occ = job.get("argparse_usage")
+                banner = min((x.line for x in (occ.first if occ else []) if x.line.src == src), key=pos, default=None)
+                if banner is not None:
+                    return banner, e
+    return None
+
+
+def _usage_banner_cut(job: Job):
+    """argparse's usage banner with nothing after it in its file but its own wrapped lines (Job.usage_open): argparse
+    prints the banner alone only in ArgumentParser.error (print_usage to stderr, then "PROG: error: MESSAGE", exit 2;
+    CPython Lib/argparse.py @8ea6cc14), and -h's help goes on with its option list. A log that ends inside the banner is
+    an argument rejected at start whose error line the paste cut (or never captured: stderr elsewhere)."""
+    closed = _usage_then_exit_2(job) if not job.usage_open else None
+    if not job.usage_open and closed is None:
+        return None
+    line = min(job.usage_open.values(), key=pos) if job.usage_open else closed[0]
+    occ = job.get("argparse_usage")
+    ev = next((e for e in (occ.first if occ else []) if e.line is line), None)
+    m = re.search(r"usage: (\S.{0,160}?) \[-h\]", line.text)
+    prog = str((ev.data.get("prog") if ev is not None else None) or (m.group(1) if m else "the program")).strip()
+    launcher, prog = _usage_prog(prog)
+    rank = job.who(line)
+    who = (f"the launcher ({launcher}, printed as {prog})" if launcher and launcher != prog
+           else f"the launcher {prog}" if launcher else f"{prog}")
+    if closed is not None:
+        ex = closed[1]
+        title = (f"{who} rejected its command line at start: argparse printed its usage banner (line {line.lineno}), "
+                 f"then the launcher reports exit code 2 (line {ex.where.lineno}); the 'error:' line is not in the log")
+        after = (f"the next line after its own wrapped lines is the launcher's report of a process that exited with "
+                 f"code 2 (line {ex.where.lineno}), argparse's exit code")
+    else:
+        title = (f"{who} rejected its command line at start: argparse printed its usage banner (line {line.lineno}) "
+                 "and the log ends there, its 'error:' line cut")
+        after = "nothing follows it in this file but its own wrapped lines"
+    detail = (f"Line {line.lineno} is argparse's usage banner for {prog}, and {after}. "
+              "argparse prints the banner alone only when it rejects the command line "
+              "(ArgumentParser.error: the banner, then '" + prog + ": error: <which argument and why>', then exit "
+              "code 2, before any training); -h's help would go on with its option list. The line that names the "
+              "argument is not in these lines (cut from the paste, or stderr went elsewhere): which argument was "
+              "rejected is unknown here."
+              + (" The prog is a launcher's: the launcher refused one of its own options (an option misspelt, one "
+                 "its version does not take, or the script's option placed before the script)." if launcher else "")
+              + (" The banner declares --local_rank and no --local-rank: torch >= 2.0's torch.distributed.launch "
+                 "passes --local-rank=N (hyphenated; pytorch/pytorch#92474), which such a parser rejects as "
+                 "'unrecognized arguments': likely the rejected argument (a guess: the error line is not here)."
+                 if not launcher and "--local_rank" in line.text and "--local-rank" not in line.text else ""))
+    fix = (f"{prog.split()[0]} ... 2>&1 | tail -n 5   # the same command: the line after the banner names the argument\n"
+           f"{prog.split()[0]} -h   # the options it takes"
+           + ("\n# launcher options go before the script, the script's own after it" if launcher else ""))
+    if not launcher and "--local_rank" in line.text and "--local-rank" not in line.text:
+        fix = ("parser.add_argument('--local-rank', '--local_rank', type=int, "
+               "default=int(os.environ.get('LOCAL_RANK', 0)))   # if the cut error line names --local-rank=N\n" + fix)
+    # stage 0 beside the exit it explains (LOG004 reports that exit at stage 0 too): the banner comes first, in log order
+    return hit(job, "error", title, at=line, stage=0 if closed is not None else 1, ranks=[rank] if rank is not None else [],
+               detail=detail + f" (the evidence: line {line.lineno}: {line.text.strip()[:160]}).",
+               fix=fix, evidence={"usage_banner": first_seen(job, line), "prog": prog, "launcher": launcher,
+                                  "error_line": None})
 
 
 def _cut_in_default_group(job: Job):

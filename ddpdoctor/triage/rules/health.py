@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..job import Job
+from ..job import Job, _fmt_ts
 from ..verdict import launcher_in, rendezvous_wait
 from . import first_seen, hit, rule
 from .unexplained import ended_well, setup_is_last, stopped_in_setup, stopped_mid_step
@@ -124,8 +124,8 @@ def health_not_shown(job: Job):
         "No issues found!" on no evidence. An end line counts only when its stream does not go on to a new set-up
         and stop there (the Trainer's "Training completed", then DeepSpeed re-initialised to load the best model,
         and nothing after: the log stops in that later phase). This rule says instead what the log does show: its last line, how many
-        lines it has, which ranks and launcher lines it shows, and, when it shows training progress, where that
-        progress stops; and that no failure and no end were found. A log whose last line is progress "stops
+        lines it has, which ranks and launcher lines it shows, its latest time stamp (where the log stops in time),
+        and, when it shows training progress, where that progress stops; and that no failure and no end were found. A log whose last line is progress "stops
         mid-training"; one whose last lines are distributed set-up (NCCL's INFO lines, a launcher's banner, a
         framework's start lines) "stops during the set-up"; a multi-node launch (`--nnodes 2`, `min_nodes : 2`) that
         shows nothing past torchrun's start is "likely waiting in the rendezvous" for the other nodes (a guess when no
@@ -169,6 +169,10 @@ def health_not_shown(job: Job):
     if job.setup_lines:
         shown.append(f"{job.setup_lines} distributed set-up line{'s' if job.setup_lines != 1 else ''}")
     where = f"; the last (line {last.lineno}): {last.text.strip()[:160]}" if last is not None else ""
+    stamp = job.last_stamped
+    if stamp is not None and stamp.ts is not None:
+        # where the log stops in time: its latest stamp a line printed itself (the cut, or the stop, is after it)
+        shown.append(f"its latest time stamp {_fmt_ts(stamp.ts)} (line {stamp.lineno})")
     progress = job.last_progress
     setup = stopped_in_setup(job)
     again = setup_after_end(job) if ended_well(job) else None
@@ -257,6 +261,7 @@ def health_not_shown(job: Job):
                       if setup is not None and progress is None and rdzv is None else "")
                    + (_RDZV_FIX if rdzv is not None else "")),
               evidence={"last_line": first_seen(job, last), "lines_read": job.lines_read, "ranks_seen": ranks,
+                        "last_stamp": (_fmt_ts(stamp.ts) if stamp is not None and stamp.ts is not None else None),
                         "launcher_exits": exits, "setup_lines": job.setup_lines, "progress_lines": job.progress_lines,
                         "last_progress": first_seen(job, progress) if progress is not None else None,
                         "last_setup_line": first_seen(job, setup) if setup is not None else None,
