@@ -147,10 +147,12 @@ def _uneven_parted(snap) -> Optional[dict]:
     collective (the Trainer's epoch-end logging gather, a final all_reduce) met its peer's next step's: with Gloo the
     sizes disagree and the rank aborts (data/messages.json gloo.tcp.received_size_mismatch: facebookincubator/gloo
     gloo/transport/tcp/pair.cc @cc441984, "Received data size doesn't match expected size"), which reads as a
-    mismatch; the cause is the batches. {"short": ranks, "rows": {rank: (len, eps)}, "by": "length" | "epoch"}."""
+    mismatch; the cause is the batches. {"short": ranks, "rows": {rank: (len, eps[, n])}, "by": "length" | "epoch" |
+    "end"}."""
     sec = _run(snap)
-    if not sec.get("death") or sec.get("stall") or not _true_mismatch(snap):
+    if not sec.get("death") or sec.get("stall"):
         return None
+    mm = _true_mismatch(snap)
     rows = {}
     for r in sec.get("ranks") or []:
         if r.get("rank") is None or not r.get("dataloader"):
@@ -160,6 +162,8 @@ def _uneven_parted(snap) -> Optional[dict]:
     if len(rows) < 2:
         return None
     lens = {v[0] for v in rows.values()}
+    if not mm:
+        return _ran_out_first(sec, rows)
     if None not in lens and len(lens) > 1:
         low = min(lens)
         return {"short": sorted(k for k, v in rows.items() if v[0] == low), "rows": rows, "by": "length"}
@@ -167,7 +171,30 @@ def _uneven_parted(snap) -> Optional[dict]:
     if len(lens) == 1 and None not in eps and len(eps) > 1:
         low = min(eps)
         return {"short": sorted(k for k, v in rows.items() if v[1] == low), "rows": rows, "by": "epoch"}
-    return None
+    return _ran_out_first(sec, rows, mm=True)
+
+
+def _ran_out_first(sec: dict, rows: dict, mm: bool = False) -> Optional[dict]:
+    """The "by end" reading of _uneven_parted. Without a recorded mismatch (the peer was inside DDP's own gradient
+    all-reduce, which no user-level record holds) it needs the first rank that died to be one whose loader ran out:
+    it died at the next collective after its data ended (a real 2-rank Gloo job: rank 1 with 9 of 19 records sharded
+    by hand aborted in its final all_reduce with Gloo's "Received data size doesn't match expected size")."""
+    # Round 24 (run26's left class): inside the FIRST epoch no "eps" exists yet, and a loader with no length (an
+    # IterableDataset sharded per rank) gives no "len" to compare: the rank whose training loader ENDED (its iterator
+    # raised StopIteration through the hook: "end") after n batches, while a peer's training loader, not ended, had
+    # fetched more than n in the same epoch, had fewer batches. With equal known lengths an ended loader holds n = len
+    # >= any peer's n in that epoch, so the comparison only fires where the data itself was uneven.
+    eps = {v[1] for v in rows.values()}
+    ended = {r["rank"]: (_train_dl(r)[0].get("n") or 0) for r in sec.get("ranks") or []
+             if r.get("rank") in rows and _train_dl(r)[0].get("end")}
+    going = {r["rank"]: (_train_dl(r)[0].get("n") or 0) for r in sec.get("ranks") or []
+             if r.get("rank") in rows and not _train_dl(r)[0].get("end")}
+    if not (ended and going and max(going.values()) > max(ended.values()) and len(eps) == 1):
+        return None
+    if not mm and (sec.get("death") or {}).get("first_rank") not in ended:
+        return None
+    rows = {k: (v[0], v[1], ended.get(k, going.get(k))) for k, v in rows.items()}
+    return {"short": sorted(ended), "rows": rows, "by": "end"}
 
 
 def _uneven(rs) -> bool:
@@ -546,7 +573,10 @@ def uneven_batches(snap):
         epoch, and whether it ran out. Different lengths, or one rank's loader exhausted while another
         still fetches, with the ranks waiting in different collectives. At a death by a collective mismatch
         (RUN006's case, folded under this one): training loaders of different lengths, or the same loader's epochs
-        taking different numbers of optimizer steps on different ranks. A rank that left its training
+        taking different numbers of optimizer steps on different ranks, or, inside an epoch (a loader
+        with no length included), one rank's training loader that ran out after fewer batches than a
+        peer had already fetched, that rank then dying first at its next collective (the peer inside
+        DDP's own gradient all-reduce, which no user-level record holds). A rank that left its training
         loader for another one (the Trainer's epoch-end evaluation) is judged by the training loader
         it left, not by the evaluation's progress; a loader fetched in full (n of n) whose rank is
         still in its last step has not run out.
@@ -607,13 +637,16 @@ def uneven_batches(snap):
 def _uneven_mismatch(snap, up: dict):
     """RUN005 at a death: the uneven batches first, the collective mismatch they caused folded under them."""
     sec = _run(snap)
-    mm = sec["mismatch"]
+    mm = sec.get("mismatch") if _true_mismatch(snap) else None
     short = up["short"]
     rest = sorted(k for k in up["rows"] if k not in short)
     who = _ranks([{"rank": k} for k in short])
     if up["by"] == "length":
         what = (f"{who}'s training loader had {up['rows'][short[0]][0]} batch(es) per epoch, "
                 + ", ".join(f"rank {k}'s {up['rows'][k][0]}" for k in rest))
+    elif up["by"] == "end":
+        what = (f"{who}'s training loader ran out after {up['rows'][short[0]][2]} batch(es) in this epoch, while "
+                + ", ".join(f"rank {k}'s had fetched {up['rows'][k][2]} and went on" for k in rest))
     else:
         what = (f"{who} took {up['rows'][short[0]][1]} optimizer step(s) per epoch of the same "
                 f"{up['rows'][short[0]][0]}-batch training loader, " + ", ".join(f"rank {k} {up['rows'][k][1]}" for k in rest)
@@ -623,22 +656,43 @@ def _uneven_mismatch(snap, up: dict):
     died = ""
     if first is not None:
         died = f"; rank {first['rank']} died of it ({first['end'].get('signal') or first['end'].get('how')})"
-    parts = "; ".join(f"rank {x['rank']}: {x['op']} shape {x['shape']} {x['dtype'] or ''} at {_where(x.get('user_frame'))}"
-                      for x in mm["ranks"])
-    rs = [{"rank": x["rank"], "user_frame": x.get("user_frame")} for x in mm["ranks"]]
+    if mm:
+        parts = "; ".join(f"rank {x['rank']}: {x['op']} shape {x['shape']} {x['dtype'] or ''} at "
+                          f"{_where(x.get('user_frame'))}" for x in mm["ranks"])
+        rs = [{"rank": x["rank"], "user_frame": x.get("user_frame")} for x in mm["ranks"]]
+        then, conseq = f"collective #{mm['seq']} then differed between ranks", f"The collective mismatch is the consequence: {parts}."
+    else:  # the peer was in DDP's own gradient all-reduce: no user-level record of its side
+        frame = (first or {}).get("end", {}).get("fatal_frame") or ((first or {}).get("end", {}).get("exception") or {}).get(
+            "user") or (first or {}).get("user_frame")
+        rs = [{"rank": first["rank"], "user_frame": frame}] if first is not None else []
+        rs += [{"rank": r.get("rank"), "user_frame": r.get("user_frame")} for r in sec.get("ranks") or []
+               if r.get("rank") in rest]
+        then = f"its next collective ({_where(frame)}) met its peers' training step's"
+        conseq = (f"The death is the consequence: {who}'s collective after its data ended met the gradient all-reduce "
+                  "of its peers' next training step.")
     return error(
-        f"uneven batches: {what}: {who} left training early, and collective #{mm['seq']} then differed between ranks"
-        f"{died}",
-        detail=(f"The collective mismatch is the consequence: {parts}. The rank with fewer batches ran out of its epoch "
+        f"uneven batches: {what}: {who} left training early, and {then}{died}",
+        detail=(f"{conseq} The rank with fewer batches ran out of its epoch "
                 "first and its next collective (an epoch-end or final gather, a metric's all_reduce) met its peers' "
                 "next training step's; Gloo aborts on the size difference (\"Received data size doesn't match\"), NCCL "
-                "may hang. Per rank (training loader length, optimizer steps of its last epoch that ended): "
-                + "; ".join(f"rank {k}: {v[0]}, {v[1]}" for k, v in sorted(up["rows"].items())) + "."),
+                "may hang. " + _uneven_rows(up) + "."),
         fix="Use DistributedSampler(dataset, drop_last=True) so every rank gets the same number of batches, "
             "or wrap the training loop in `with model.join():`",
         subjects=_subjects(rs), evidence={"uneven": {"short": short, "by": up["by"],
                                                      "rows": {str(k): list(v) for k, v in up["rows"].items()}},
                                           "mismatch": mm})
+
+
+def _uneven_rows(up: dict) -> str:
+    """Per rank, what the recorder held of its training loader (the by-end reading says what is unknown in words)."""
+    if up["by"] != "end":
+        return ("Per rank (training loader length, optimizer steps of its last epoch that ended): "
+                + "; ".join(f"rank {k}: {v[0]}, {v[1]}" for k, v in sorted(up["rows"].items())))
+    return "Per rank: " + "; ".join(
+        f"rank {k}: {v[2]} batch(es) fetched in this epoch, " + ("ran out" if k in up["short"] else "went on")
+        + (f", of a {v[0]}-batch loader" if v[0] is not None else ", a loader with no length (an IterableDataset)")
+        + ("" if v[1] is None else f", {v[1]} steps in its last whole epoch")
+        for k, v in sorted(up["rows"].items()))
 
 
 @check("RUN006", "collective-mismatch", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
@@ -1328,6 +1382,8 @@ def rank_died(snap):
     if r is None:
         return
     end = r["end"]
+    if _uneven_parted(snap) is not None:
+        return  # RUN005: the rank ran out of data; its death at the next collective is the consequence
     if _true_mismatch(snap) and end.get("how") != "exception":
         return  # RUN006 is the root cause (Gloo aborts the rank: SIGABRT, or it vanishes before the dump)
     if end.get("why") == "oom-killer":
