@@ -1,81 +1,79 @@
-"""Round 22 (run24): RUN005 reads who ran out from each rank's TRAINING loader, not the loader it is in now.
-
-The recorded facts are runcol22's job j6 (an HF Trainer with eval_strategy="epoch" on 2 Gloo ranks, rank 0's training
-loader one batch short: 24 of 25): rank 0 left the training loop and waits in the epoch-end evaluation's all_gather
-(its evaluation loader: batch 2 of 7); rank 1 fetched 25 of 25 (accelerate's look-ahead set the end flag) and is
-still in its 25th step, in DDP's forward synchronisation. The round-22 report had them the wrong way round."""
+"""Round 24 (issue 27): a rank that aborted itself (SIGABRT) is explained by what it printed before the abort, not by
+"find who sent SIGABRT". Pure: facts.aborts over recorded stderr, RUN010 over a section, the supervisor's step that
+reads the job's stderr with a stand-in for its tee."""
 from __future__ import annotations
 
-from run_factory import coll, findings, hooked_recorder, rank, section
+from pathlib import Path
+
+from ddpdoctor.facts import aborts
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "run"
 
 
-def _j6(rank0_left: bool = True):
-    evl = {"n": 2, "len": 7, "end": False, "workers": 0, "bs": 16, "s0": 24}
-    tr0 = {"n": 24, "len": 25, "end": True, "bs": 16, "step": 24}
-    r0 = rank(0, "collective", 101, "trainer.train()", step=24,
-              coll=coll("all_gather", 26, shape=[16], dtype="float32", line=101),
-              dl=evl if rank0_left else {"n": 24, "len": 25, "end": False, "workers": 0, "bs": 16, "s0": 0},
-              train_loader=tr0 if rank0_left else None)
-    r1 = rank(1, "ddp-forward", 101, "trainer.train()", step=24,
-              dl={"n": 25, "len": 25, "end": True, "workers": 0, "bs": 16, "s0": 0}, train_loader=None)
-    r1["doing"] = "DDP's forward synchronisation"
-    return r0, r1
+def test_the_gloo_abort_of_a_real_job_is_read_with_its_catalogued_meaning():
+    """Trigger: the stderr of a real 2-rank Gloo job whose rank 1 aborted in Pair::read (size mismatch)."""
+    [r] = aborts.reasons((FIX / "abort_gloo_size_mismatch.stderr").read_text())
+    assert r["id"] == "libstdcxx.terminate_after_throwing" and r["type"] == "gloo::EnforceNotMet"
+    assert "Received data size doesn't match" in r["what"] and r["message_id"] == "gloo.tcp.received_size_mismatch"
+    assert "same collectives" in r["fix"]
 
 
-def test_trigger_run005_rank_in_its_evaluation_ran_out_of_training_data():
-    r0, r1 = _j6()
-    found = findings(section([r0, r1]), "RUN005")
-    assert len(found) == 1, [f.title for f in findings(section([r0, r1]))]
-    t = found[0].title
-    assert t.startswith("uneven batches: rank 0 ran out of data after 24 of 25 batch(es), left the training loop"), t
-    assert "while rank 1 still trains (batch 25 of 25" in t, t
-    assert "rank 1: 25 training batch(es) fetched of 25 (all fetched: still in its last step)" in found[0].detail
+def test_assert_and_bare_terminate_texts_are_read_and_plain_stderr_is_not():
+    [a] = aborts.reasons("python: csrc/ops.cpp:88: void f(): Assertion `n > 0' failed.\nAborted (core dumped)\n")
+    assert a["id"] == "glibc.assert_fail" and a["what"] == "n > 0"
+    [b] = aborts.reasons("terminate called without an active exception\n")
+    assert b["id"] == "libstdcxx.terminate_without_exception" and "message_id" not in b
+    quiet = ("Traceback (most recent call last):\n  File \"t.py\", line 3\nRuntimeError: what(): nothing\n"
+             "W1207 torch/distributed/elastic: Sending process 12 closing signal SIGTERM\n")
+    assert aborts.reasons(quiet) == []  # a Python exception that quotes what() is no abort
 
 
-def test_quiet_run005_a_loader_consumed_in_full_in_its_last_step_is_not_ran_out():
-    """Quiet: rank 1 fetched 25 of 25 (end flag up by accelerate's look-ahead) and rank 0 is at its 24th of 25 in
-    the same training loader, in its step: nobody ran out, nobody left; the ranks are merely one batch apart."""
-    r0, r1 = _j6(rank0_left=False)
-    r0["state"], r0["doing"] = "backward", "the DDP gradient all-reduce (backward)"
-    assert findings(section([r0, r1]), "RUN005") == []
+def _died(end):
+    from run_factory import rank, section
+
+    r0 = rank(0, "died", step=9, end={"how": "exception", "t": 2.0, "secondary": True,
+                                        "exception": {"type": "RuntimeError", "message": "Connection reset by peer"}})
+    r1 = rank(1, "died", step=9, end=dict({"how": "signal", "signal": "SIGABRT", "fatal": "Aborted", "t": 1.0,
+                                           "fatal_frame": {"file": "t.py", "line": 19, "func": "<module>",
+                                                           "code": "dist.all_reduce(t)"}}, **end))
+    return section([r0, r1], stall=False, death={"first_rank": 1, "ranks": [0, 1], "order": [1, 0]})
 
 
-def test_quiet_run005_the_training_loader_again_in_a_new_epoch_is_not_left():
-    """Quiet: a rank back in its training loader (same length and batch size as the one it left) at a new epoch's
-    first batch, before any step in it, is in training, not in another loader: with its peer in the same epoch's
-    step it is not uneven."""
-    tr = {"n": 25, "len": 25, "end": True, "bs": 16, "step": 25}
-    r0 = rank(0, "backward", 101, "trainer.train()", step=25,
-              dl={"n": 1, "len": 25, "end": False, "workers": 0, "bs": 16, "s0": 25}, train_loader=tr)
-    r1 = rank(1, "backward", 101, "trainer.train()", step=25,
-              dl={"n": 1, "len": 25, "end": False, "workers": 0, "bs": 16, "s0": 25}, train_loader=tr)
-    assert findings(section([r0, r1]), "RUN005") == []
+def test_run010_says_why_a_rank_aborted_itself():
+    """Trigger: the abort read from stderr: the title says it, the fix is the catalogued message's, not a hunt for a
+    sender."""
+    from run_factory import findings
+
+    rs = aborts.reasons((FIX / "abort_gloo_size_mismatch.stderr").read_text())
+    [f] = findings(_died({"abort": {"reasons": rs, "aborted": 1}}), "RUN010")
+    assert "it aborted itself: terminate called after throwing 'gloo::EnforceNotMet'" in f.title, f.title
+    assert "same collectives" in f.fix and "who sent" not in f.fix and "raised by the process itself" in f.detail
 
 
-def test_trigger_recorder_keeps_the_training_loader_a_rank_left_for_its_evaluation(monkeypatch):
-    """Steps taken while the 5-batch loader was current make it the training loader; when a 7-batch loader without
-    steps (an evaluation's) takes its place, the rank's training loader is kept as it was left: 5 of 5, ended."""
-    S, Base, Loader = hooked_recorder(monkeypatch)
-    it = Base(Loader(range(5)))
-    for k in range(5):
-        next(it)
-        S.step = k + 1  # an optimizer step after each batch
-    try:
-        next(it)
-    except StopIteration:
-        pass
-    assert S.dl_tr is None  # not left yet
-    ev = Base(Loader(range(7)))
-    next(ev), next(ev)
-    assert {k: v for k, v in S.dl_tr.items() if k != "at"} == {"n": 5, "len": 5, "end": True, "bs": 1, "step": 5}, S.dl_tr
-    assert S.dl["len"] == 7 and S.dl["s0"] == 5 and S.dl["n"] + S.nb == 2
+def test_run010_without_an_abort_message_still_does_not_hunt_for_a_sender():
+    """Quiet (no abort text kept): the title as before; the fix says SIGABRT is the process's own abort()."""
+    from run_factory import findings
+
+    [f] = findings(_died({}), "RUN010")
+    assert "aborted itself" not in f.title and "was killed by SIGABRT" in f.title
+    assert "raised by the process itself" in f.fix and "Find who sent" not in f.fix
 
 
-def test_quiet_recorder_keeps_no_training_loader_for_a_loader_without_steps(monkeypatch):
-    """Quiet: a loader iterated without any optimizer step (an evaluation before training, a dataset scan) followed by
-    another is no training loader: nothing is kept."""
-    S, Base, Loader = hooked_recorder(monkeypatch)
-    it = Base(Loader(range(3)))
-    next(it), next(it)
-    Base(Loader(range(6)))
-    assert S.dl_tr is None and S.dl["len"] == 6
+def test_the_supervisor_reads_the_job_stderr_for_a_rank_that_aborted():
+    """The step at a death: a SIGABRT rank with no exception gets the abort messages of the job's stderr; a rank
+    torchrun ended, or one with an exception, gets none."""
+    from ddpdoctor.run.supervisor import Supervisor
+
+    class Tee:
+        def text(self, wait_s=1.0):
+            return (FIX / "abort_gloo_size_mismatch.stderr").read_text()
+
+    sup = Supervisor(["true"])
+    sup.stderr_tee = Tee()
+    sec = {"ranks": [{"rank": 1, "end": {"how": "signal", "signal": "SIGABRT"}},
+                     {"rank": 0, "end": {"how": "signal", "signal": "SIGABRT", "terminated_by": {"who": "torchrun"}}},
+                     {"rank": 2, "end": {"how": "exception", "exception": {"type": "ValueError"}}}]}
+    sup._explain_kills(sec)
+    one, two, three = (r["end"] for r in sec["ranks"])
+    assert one["abort"]["reasons"][0]["type"] == "gloo::EnforceNotMet" and one["abort"]["aborted"] == 1
+    assert "abort" not in two and "abort" not in three

@@ -670,6 +670,9 @@ def _uneven_mismatch(snap, up: dict):
         then = f"its next collective ({_where(frame)}) met its peers' training step's"
         conseq = (f"The death is the consequence: {who}'s collective after its data ended met the gradient all-reduce "
                   "of its peers' next training step.")
+        ab = _abort_said((first or {}).get("end") or {})
+        if ab is not None:
+            conseq += f" It aborted itself: {ab['said']}."
     return error(
         f"uneven batches: {what}: {who} left training early, and {then}{died}",
         detail=(f"{conseq} The rank with fewer batches ran out of its epoch "
@@ -1438,6 +1441,15 @@ def rank_died(snap):
                         "error is the cause"}.get(end.get("why"))
     if fix is None and kill.get("fix"):
         fix = kill["fix"]
+    ab = _abort_said(end)
+    if ab is not None:
+        title += f"; it aborted itself: {ab['said']}"
+        detail += f"\n{ab['detail']}"
+        fix = fix or ab["fix"]
+    elif fix is None and end.get("signal") == "SIGABRT" and not kill.get("text"):
+        fix = (f"SIGABRT is raised by the process itself (abort(): an uncaught C++ exception, a failed assert, a heap "
+               f"check): read what {who} printed on stderr just before its end (`terminate called after throwing`, "
+               "`Assertion ... failed`) and fix that")
     if fix is None:
         fix = (f"Fix the error at {_where(frame_d)} on {who}" if end["how"] == "exception" and frame_d else
                f"Find who sent {end.get('signal')} to {who} (dmesg, the scheduler's log)"
@@ -1445,6 +1457,26 @@ def rank_died(snap):
     yield error(title, detail=detail.strip(), fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
                           "order": d.get("order"), "last_collective": r.get("last_collective")})
+
+
+def _abort_said(end: dict) -> Optional[dict]:
+    """RUN010's words for a rank that aborted itself, from the abort messages the supervisor read in the job's stderr
+    (end["abort"]: facts.aborts over data/abort_texts.json). The newest message is taken as this rank's when one rank
+    aborted; with several aborting ranks the messages are listed as the job's, unattributed."""
+    ab = end.get("abort") or {}
+    rs = ab.get("reasons") or []
+    if not rs or end.get("signal") != "SIGABRT":
+        return None
+    from ..facts import aborts
+
+    last = rs[-1]
+    one = (ab.get("aborted") or 1) == 1
+    said = aborts.text(last) + ("" if one else " (the job's stderr; several ranks aborted, not told apart)")
+    detail = ("Its stderr, just before the end: " + " | ".join(aborts.text(r) for r in rs) + ". " + last["meaning"]
+              + " SIGABRT is raised by the process itself (abort()), not sent to it.")
+    fix = last.get("fix") or (f"Fix what it printed: {aborts.text(last)}" if last.get("what") or last["id"] ==
+                              "glibc.assert_fail" else "Read the lines it printed before the abort")
+    return {"said": said, "detail": detail, "fix": fix}
 
 
 # A rank's last recorded place is said as a guess when its last step ended longer before its end than this many of its
