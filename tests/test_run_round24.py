@@ -77,3 +77,17 @@ def test_the_supervisor_reads_the_job_stderr_for_a_rank_that_aborted():
     one, two, three = (r["end"] for r in sec["ranks"])
     assert one["abort"]["reasons"][0]["type"] == "gloo::EnforceNotMet" and one["abort"]["aborted"] == 1
     assert "abort" not in two and "abort" not in three
+
+
+def test_uneven_batches_of_loaders_with_no_length_read_without_none():
+    """A real stall (iterable shards of 10 and 9; rank 1 then in a sleep only it does): RUN005 as before, its words
+    without "of None" (the recorder holds len None for an IterableDataset's loader)."""
+    from run_factory import findings, rank, section
+
+    dl = lambda n, end: {"n": n, "len": None, "end": end, "s0": 0, "workers": 0, "bs": 1}  # noqa
+    r0 = rank(0, "backward", step=9, dl=dl(9, False))
+    r1 = rank(1, "outside", step=9, line=18, code="time.sleep(120)", dl=dl(9, True))
+    [f] = findings(section([r0, r1]), "RUN005")
+    assert "None" not in f.title + f.detail, f.title
+    assert "rank 1 ran out of data after 9 batch(es) and is outside any collective" in f.title, f.title
+    assert "(a loader with no length)" in f.title

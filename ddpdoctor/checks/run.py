@@ -610,7 +610,7 @@ def uneven_batches(snap):
     for r in rs:
         tdl, left = _train_dl(r)
         dl = r.get("dataloader") or {}
-        rows.append(f"{_ranks([r])}: {tdl.get('n')} training batch(es) fetched of {tdl.get('len')}"
+        rows.append(f"{_ranks([r])}: {tdl.get('n')} training batch(es) fetched{_of_len(tdl)}"
                     + (" (ran out)" if r in ended else " (all fetched: still in its last step)"
                        if tdl.get("end") else "")
                     + (f", then left the training loop for another DataLoader (batch {dl.get('n')} of {dl.get('len')}:"
@@ -623,15 +623,21 @@ def uneven_batches(snap):
     yield error(
         f"uneven batches: {_ranks(ended)} ran out of data after {etdl.get('n')}{of} batch(es)"
         + (", left the training loop" if eleft else "")
-        + f" and wait{'s' if len(ended) == 1 else ''} in {e.get('doing')} at {_where(e.get('user_frame'))}"
+        + (f" and wait{'s' if len(ended) == 1 else ''} in {e.get('doing')}" if e.get("doing") != "outside any collective"
+           else f" and {'is' if len(ended) == 1 else 'are'} outside any collective") + f" at {_where(e.get('user_frame'))}"
         + (" (in another DataLoader, with no optimizer step in it: an evaluation)" if eleft else "")
         + (f", while {_ranks(more)} still train{'s' if len(more) == 1 else ''} (batch "
-           f"{mtdl.get('n')} of {mtdl.get('len')}: {m.get('doing')} at "
+           f"{mtdl.get('n')}{_of_len(mtdl)}: {m.get('doing')} at "
            f"{_where(m.get('user_frame'))})" if m else ""),
         detail="; ".join(rows) + ".",
         fix="Use DistributedSampler(dataset, drop_last=True) so every rank gets the same number of batches, "
             "or wrap the training loop in `with model.join():`",
         subjects=_subjects(rs), evidence=_evidence(snap, rs))
+
+
+def _of_len(tdl: dict) -> str:
+    """" of N" for a loader with a length; a loader with none (an IterableDataset) says so instead of "of None"."""
+    return f" of {tdl['len']}" if tdl.get("len") is not None else " (a loader with no length)"
 
 
 def _uneven_mismatch(snap, up: dict):
