@@ -91,3 +91,40 @@ def test_uneven_batches_of_loaders_with_no_length_read_without_none():
     assert "None" not in f.title + f.detail, f.title
     assert "rank 1 ran out of data after 9 batch(es) and is outside any collective" in f.title, f.title
     assert "(a loader with no length)" in f.title
+
+
+def _paced(data=(122.7, 122.7), step=(128.6, 127.8), steps=45, workers=0, stall=False):
+    """The end of a job as `ddpdoctor run` recorded a real 2-rank Gloo job (30 ms per item made in __getitem__,
+    num_workers=0): each rank's split summary and its loader."""
+    from run_factory import rank, section
+
+    rs = []
+    for r in (0, 1):
+        sp = {"steps": steps, "split_steps": steps, "step_ms": {"median": step[r], "p95": step[r] * 1.2},
+              "data": {"median": data[r], "p95": data[r] * 1.1, "share": data[r] / step[r]}}
+        dl = {"n": 50, "len": 50, "end": True, "workers": workers, "bs": 4, "pin": False, "persistent": False,
+              "prefetch": None, "at": "slow_data.py:13"}
+        rs.append(rank(r, "exited", dl=dl, split=sp))
+    return section(rs, stall=stall)
+
+
+def test_run029_every_rank_waiting_for_its_batches_is_the_answer_to_why_slow():
+    """Trigger: 95% of every rank's step is data, num_workers=0: a warning with the loader's facts and the fix."""
+    from run_factory import findings
+
+    [f] = findings(_paced(), "RUN029")
+    assert f.severity == "warning" and "every rank waits for its next batch 95% or more" in f.title, f.title
+    assert "num_workers=0" in f.detail and "num_workers=4" in f.fix and "line:13" in f.subjects
+    [g] = findings(_paced(workers=8), "RUN029")
+    assert "Raise num_workers (now 8)" in g.fix
+
+
+def test_run029_stays_quiet_on_compute_bound_jobs_one_slow_rank_short_jobs_and_stalls():
+    """Quiet: data 10% of the step; one rank's data slow (RUN020's straggler, not the job's pace); 12 steps; a
+    stall."""
+    from run_factory import findings
+
+    assert findings(_paced(data=(12.0, 12.0)), "RUN029") == []
+    assert findings(_paced(data=(122.7, 3.0)), "RUN029") == []
+    assert findings(_paced(steps=12), "RUN029") == []
+    assert findings(_paced(stall=True), "RUN029") == []

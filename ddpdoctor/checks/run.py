@@ -2357,3 +2357,92 @@ def held_by_the_host(snap):
                                                                 "part", "parts", "collective_ms", "window", "cpu_ms",
                                                                 "detected_at_step", "others_sigma_ms")},
                             "host_held": h, "cause": s.get("cause"), "facts": s.get("facts")})
+
+
+# RUN029 (round 24, issue 27: "why is my real job slow" when no rank is slower than the others): the job is input-bound
+# when EVERY rank spends at least INPUT_BOUND_SHARE of its median step waiting for its next batch over at least
+# INPUT_MIN_STEPS measured steps (facts.steps.summary: start-up steps left out). Half the step is the bar: then the
+# input pipeline, not the model, the collectives or the GPU, sets the pace, and a faster GPU or more ranks would not
+# make the job faster. One rank alone above it is RUN020's data straggler, not this.
+INPUT_BOUND_SHARE = 0.5
+INPUT_MIN_STEPS = 20
+_DL_DOC = ("torch/utils/data/dataloader.py (torch 2.13.0, pytorch/pytorch @cf30153c) DataLoader: num_workers \"``0`` "
+           "means that the data will be loaded in the main process. (default: ``0``)\"; persistent_workers keeps the "
+           "workers between epochs; prefetch_factor batches are loaded in advance by each worker")
+
+
+@check("RUN029", "input-bound", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))
+def input_bound(snap):
+    """Every rank waits for its next batch for most of the step: the input pipeline sets the job's pace.
+
+    What it checks
+        At the end of a job, each rank's step split (facts.steps.summary over its measured steps,
+        start-up left out): the data part's median against the step's median. Every rank at or above
+        half the step, over at least 20 measured steps, with no stall or death. The loader's facts
+        (num_workers, pin_memory, persistent_workers, prefetch_factor, its line) come with it.
+
+    Why it matters
+        The usual question "why is DDP no faster than one GPU" often has this answer: batches are
+        made in the training process (num_workers=0, torch's default) or by too few workers, so
+        the GPUs idle between steps. More GPUs, mixed precision or a larger model change nothing
+        while the loader sets the pace; a straggler test finds nothing, since every rank waits alike.
+
+    Example
+        DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds))   # num_workers=0: decoding in the step
+
+    Fix
+        DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds), num_workers=4, pin_memory=True,
+                   persistent_workers=True, prefetch_factor=2)   # keep workers x ranks per node <= its cores
+    """
+    sec = _run(snap)
+    if sec.get("stall") or sec.get("death") or not sec.get("ranks"):
+        return
+    rows = [r for r in sec["ranks"] if isinstance((r.get("split") or {}).get("data"), dict)]
+    if len(rows) < 1 or len(rows) < len([r for r in sec["ranks"] if r.get("rank") is not None]):
+        return  # a rank without a split: not every rank is known to wait
+    shares = {}
+    for r in rows:
+        sp = r["split"]
+        med = (sp.get("data") or {}).get("median")
+        step = (sp.get("step_ms") or {}).get("median")
+        if not isinstance(med, (int, float)) or not step or (sp.get("split_steps") or 0) < INPUT_MIN_STEPS:
+            return
+        shares[r.get("rank")] = (med, step)
+    if min(m / s for m, s in shares.values()) < INPUT_BOUND_SHARE:
+        return
+    lo = min(m / s for m, s in shares.values())
+    med = sorted(m for m, _ in shares.values())[len(shares) // 2]
+    step = sorted(s for _, s in shares.values())[len(shares) // 2]
+    dl = next((r.get("dataloader") for r in rows if r.get("dataloader")), None) or {}
+    workers = dl.get("workers")
+    facts = []
+    if workers is not None:
+        facts.append(f"num_workers={workers}" + (" (batches are made in the training process itself, between steps)"
+                                                 if workers == 0 else ""))
+    for key, name in (("pin", "pin_memory"), ("persistent", "persistent_workers"), ("prefetch", "prefetch_factor")):
+        if dl.get(key) is not None:
+            facts.append(f"{name}={dl[key]}")
+    at = dl.get("at")
+    where = f" at {str(at).rsplit('/', 1)[-1]}" if at else ""
+    ranks = [{"rank": k} for k in sorted(shares, key=lambda x: (x is None, x))]
+    steps = min(r["split"].get("split_steps") or 0 for r in rows)
+    title = (f"the input pipeline sets the pace: every rank waits for its next batch {lo:.0%} or more of the step "
+             f"(data {med:.0f} of {step:.0f} ms median, {_ranks(ranks)})")
+    detail = (f"Over {steps} measured steps per rank (start-up left out), the data part is "
+              + "; ".join(f"rank {k}: {m:.1f} of {s:.1f} ms ({m / s:.0%})" for k, (m, s) in sorted(
+                  shares.items(), key=lambda kv: (kv[0] is None, kv[0])))
+              + ". Compute, collectives and the optimizer share the rest: a faster GPU or more ranks would not make "
+              "this job faster. " + (f"The training DataLoader{where}: " + ", ".join(facts) + ". " if facts else "")
+              + f"(The loader's options: {_DL_DOC}.)")
+    if workers == 0:
+        fix = ("DataLoader(..., num_workers=4, pin_memory=True, persistent_workers=True, prefetch_factor=2)  "
+               "# workers make batches beside the step; keep num_workers x ranks per node <= the node's cores")
+    else:
+        fix = (f"Raise num_workers (now {workers}) toward the cores per rank, make each item cheaper (tokenise / decode "
+               "once ahead of training, a memory-mapped dataset), and check the storage it reads and /dev/shm")
+    subjects = [f"rank:{k}" for k, _ in sorted(shares.items(), key=lambda kv: (kv[0] is None, kv[0])) if k is not None]
+    if at and str(at).rsplit(":", 1)[-1].isdigit():
+        subjects.append(f"line:{str(at).rsplit(':', 1)[-1]}")
+    yield warning(title, detail=detail, fix=fix, subjects=subjects,
+                  evidence={"data_share": {str(k): round(m / s, 4) for k, (m, s) in shares.items()},
+                            "steps": steps, "dataloader": dl, "bar": INPUT_BOUND_SHARE})
