@@ -1,81 +1,130 @@
-"""Round 22 (run24): RUN005 reads who ran out from each rank's TRAINING loader, not the loader it is in now.
-
-The recorded facts are runcol22's job j6 (an HF Trainer with eval_strategy="epoch" on 2 Gloo ranks, rank 0's training
-loader one batch short: 24 of 25): rank 0 left the training loop and waits in the epoch-end evaluation's all_gather
-(its evaluation loader: batch 2 of 7); rank 1 fetched 25 of 25 (accelerate's look-ahead set the end flag) and is
-still in its 25th step, in DDP's forward synchronisation. The round-22 report had them the wrong way round."""
+"""Round 24 (issue 27): a rank that aborted itself (SIGABRT) is explained by what it printed before the abort, not by
+"find who sent SIGABRT". Pure: facts.aborts over recorded stderr, RUN010 over a section, the supervisor's step that
+reads the job's stderr with a stand-in for its tee."""
 from __future__ import annotations
 
-from run_factory import coll, findings, hooked_recorder, rank, section
+from pathlib import Path
+
+from ddpdoctor.facts import aborts
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "run"
 
 
-def _j6(rank0_left: bool = True):
-    evl = {"n": 2, "len": 7, "end": False, "workers": 0, "bs": 16, "s0": 24}
-    tr0 = {"n": 24, "len": 25, "end": True, "bs": 16, "step": 24}
-    r0 = rank(0, "collective", 101, "trainer.train()", step=24,
-              coll=coll("all_gather", 26, shape=[16], dtype="float32", line=101),
-              dl=evl if rank0_left else {"n": 24, "len": 25, "end": False, "workers": 0, "bs": 16, "s0": 0},
-              train_loader=tr0 if rank0_left else None)
-    r1 = rank(1, "ddp-forward", 101, "trainer.train()", step=24,
-              dl={"n": 25, "len": 25, "end": True, "workers": 0, "bs": 16, "s0": 0}, train_loader=None)
-    r1["doing"] = "DDP's forward synchronisation"
-    return r0, r1
+def test_the_gloo_abort_of_a_real_job_is_read_with_its_catalogued_meaning():
+    """Trigger: the stderr of a real 2-rank Gloo job whose rank 1 aborted in Pair::read (size mismatch)."""
+    [r] = aborts.reasons((FIX / "abort_gloo_size_mismatch.stderr").read_text())
+    assert r["id"] == "libstdcxx.terminate_after_throwing" and r["type"] == "gloo::EnforceNotMet"
+    assert "Received data size doesn't match" in r["what"] and r["message_id"] == "gloo.tcp.received_size_mismatch"
+    assert "same collectives" in r["fix"]
 
 
-def test_trigger_run005_rank_in_its_evaluation_ran_out_of_training_data():
-    r0, r1 = _j6()
-    found = findings(section([r0, r1]), "RUN005")
-    assert len(found) == 1, [f.title for f in findings(section([r0, r1]))]
-    t = found[0].title
-    assert t.startswith("uneven batches: rank 0 ran out of data after 24 of 25 batch(es), left the training loop"), t
-    assert "while rank 1 still trains (batch 25 of 25" in t, t
-    assert "rank 1: 25 training batch(es) fetched of 25 (all fetched: still in its last step)" in found[0].detail
+def test_assert_and_bare_terminate_texts_are_read_and_plain_stderr_is_not():
+    [a] = aborts.reasons("python: csrc/ops.cpp:88: void f(): Assertion `n > 0' failed.\nAborted (core dumped)\n")
+    assert a["id"] == "glibc.assert_fail" and a["what"] == "n > 0"
+    [b] = aborts.reasons("terminate called without an active exception\n")
+    assert b["id"] == "libstdcxx.terminate_without_exception" and "message_id" not in b
+    quiet = ("Traceback (most recent call last):\n  File \"t.py\", line 3\nRuntimeError: what(): nothing\n"
+             "W1207 torch/distributed/elastic: Sending process 12 closing signal SIGTERM\n")
+    assert aborts.reasons(quiet) == []  # a Python exception that quotes what() is no abort
 
 
-def test_quiet_run005_a_loader_consumed_in_full_in_its_last_step_is_not_ran_out():
-    """Quiet: rank 1 fetched 25 of 25 (end flag up by accelerate's look-ahead) and rank 0 is at its 24th of 25 in
-    the same training loader, in its step: nobody ran out, nobody left; the ranks are merely one batch apart."""
-    r0, r1 = _j6(rank0_left=False)
-    r0["state"], r0["doing"] = "backward", "the DDP gradient all-reduce (backward)"
-    assert findings(section([r0, r1]), "RUN005") == []
+def _died(end):
+    from run_factory import rank, section
+
+    r0 = rank(0, "died", step=9, end={"how": "exception", "t": 2.0, "secondary": True,
+                                        "exception": {"type": "RuntimeError", "message": "Connection reset by peer"}})
+    r1 = rank(1, "died", step=9, end=dict({"how": "signal", "signal": "SIGABRT", "fatal": "Aborted", "t": 1.0,
+                                           "fatal_frame": {"file": "t.py", "line": 19, "func": "<module>",
+                                                           "code": "dist.all_reduce(t)"}}, **end))
+    return section([r0, r1], stall=False, death={"first_rank": 1, "ranks": [0, 1], "order": [1, 0]})
 
 
-def test_quiet_run005_the_training_loader_again_in_a_new_epoch_is_not_left():
-    """Quiet: a rank back in its training loader (same length and batch size as the one it left) at a new epoch's
-    first batch, before any step in it, is in training, not in another loader: with its peer in the same epoch's
-    step it is not uneven."""
-    tr = {"n": 25, "len": 25, "end": True, "bs": 16, "step": 25}
-    r0 = rank(0, "backward", 101, "trainer.train()", step=25,
-              dl={"n": 1, "len": 25, "end": False, "workers": 0, "bs": 16, "s0": 25}, train_loader=tr)
-    r1 = rank(1, "backward", 101, "trainer.train()", step=25,
-              dl={"n": 1, "len": 25, "end": False, "workers": 0, "bs": 16, "s0": 25}, train_loader=tr)
-    assert findings(section([r0, r1]), "RUN005") == []
+def test_run010_says_why_a_rank_aborted_itself():
+    """Trigger: the abort read from stderr: the title says it, the fix is the catalogued message's, not a hunt for a
+    sender."""
+    from run_factory import findings
+
+    rs = aborts.reasons((FIX / "abort_gloo_size_mismatch.stderr").read_text())
+    [f] = findings(_died({"abort": {"reasons": rs, "aborted": 1}}), "RUN010")
+    assert "it aborted itself: terminate called after throwing 'gloo::EnforceNotMet'" in f.title, f.title
+    assert "same collectives" in f.fix and "who sent" not in f.fix and "raised by the process itself" in f.detail
 
 
-def test_trigger_recorder_keeps_the_training_loader_a_rank_left_for_its_evaluation(monkeypatch):
-    """Steps taken while the 5-batch loader was current make it the training loader; when a 7-batch loader without
-    steps (an evaluation's) takes its place, the rank's training loader is kept as it was left: 5 of 5, ended."""
-    S, Base, Loader = hooked_recorder(monkeypatch)
-    it = Base(Loader(range(5)))
-    for k in range(5):
-        next(it)
-        S.step = k + 1  # an optimizer step after each batch
-    try:
-        next(it)
-    except StopIteration:
-        pass
-    assert S.dl_tr is None  # not left yet
-    ev = Base(Loader(range(7)))
-    next(ev), next(ev)
-    assert {k: v for k, v in S.dl_tr.items() if k != "at"} == {"n": 5, "len": 5, "end": True, "bs": 1, "step": 5}, S.dl_tr
-    assert S.dl["len"] == 7 and S.dl["s0"] == 5 and S.dl["n"] + S.nb == 2
+def test_run010_without_an_abort_message_still_does_not_hunt_for_a_sender():
+    """Quiet (no abort text kept): the title as before; the fix says SIGABRT is the process's own abort()."""
+    from run_factory import findings
+
+    [f] = findings(_died({}), "RUN010")
+    assert "aborted itself" not in f.title and "was killed by SIGABRT" in f.title
+    assert "raised by the process itself" in f.fix and "Find who sent" not in f.fix
 
 
-def test_quiet_recorder_keeps_no_training_loader_for_a_loader_without_steps(monkeypatch):
-    """Quiet: a loader iterated without any optimizer step (an evaluation before training, a dataset scan) followed by
-    another is no training loader: nothing is kept."""
-    S, Base, Loader = hooked_recorder(monkeypatch)
-    it = Base(Loader(range(3)))
-    next(it), next(it)
-    Base(Loader(range(6)))
-    assert S.dl_tr is None and S.dl["len"] == 6
+def test_the_supervisor_reads_the_job_stderr_for_a_rank_that_aborted():
+    """The step at a death: a SIGABRT rank with no exception gets the abort messages of the job's stderr; a rank
+    torchrun ended, or one with an exception, gets none."""
+    from ddpdoctor.run.supervisor import Supervisor
+
+    class Tee:
+        def text(self, wait_s=1.0):
+            return (FIX / "abort_gloo_size_mismatch.stderr").read_text()
+
+    sup = Supervisor(["true"])
+    sup.stderr_tee = Tee()
+    sec = {"ranks": [{"rank": 1, "end": {"how": "signal", "signal": "SIGABRT"}},
+                     {"rank": 0, "end": {"how": "signal", "signal": "SIGABRT", "terminated_by": {"who": "torchrun"}}},
+                     {"rank": 2, "end": {"how": "exception", "exception": {"type": "ValueError"}}}]}
+    sup._explain_kills(sec)
+    one, two, three = (r["end"] for r in sec["ranks"])
+    assert one["abort"]["reasons"][0]["type"] == "gloo::EnforceNotMet" and one["abort"]["aborted"] == 1
+    assert "abort" not in two and "abort" not in three
+
+
+def test_uneven_batches_of_loaders_with_no_length_read_without_none():
+    """A real stall (iterable shards of 10 and 9; rank 1 then in a sleep only it does): RUN005 as before, its words
+    without "of None" (the recorder holds len None for an IterableDataset's loader)."""
+    from run_factory import findings, rank, section
+
+    dl = lambda n, end: {"n": n, "len": None, "end": end, "s0": 0, "workers": 0, "bs": 1}  # noqa
+    r0 = rank(0, "backward", step=9, dl=dl(9, False))
+    r1 = rank(1, "outside", step=9, line=18, code="time.sleep(120)", dl=dl(9, True))
+    [f] = findings(section([r0, r1]), "RUN005")
+    assert "None" not in f.title + f.detail, f.title
+    assert "rank 1 ran out of data after 9 batch(es) and is outside any collective" in f.title, f.title
+    assert "(a loader with no length)" in f.title
+
+
+def _paced(data=(122.7, 122.7), step=(128.6, 127.8), steps=45, workers=0, stall=False):
+    """The end of a job as `ddpdoctor run` recorded a real 2-rank Gloo job (30 ms per item made in __getitem__,
+    num_workers=0): each rank's split summary and its loader."""
+    from run_factory import rank, section
+
+    rs = []
+    for r in (0, 1):
+        sp = {"steps": steps, "split_steps": steps, "step_ms": {"median": step[r], "p95": step[r] * 1.2},
+              "data": {"median": data[r], "p95": data[r] * 1.1, "share": data[r] / step[r]}}
+        dl = {"n": 50, "len": 50, "end": True, "workers": workers, "bs": 4, "pin": False, "persistent": False,
+              "prefetch": None, "at": "slow_data.py:13"}
+        rs.append(rank(r, "exited", dl=dl, split=sp))
+    return section(rs, stall=stall)
+
+
+def test_run029_every_rank_waiting_for_its_batches_is_the_answer_to_why_slow():
+    """Trigger: 95% of every rank's step is data, num_workers=0: a warning with the loader's facts and the fix."""
+    from run_factory import findings
+
+    [f] = findings(_paced(), "RUN029")
+    assert f.severity == "warning" and "every rank waits for its next batch 95% or more" in f.title, f.title
+    assert "num_workers=0" in f.detail and "num_workers=4" in f.fix and "line:13" in f.subjects
+    [g] = findings(_paced(workers=8), "RUN029")
+    assert "Raise num_workers (now 8)" in g.fix
+
+
+def test_run029_stays_quiet_on_compute_bound_jobs_one_slow_rank_short_jobs_and_stalls():
+    """Quiet: data 10% of the step; one rank's data slow (RUN020's straggler, not the job's pace); 12 steps; a
+    stall."""
+    from run_factory import findings
+
+    assert findings(_paced(data=(12.0, 12.0)), "RUN029") == []
+    assert findings(_paced(data=(122.7, 3.0)), "RUN029") == []
+    assert findings(_paced(steps=12), "RUN029") == []
+    assert findings(_paced(stall=True), "RUN029") == []

@@ -181,3 +181,76 @@ def test_recorder_even_epochs_publish_once(monkeypatch):
     """Quiet: even epochs (5 of 5) publish the count once; the rest of the epochs write nothing more."""
     S, cold = _epochs(monkeypatch, [5, 5, 5, 5])
     assert S.dl["eps"] == 5 and len(cold) == 1
+
+
+def _first_epoch_death(n0, end0, n1, end1, ln=None):
+    """Round 24 (run26's left class): the mismatch death INSIDE the first epoch (no "eps" yet), loaders of no length
+    (an IterableDataset sharded per rank) unless `ln`: each rank's batches fetched and whether its iterator ended."""
+    from ddpdoctor.run import section as run_section
+    from run_factory import coll, rank, section
+
+    mm = run_section.mismatch([
+        rank(0, "collective", coll=coll("all_gather", 12, [1], "int64", 42)),
+        rank(1, "collective", coll=coll("all_gather", 12, [1], "float32", 42))])
+    dl = lambda n, end: {"n": n, "len": ln, "end": end, "s0": 0, "workers": 0, "bs": 4, "es": 0, "ep": 1}  # noqa
+    r0 = rank(0, "died", step=n0, dl=dl(n0, end0), end={"how": "exception", "t": 2.0, "secondary": True})
+    r1 = rank(1, "died", step=n1, dl=dl(n1, end1), end={"how": "signal", "signal": "SIGABRT", "t": 1.0})
+    return section([r0, r1], stall=False, death={"first_rank": 1, "ranks": [0, 1], "order": [1, 0]}, mismatch=mm)
+
+
+def test_a_loader_that_ran_out_inside_the_first_epoch_is_the_cause_of_the_mismatch():
+    """Trigger: rank 1's iterable loader ended after 9 batches while rank 0's had fetched 10 and went on; rank 1 then
+    aborted at a mismatched collective: one RUN005 naming rank 1 by its loader's end, the mismatch folded under it."""
+    from run_factory import findings
+
+    found = findings(_first_epoch_death(10, False, 9, True))
+    assert [f.id for f in found] == ["RUN005"], [(f.id, f.title) for f in found]
+    f = found[0]
+    assert "rank 1's training loader ran out after 9 batch(es)" in f.title and "rank 0's had fetched 10" in f.title
+    assert f.evidence["uneven"]["by"] == "end" and f.evidence["uneven"]["short"] == [1]
+
+
+def test_an_ended_epoch_and_a_peer_in_the_next_one_are_not_uneven():
+    """Quiet: equal 10-batch loaders, rank 1's ended at 10 of 10 while rank 0 is at batch 3 of its next epoch; and
+    both iterators still going: the mismatch stays RUN006's own."""
+    from run_factory import findings
+
+    for args in ((3, False, 10, True, 10), (10, False, 9, False, None), (9, True, 9, True, None)):
+        found = findings(_first_epoch_death(*args))
+        assert [f.id for f in found] == ["RUN006"], (args, [(f.id, f.title) for f in found])
+
+
+def _abort_after_its_data(first_rank=1, exc_on_0=False):
+    """What `ddpdoctor run` recorded of a real 2-rank Gloo job (iterable shards of 10 and 9 records, round 24): rank 1's loader ended after 9 batches and it aborted (SIGABRT) in its final all_reduce while
+    rank 0, at batch 10, was inside DDP's gradient all-reduce: no user-level mismatch record."""
+    from run_factory import rank, section
+
+    dl = lambda n, end: {"n": n, "len": None, "end": end, "s0": 0, "workers": 0, "bs": 1, "at": "t.py:14"}  # noqa
+    fr = {"file": "t.py", "line": 19, "func": "<module>", "code": "dist.all_reduce(t)"}
+    e0 = ({"how": "exception", "t": 1.0, "exception": {"type": "ValueError", "message": "bad", "user": {"file": "t.py", "line": 16}}}
+          if exc_on_0 else {"how": "exception", "t": 2.0, "secondary": True,
+                            "exception": {"type": "RuntimeError", "message": "Connection reset by peer"}})
+    r0 = rank(0, "died", step=9, dl=dl(10, False), end=e0)
+    r1 = rank(1, "died", step=9, dl=dl(9, True), end={"how": "signal", "signal": "SIGABRT", "fatal": "Aborted",
+                                                       "fatal_frame": fr, "t": 1.5})
+    order = [first_rank, 1 - first_rank]
+    return section([r0, r1], stall=False, death={"first_rank": first_rank, "ranks": [0, 1], "order": order})
+
+
+def test_a_rank_that_ran_out_and_aborted_at_its_next_collective_is_uneven_batches_not_a_stranger_s_sigabrt():
+    """Trigger (a real job, no mismatch record): one RUN005 naming rank 1's 9 batches against rank 0's 10 and its
+    abort at t.py:19 as the consequence; no RUN010 telling the user to find who sent SIGABRT."""
+    from run_factory import findings
+
+    found = findings(_abort_after_its_data())
+    assert [f.id for f in found] == ["RUN005"], [(f.id, f.title) for f in found]
+    assert "ran out after 9 batch(es)" in found[0].title and "t.py:19" in found[0].title
+    assert "no length" in found[0].detail and "line:19" in found[0].subjects
+
+
+def test_a_peer_that_died_first_of_its_own_error_keeps_its_death():
+    """Quiet: rank 0 (still with data) raised its own ValueError first: RUN010 names it; the short loader is no cause."""
+    from run_factory import findings
+
+    found = findings(_abort_after_its_data(first_rank=0, exc_on_0=True))
+    assert "RUN005" not in [f.id for f in found] and found and found[0].id == "RUN010", [(f.id, f.title) for f in found]

@@ -147,10 +147,12 @@ def _uneven_parted(snap) -> Optional[dict]:
     collective (the Trainer's epoch-end logging gather, a final all_reduce) met its peer's next step's: with Gloo the
     sizes disagree and the rank aborts (data/messages.json gloo.tcp.received_size_mismatch: facebookincubator/gloo
     gloo/transport/tcp/pair.cc @cc441984, "Received data size doesn't match expected size"), which reads as a
-    mismatch; the cause is the batches. {"short": ranks, "rows": {rank: (len, eps)}, "by": "length" | "epoch"}."""
+    mismatch; the cause is the batches. {"short": ranks, "rows": {rank: (len, eps[, n])}, "by": "length" | "epoch" |
+    "end"}."""
     sec = _run(snap)
-    if not sec.get("death") or sec.get("stall") or not _true_mismatch(snap):
+    if not sec.get("death") or sec.get("stall"):
         return None
+    mm = _true_mismatch(snap)
     rows = {}
     for r in sec.get("ranks") or []:
         if r.get("rank") is None or not r.get("dataloader"):
@@ -160,6 +162,8 @@ def _uneven_parted(snap) -> Optional[dict]:
     if len(rows) < 2:
         return None
     lens = {v[0] for v in rows.values()}
+    if not mm:
+        return _ran_out_first(sec, rows)
     if None not in lens and len(lens) > 1:
         low = min(lens)
         return {"short": sorted(k for k, v in rows.items() if v[0] == low), "rows": rows, "by": "length"}
@@ -167,7 +171,30 @@ def _uneven_parted(snap) -> Optional[dict]:
     if len(lens) == 1 and None not in eps and len(eps) > 1:
         low = min(eps)
         return {"short": sorted(k for k, v in rows.items() if v[1] == low), "rows": rows, "by": "epoch"}
-    return None
+    return _ran_out_first(sec, rows, mm=True)
+
+
+def _ran_out_first(sec: dict, rows: dict, mm: bool = False) -> Optional[dict]:
+    """The "by end" reading of _uneven_parted. Without a recorded mismatch (the peer was inside DDP's own gradient
+    all-reduce, which no user-level record holds) it needs the first rank that died to be one whose loader ran out:
+    it died at the next collective after its data ended (a real 2-rank Gloo job: rank 1 with 9 of 19 records sharded
+    by hand aborted in its final all_reduce with Gloo's "Received data size doesn't match expected size")."""
+    # Round 24 (run26's left class): inside the FIRST epoch no "eps" exists yet, and a loader with no length (an
+    # IterableDataset sharded per rank) gives no "len" to compare: the rank whose training loader ENDED (its iterator
+    # raised StopIteration through the hook: "end") after n batches, while a peer's training loader, not ended, had
+    # fetched more than n in the same epoch, had fewer batches. With equal known lengths an ended loader holds n = len
+    # >= any peer's n in that epoch, so the comparison only fires where the data itself was uneven.
+    eps = {v[1] for v in rows.values()}
+    ended = {r["rank"]: (_train_dl(r)[0].get("n") or 0) for r in sec.get("ranks") or []
+             if r.get("rank") in rows and _train_dl(r)[0].get("end")}
+    going = {r["rank"]: (_train_dl(r)[0].get("n") or 0) for r in sec.get("ranks") or []
+             if r.get("rank") in rows and not _train_dl(r)[0].get("end")}
+    if not (ended and going and max(going.values()) > max(ended.values()) and len(eps) == 1):
+        return None
+    if not mm and (sec.get("death") or {}).get("first_rank") not in ended:
+        return None
+    rows = {k: (v[0], v[1], ended.get(k, going.get(k))) for k, v in rows.items()}
+    return {"short": sorted(ended), "rows": rows, "by": "end"}
 
 
 def _uneven(rs) -> bool:
@@ -546,7 +573,10 @@ def uneven_batches(snap):
         epoch, and whether it ran out. Different lengths, or one rank's loader exhausted while another
         still fetches, with the ranks waiting in different collectives. At a death by a collective mismatch
         (RUN006's case, folded under this one): training loaders of different lengths, or the same loader's epochs
-        taking different numbers of optimizer steps on different ranks. A rank that left its training
+        taking different numbers of optimizer steps on different ranks, or, inside an epoch (a loader
+        with no length included), one rank's training loader that ran out after fewer batches than a
+        peer had already fetched, that rank then dying first at its next collective (the peer inside
+        DDP's own gradient all-reduce, which no user-level record holds). A rank that left its training
         loader for another one (the Trainer's epoch-end evaluation) is judged by the training loader
         it left, not by the evaluation's progress; a loader fetched in full (n of n) whose rank is
         still in its last step has not run out.
@@ -580,7 +610,7 @@ def uneven_batches(snap):
     for r in rs:
         tdl, left = _train_dl(r)
         dl = r.get("dataloader") or {}
-        rows.append(f"{_ranks([r])}: {tdl.get('n')} training batch(es) fetched of {tdl.get('len')}"
+        rows.append(f"{_ranks([r])}: {tdl.get('n')} training batch(es) fetched{_of_len(tdl)}"
                     + (" (ran out)" if r in ended else " (all fetched: still in its last step)"
                        if tdl.get("end") else "")
                     + (f", then left the training loop for another DataLoader (batch {dl.get('n')} of {dl.get('len')}:"
@@ -593,10 +623,11 @@ def uneven_batches(snap):
     yield error(
         f"uneven batches: {_ranks(ended)} ran out of data after {etdl.get('n')}{of} batch(es)"
         + (", left the training loop" if eleft else "")
-        + f" and wait{'s' if len(ended) == 1 else ''} in {e.get('doing')} at {_where(e.get('user_frame'))}"
+        + (f" and wait{'s' if len(ended) == 1 else ''} in {e.get('doing')}" if e.get("doing") != "outside any collective"
+           else f" and {'is' if len(ended) == 1 else 'are'} outside any collective") + f" at {_where(e.get('user_frame'))}"
         + (" (in another DataLoader, with no optimizer step in it: an evaluation)" if eleft else "")
         + (f", while {_ranks(more)} still train{'s' if len(more) == 1 else ''} (batch "
-           f"{mtdl.get('n')} of {mtdl.get('len')}: {m.get('doing')} at "
+           f"{mtdl.get('n')}{_of_len(mtdl)}: {m.get('doing')} at "
            f"{_where(m.get('user_frame'))})" if m else ""),
         detail="; ".join(rows) + ".",
         fix="Use DistributedSampler(dataset, drop_last=True) so every rank gets the same number of batches, "
@@ -604,16 +635,24 @@ def uneven_batches(snap):
         subjects=_subjects(rs), evidence=_evidence(snap, rs))
 
 
+def _of_len(tdl: dict) -> str:
+    """" of N" for a loader with a length; a loader with none (an IterableDataset) says so instead of "of None"."""
+    return f" of {tdl['len']}" if tdl.get("len") is not None else " (a loader with no length)"
+
+
 def _uneven_mismatch(snap, up: dict):
     """RUN005 at a death: the uneven batches first, the collective mismatch they caused folded under them."""
     sec = _run(snap)
-    mm = sec["mismatch"]
+    mm = sec.get("mismatch") if _true_mismatch(snap) else None
     short = up["short"]
     rest = sorted(k for k in up["rows"] if k not in short)
     who = _ranks([{"rank": k} for k in short])
     if up["by"] == "length":
         what = (f"{who}'s training loader had {up['rows'][short[0]][0]} batch(es) per epoch, "
                 + ", ".join(f"rank {k}'s {up['rows'][k][0]}" for k in rest))
+    elif up["by"] == "end":
+        what = (f"{who}'s training loader ran out after {up['rows'][short[0]][2]} batch(es) in this epoch, while "
+                + ", ".join(f"rank {k}'s had fetched {up['rows'][k][2]} and went on" for k in rest))
     else:
         what = (f"{who} took {up['rows'][short[0]][1]} optimizer step(s) per epoch of the same "
                 f"{up['rows'][short[0]][0]}-batch training loader, " + ", ".join(f"rank {k} {up['rows'][k][1]}" for k in rest)
@@ -623,22 +662,46 @@ def _uneven_mismatch(snap, up: dict):
     died = ""
     if first is not None:
         died = f"; rank {first['rank']} died of it ({first['end'].get('signal') or first['end'].get('how')})"
-    parts = "; ".join(f"rank {x['rank']}: {x['op']} shape {x['shape']} {x['dtype'] or ''} at {_where(x.get('user_frame'))}"
-                      for x in mm["ranks"])
-    rs = [{"rank": x["rank"], "user_frame": x.get("user_frame")} for x in mm["ranks"]]
+    if mm:
+        parts = "; ".join(f"rank {x['rank']}: {x['op']} shape {x['shape']} {x['dtype'] or ''} at "
+                          f"{_where(x.get('user_frame'))}" for x in mm["ranks"])
+        rs = [{"rank": x["rank"], "user_frame": x.get("user_frame")} for x in mm["ranks"]]
+        then, conseq = f"collective #{mm['seq']} then differed between ranks", f"The collective mismatch is the consequence: {parts}."
+    else:  # the peer was in DDP's own gradient all-reduce: no user-level record of its side
+        frame = (first or {}).get("end", {}).get("fatal_frame") or ((first or {}).get("end", {}).get("exception") or {}).get(
+            "user") or (first or {}).get("user_frame")
+        rs = [{"rank": first["rank"], "user_frame": frame}] if first is not None else []
+        rs += [{"rank": r.get("rank"), "user_frame": r.get("user_frame")} for r in sec.get("ranks") or []
+               if r.get("rank") in rest]
+        then = f"its next collective ({_where(frame)}) met its peers' training step's"
+        conseq = (f"The death is the consequence: {who}'s collective after its data ended met the gradient all-reduce "
+                  "of its peers' next training step.")
+        ab = _abort_said((first or {}).get("end") or {})
+        if ab is not None:
+            conseq += f" It aborted itself: {ab['said']}."
     return error(
-        f"uneven batches: {what}: {who} left training early, and collective #{mm['seq']} then differed between ranks"
-        f"{died}",
-        detail=(f"The collective mismatch is the consequence: {parts}. The rank with fewer batches ran out of its epoch "
+        f"uneven batches: {what}: {who} left training early, and {then}{died}",
+        detail=(f"{conseq} The rank with fewer batches ran out of its epoch "
                 "first and its next collective (an epoch-end or final gather, a metric's all_reduce) met its peers' "
                 "next training step's; Gloo aborts on the size difference (\"Received data size doesn't match\"), NCCL "
-                "may hang. Per rank (training loader length, optimizer steps of its last epoch that ended): "
-                + "; ".join(f"rank {k}: {v[0]}, {v[1]}" for k, v in sorted(up["rows"].items())) + "."),
+                "may hang. " + _uneven_rows(up) + "."),
         fix="Use DistributedSampler(dataset, drop_last=True) so every rank gets the same number of batches, "
             "or wrap the training loop in `with model.join():`",
         subjects=_subjects(rs), evidence={"uneven": {"short": short, "by": up["by"],
                                                      "rows": {str(k): list(v) for k, v in up["rows"].items()}},
                                           "mismatch": mm})
+
+
+def _uneven_rows(up: dict) -> str:
+    """Per rank, what the recorder held of its training loader (the by-end reading says what is unknown in words)."""
+    if up["by"] != "end":
+        return ("Per rank (training loader length, optimizer steps of its last epoch that ended): "
+                + "; ".join(f"rank {k}: {v[0]}, {v[1]}" for k, v in sorted(up["rows"].items())))
+    return "Per rank: " + "; ".join(
+        f"rank {k}: {v[2]} batch(es) fetched in this epoch, " + ("ran out" if k in up["short"] else "went on")
+        + (f", of a {v[0]}-batch loader" if v[0] is not None else ", a loader with no length (an IterableDataset)")
+        + ("" if v[1] is None else f", {v[1]} steps in its last whole epoch")
+        for k, v in sorted(up["rows"].items()))
 
 
 @check("RUN006", "collective-mismatch", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
@@ -1328,6 +1391,8 @@ def rank_died(snap):
     if r is None:
         return
     end = r["end"]
+    if _uneven_parted(snap) is not None:
+        return  # RUN005: the rank ran out of data; its death at the next collective is the consequence
     if _true_mismatch(snap) and end.get("how") != "exception":
         return  # RUN006 is the root cause (Gloo aborts the rank: SIGABRT, or it vanishes before the dump)
     if end.get("why") == "oom-killer":
@@ -1382,6 +1447,15 @@ def rank_died(snap):
                         "error is the cause"}.get(end.get("why"))
     if fix is None and kill.get("fix"):
         fix = kill["fix"]
+    ab = _abort_said(end)
+    if ab is not None:
+        title += f"; it aborted itself: {ab['said']}"
+        detail += f"\n{ab['detail']}"
+        fix = fix or ab["fix"]
+    elif fix is None and end.get("signal") == "SIGABRT" and not kill.get("text"):
+        fix = (f"SIGABRT is raised by the process itself (abort(): an uncaught C++ exception, a failed assert, a heap "
+               f"check): read what {who} printed on stderr just before its end (`terminate called after throwing`, "
+               "`Assertion ... failed`) and fix that")
     if fix is None:
         fix = (f"Fix the error at {_where(frame_d)} on {who}" if end["how"] == "exception" and frame_d else
                f"Find who sent {end.get('signal')} to {who} (dmesg, the scheduler's log)"
@@ -1389,6 +1463,26 @@ def rank_died(snap):
     yield error(title, detail=detail.strip(), fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
                           "order": d.get("order"), "last_collective": r.get("last_collective")})
+
+
+def _abort_said(end: dict) -> Optional[dict]:
+    """RUN010's words for a rank that aborted itself, from the abort messages the supervisor read in the job's stderr
+    (end["abort"]: facts.aborts over data/abort_texts.json). The newest message is taken as this rank's when one rank
+    aborted; with several aborting ranks the messages are listed as the job's, unattributed."""
+    ab = end.get("abort") or {}
+    rs = ab.get("reasons") or []
+    if not rs or end.get("signal") != "SIGABRT":
+        return None
+    from ..facts import aborts
+
+    last = rs[-1]
+    one = (ab.get("aborted") or 1) == 1
+    said = aborts.text(last) + ("" if one else " (the job's stderr; several ranks aborted, not told apart)")
+    detail = ("Its stderr, just before the end: " + " | ".join(aborts.text(r) for r in rs) + ". " + last["meaning"]
+              + " SIGABRT is raised by the process itself (abort()), not sent to it.")
+    fix = last.get("fix") or (f"Fix what it printed: {aborts.text(last)}" if last.get("what") or last["id"] ==
+                              "glibc.assert_fail" else "Read the lines it printed before the abort")
+    return {"said": said, "detail": detail, "fix": fix}
 
 
 # A rank's last recorded place is said as a guess when its last step ended longer before its end than this many of its
@@ -2263,3 +2357,92 @@ def held_by_the_host(snap):
                                                                 "part", "parts", "collective_ms", "window", "cpu_ms",
                                                                 "detected_at_step", "others_sigma_ms")},
                             "host_held": h, "cause": s.get("cause"), "facts": s.get("facts")})
+
+
+# RUN029 (round 24, issue 27: "why is my real job slow" when no rank is slower than the others): the job is input-bound
+# when EVERY rank spends at least INPUT_BOUND_SHARE of its median step waiting for its next batch over at least
+# INPUT_MIN_STEPS measured steps (facts.steps.summary: start-up steps left out). Half the step is the bar: then the
+# input pipeline, not the model, the collectives or the GPU, sets the pace, and a faster GPU or more ranks would not
+# make the job faster. One rank alone above it is RUN020's data straggler, not this.
+INPUT_BOUND_SHARE = 0.5
+INPUT_MIN_STEPS = 20
+_DL_DOC = ("torch/utils/data/dataloader.py (torch 2.13.0, pytorch/pytorch @cf30153c) DataLoader: num_workers \"``0`` "
+           "means that the data will be loaded in the main process. (default: ``0``)\"; persistent_workers keeps the "
+           "workers between epochs; prefetch_factor batches are loaded in advance by each worker")
+
+
+@check("RUN029", "input-bound", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))
+def input_bound(snap):
+    """Every rank waits for its next batch for most of the step: the input pipeline sets the job's pace.
+
+    What it checks
+        At the end of a job, each rank's step split (facts.steps.summary over its measured steps,
+        start-up left out): the data part's median against the step's median. Every rank at or above
+        half the step, over at least 20 measured steps, with no stall or death. The loader's facts
+        (num_workers, pin_memory, persistent_workers, prefetch_factor, its line) come with it.
+
+    Why it matters
+        The usual question "why is DDP no faster than one GPU" often has this answer: batches are
+        made in the training process (num_workers=0, torch's default) or by too few workers, so
+        the GPUs idle between steps. More GPUs, mixed precision or a larger model change nothing
+        while the loader sets the pace; a straggler test finds nothing, since every rank waits alike.
+
+    Example
+        DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds))   # num_workers=0: decoding in the step
+
+    Fix
+        DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds), num_workers=4, pin_memory=True,
+                   persistent_workers=True, prefetch_factor=2)   # keep workers x ranks per node <= its cores
+    """
+    sec = _run(snap)
+    if sec.get("stall") or sec.get("death") or not sec.get("ranks"):
+        return
+    rows = [r for r in sec["ranks"] if isinstance((r.get("split") or {}).get("data"), dict)]
+    if len(rows) < 1 or len(rows) < len([r for r in sec["ranks"] if r.get("rank") is not None]):
+        return  # a rank without a split: not every rank is known to wait
+    shares = {}
+    for r in rows:
+        sp = r["split"]
+        med = (sp.get("data") or {}).get("median")
+        step = (sp.get("step_ms") or {}).get("median")
+        if not isinstance(med, (int, float)) or not step or (sp.get("split_steps") or 0) < INPUT_MIN_STEPS:
+            return
+        shares[r.get("rank")] = (med, step)
+    if min(m / s for m, s in shares.values()) < INPUT_BOUND_SHARE:
+        return
+    lo = min(m / s for m, s in shares.values())
+    med = sorted(m for m, _ in shares.values())[len(shares) // 2]
+    step = sorted(s for _, s in shares.values())[len(shares) // 2]
+    dl = next((r.get("dataloader") for r in rows if r.get("dataloader")), None) or {}
+    workers = dl.get("workers")
+    facts = []
+    if workers is not None:
+        facts.append(f"num_workers={workers}" + (" (batches are made in the training process itself, between steps)"
+                                                 if workers == 0 else ""))
+    for key, name in (("pin", "pin_memory"), ("persistent", "persistent_workers"), ("prefetch", "prefetch_factor")):
+        if dl.get(key) is not None:
+            facts.append(f"{name}={dl[key]}")
+    at = dl.get("at")
+    where = f" at {str(at).rsplit('/', 1)[-1]}" if at else ""
+    ranks = [{"rank": k} for k in sorted(shares, key=lambda x: (x is None, x))]
+    steps = min(r["split"].get("split_steps") or 0 for r in rows)
+    title = (f"the input pipeline sets the pace: every rank waits for its next batch {lo:.0%} or more of the step "
+             f"(data {med:.0f} of {step:.0f} ms median, {_ranks(ranks)})")
+    detail = (f"Over {steps} measured steps per rank (start-up left out), the data part is "
+              + "; ".join(f"rank {k}: {m:.1f} of {s:.1f} ms ({m / s:.0%})" for k, (m, s) in sorted(
+                  shares.items(), key=lambda kv: (kv[0] is None, kv[0])))
+              + ". Compute, collectives and the optimizer share the rest: a faster GPU or more ranks would not make "
+              "this job faster. " + (f"The training DataLoader{where}: " + ", ".join(facts) + ". " if facts else "")
+              + f"(The loader's options: {_DL_DOC}.)")
+    if workers == 0:
+        fix = ("DataLoader(..., num_workers=4, pin_memory=True, persistent_workers=True, prefetch_factor=2)  "
+               "# workers make batches beside the step; keep num_workers x ranks per node <= the node's cores")
+    else:
+        fix = (f"Raise num_workers (now {workers}) toward the cores per rank, make each item cheaper (tokenise / decode "
+               "once ahead of training, a memory-mapped dataset), and check the storage it reads and /dev/shm")
+    subjects = [f"rank:{k}" for k, _ in sorted(shares.items(), key=lambda kv: (kv[0] is None, kv[0])) if k is not None]
+    if at and str(at).rsplit(":", 1)[-1].isdigit():
+        subjects.append(f"line:{str(at).rsplit(':', 1)[-1]}")
+    yield warning(title, detail=detail, fix=fix, subjects=subjects,
+                  evidence={"data_share": {str(k): round(m / s, 4) for k, (m, s) in shares.items()},
+                            "steps": steps, "dataloader": dl, "bar": INPUT_BOUND_SHARE})

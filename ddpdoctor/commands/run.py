@@ -171,6 +171,8 @@ def build_report(sup):
         report.findings.extend(judge(Snapshot(sections={"run": sec}), command="run", only={"RUN012"}, when="run").findings)
     # the launch itself: `accelerate launch --num_processes N` that starts one process (RUN025)
     report.findings.extend(judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN025"}, when="run").findings)
+    # the job's pace: every rank waiting for its batches most of the step (RUN029), judged over the whole job's split
+    report.findings.extend(judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN029"}, when="run").findings)
     # a failed job that no stall or death finding explains is said to be unexplained (never "no stall, no death")
     unexplained = judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings
     own = own_failures(sup, run_sec)
@@ -303,11 +305,12 @@ def _summary(sup, report) -> None:
     unexplained = [f for f in report.findings if f.id == "RUN022"]
     held = [f for f in report.findings if f.id == "RUN023"]
     launch = [f for f in report.findings if f.id == "RUN025"]
+    paced = [f for f in report.findings if f.id == "RUN029"]
     # RUN021 (the ranks train alone) is a set-up finding, like RUN025: told apart, never counted as a stall or death
     # (round 21, runcol21: a healthy Trainer job that trained each rank alone read "1 stall/death finding(s)")
     alone = [f for f in report.findings if f.id == "RUN021"]
     run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN021", "RUN022",
-                                                                                  "RUN023", "RUN025")]
+                                                                                  "RUN023", "RUN025", "RUN029")]
     told = [f for f in report.findings if f.id in set((report.extra.get("run") or {}).get("from_job_output") or ())]
     ended = [f for f in report.findings if f.id == "RUN024" and ((f.evidence or {}).get("rendezvous") or {}).get("ended")]
     pre = [f for f in report.findings if not f.id.startswith("RUN") and f not in told]
@@ -339,6 +342,11 @@ def _summary(sup, report) -> None:
         parts.append("the launch starts fewer processes than asked (RUN025)")
     if alone:
         parts.append("the ranks train alone, not as one job (RUN021)")
+    if paced:
+        from ..run.text import render_findings
+
+        click.echo(render_findings(paced, "ddpdoctor run: the job's pace", report.extra.get("run") or {}), err=True)
+        parts.append("the input pipeline sets the pace (RUN029)")
     if slow:
         parts.append(f"{len(slow)} straggler finding(s)")
     # said where nothing else was found: beside a stall or a death the job's problem is told (and its stalled step

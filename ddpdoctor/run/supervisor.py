@@ -23,6 +23,7 @@ import time
 from typing import Callable, List, Optional
 
 from .. import proctree
+from ..facts import aborts
 from ..facts import steps as stepsplit
 from . import beacon, hostfacts, kills, multinode, section
 from . import recorder as agent  # the env names and the signal the attach side uses
@@ -1642,9 +1643,20 @@ class Supervisor:
 
     def _explain_kills(self, sec: dict) -> None:
         """Every rank that got SIGKILL (or vanished) and was not ended by torchrun's teardown: what the
-        node says about it (kills.KillEvidence), or what to read there."""
+        node says about it (kills.KillEvidence), or what to read there. A rank that aborted itself (SIGABRT, no Python
+        exception, no launcher teardown): the abort messages the job's stderr holds (facts.aborts: the C++ runtime's
+        "terminate called after throwing", glibc's failed assert), which say why."""
+        err = None
         for r in sec.get("ranks") or []:
             end = r.get("end") or {}
+            if (end and end.get("signal") == "SIGABRT" and not end.get("exception") and not end.get("terminated_by")
+                    and self.stderr_tee is not None and not getattr(self, "watchdog_t", None)):
+                if err is None:
+                    err = aborts.reasons(self.stderr_tee.text(wait_s=0.3))
+                if err:
+                    end["abort"] = {"reasons": err, "aborted": sum(  # the ranks that aborted themselves
+                        1 for x in sec.get("ranks") or [] if (x.get("end") or {}).get("signal") == "SIGABRT"
+                        and not (x.get("end") or {}).get("terminated_by") and not (x.get("end") or {}).get("exception"))}
             if end and getattr(self, "watchdog_t", None) and end.get("signal") == "SIGABRT" and not end.get("exception"):
                 end["kill"] = {"cause": "nccl-watchdog", "text": "the abort of torch's NCCL watchdog, after its "
                                "collective timed out (RUN016 above reads its Flight Recorder dumps)",
