@@ -1,11 +1,11 @@
 """Round 15, issue 27 (A): bench_run's time-sliced method, pure on made-up step streams (no process).
 The balanced order (quads A B B A / B A A B, one ratio per quad) and the three-way decision (met / not
 met / cannot resolve at this noise)."""
-import importlib.util
 import json
 import math
 import os
 import random
+from bench_modules import load
 
 import pytest
 
@@ -13,10 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load(name)
 
 
 ts = _load("_timeslice")

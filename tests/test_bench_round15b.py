@@ -2,10 +2,10 @@
 alarm per 10,000 healthy steps across the healthy jobs of the benchmarks) is counted over every healthy job under
 `run` that a bench leaves in its directory. Pure: recorded files and the real renderer of a live finding, no
 process."""
-import importlib.util
 import json
 import os
 import sys
+from bench_modules import load
 
 import pytest
 
@@ -13,10 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load(name)
 
 
 br = _load("bench_run")

@@ -1,11 +1,9 @@
 """benchmarks/bench_run_instr.py's reading of callgrind's dumps (pure: written files, no valgrind)."""
-import importlib.util
 import os
+from bench_modules import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-spec = importlib.util.spec_from_file_location("bench_run_instr", os.path.join(ROOT, "benchmarks", "bench_run_instr.py"))
-bri = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bri)
+bri = load("bench_run_instr")
 
 
 def _dump(path, trigger, ir):

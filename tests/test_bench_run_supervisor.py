@@ -1,12 +1,9 @@
 """benchmarks/bench_run_supervisor.py's arithmetic (pure: recorded /proc text and samples, no process)."""
-import importlib.util
 import os
+from bench_modules import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-spec = importlib.util.spec_from_file_location("bench_run_supervisor",
-                                              os.path.join(ROOT, "benchmarks", "bench_run_supervisor.py"))
-brs = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(brs)
+brs = load("bench_run_supervisor")
 
 # /proc/PID/stat of a zombie supervisor (fields 14-17: utime 40, stime 4, cutime 3600, cstime 95 ticks); its
 # command name holds a space and a ')', as a process may name itself

@@ -13,11 +13,10 @@ import uuid
 import pytest
 
 from procs import marked, reached
+from bench_modules import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_spec = importlib.util.spec_from_file_location("_timeslice", os.path.join(ROOT, "benchmarks", "_timeslice.py"))
-ts = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ts)
+ts = load("_timeslice")
 
 
 def stream(slices, name, step_s, offset=0.0):

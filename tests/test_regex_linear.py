@@ -1,22 +1,19 @@
 """Round 21: regexes that restarted inside a run their first quantifier consumed were O(n^2) on a long line (one
 60 KiB line of spaces holding two " NCCL " words took `triage` 146 s). The guards keep every match the patterns made
 before; the cost itself is benchmarks/bench_regex.py's (a ratio measured in one run, never a timed assert here)."""
-import importlib.util
 import os
 
 from ddpdoctor.gather import env as gather_env
 from ddpdoctor.lint.rules import ddp_args
 from ddpdoctor.model import redact
 from ddpdoctor.triage import job, lines, prose
+from bench_modules import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_regex", os.path.join(ROOT, "benchmarks", "bench_regex.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("bench_regex")
 
 
 def test_glued_nccl_split_keeps_its_parts():

@@ -7,6 +7,7 @@ import textwrap
 from factory import findings_of, fixture_snapshot, make_snapshot
 
 from ddpdoctor.lint.scriptfacts import script_facts
+from bench_modules import load
 
 
 def _facts(tmp_path, source: str, name: str = "train.py") -> dict:
@@ -387,13 +388,8 @@ def test_pkg019_quiet_with_numpy1_a_newer_torch_or_no_numpy():
 
 
 def test_corpus_case_setting_torch_drops_the_bases_numpy():
-    import importlib.util
-    import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "check_corpus.py")
-    spec = importlib.util.spec_from_file_location("check_corpus_r18", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load("check_corpus", "check_corpus_r18")
     base = mod.base_snapshot("cpu-only")["sections"]["packages"]["versions"]
     old = mod.snapshot_of({"base": "cpu-only", "set": {"packages.versions.torch": "1.1.0"}})
     stated = mod.snapshot_of({"base": "cpu-only", "set": {"packages.versions.torch": "2.2.2",

@@ -1,17 +1,14 @@
 """Round 16, issue 27 (waves 1 and 2): the straggler bench's Quiet goal can be decided by its default (and says what its healthy
 steps can decide), and the batch fast path's allowance is a limit on the one batch counter. Pure: the bench's own
 functions on recorded tallies, and the recorder's DataLoader hook on a stand-in iterator; no process."""
-import importlib.util
 import os
+from bench_modules import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load(name)
 
 
 br = _load("bench_run")

@@ -1,6 +1,7 @@
 """Round 17, issue 27: the mp.spawn parent's lines are read until the parent exits (within its grace period and a
 margin), not 2 s. Pure: the supervisor's reading loop on recorded stderr, replayed on a fake clock; no process."""
 from ddpdoctor.run import supervisor as sup
+from bench_modules import load
 
 # An mp.spawn parent whose child 0 ignores SIGTERM: torch 2.13's ProcessContext.join waits its 30 s grace period, then
 # SIGKILLs it and raises. (time after the first death, line, parent alive after it, a rank alive after it)
@@ -113,14 +114,8 @@ def test_rt036_keeps_ddp_timeout_where_it_is_passed_or_not_known():
 # ---- the ranks' run time split by thread (item 1): the main threads (the hooks) against Gloo's
 
 def _ts():
-    import importlib.util
-    import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "_timeslice.py")
-    spec = importlib.util.spec_from_file_location("_timeslice", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("_timeslice")
 
 
 def test_the_ranks_run_time_splits_into_main_and_other_threads_per_quad():
@@ -181,13 +176,8 @@ def test_split_every_reaches_the_run_side_and_keeps_its_pool_apart(monkeypatch):
     """--split-every N: the sliced jobs' environment carries DDPDOCTOR_RUN_SPLIT_EVERY (which `ddpdoctor run` passes
     to its ranks; the bare side has no recorder), and saved pairs run with it pool apart from those without.
     Quiet: without it the environment has no such variable and the pool key is the old one."""
-    import importlib.util
-    import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "bench_run.py")
-    spec = importlib.util.spec_from_file_location("bench_run_r17", path)
-    br = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(br)
+    br = load("bench_run", "bench_run_r17")
     names = {"a": "bare-a0", "b": "run-b0"}
     assert "DDPDOCTOR_RUN_SPLIT_EVERY" not in br.sliced_env()
     assert br.pool_key({"sides": ["bare", "run"], "width": 1024, "split_every": ""}, names) == "bare,run"
