@@ -434,6 +434,9 @@ CLEAN = [
     ("ENV002", dict(env={"MASTER_ADDR": "n0", "MASTER_PORT": "29555", "RANK": "1", "WORLD_SIZE": "2"},
                     network={"listening_tcp_ports": [29555]})),
     ("ENV002", dict(network={"listening_tcp_ports": [22, 8080]})),
+    # round 24 (runcol24): inside a rank whose group is up (init_process_group(rank=...), no RANK in the env)
+    ("ENV002", dict(env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29564"}, network={"listening_tcp_ports": [29564]},
+                    runtime={"distributed": {"initialized": True, "rank": 1, "world_size": 2}})),
     ("ENV003", dict(env={"RANK": "3", "WORLD_SIZE": "4"})), ("ENV003", dict()),
     ("ENV004", dict(env=TORCHRUN)), ("ENV004", dict(env=SLURM_STEP)),
     ("ENV004", dict(env={**TORCHRUN, "GROUP_RANK": "1", "RANK": "5", "WORLD_SIZE": "8", "GROUP_WORLD_SIZE": "2"})),

@@ -337,7 +337,13 @@ def master_port_in_use(snap):
         --main_process_port 0) or moves to one when its port is taken (accelerate launch on one machine:
         "Accelerate will attempt to launch in a standalone-like mode", accelerate/utils/launch.py
         prepare_multi_gpu_env @ e7998c9f; facts.launch.bound_port).
+        Nothing is judged inside a rank whose process group is already up (the preflight `ddpdoctor run`
+        makes at init_process_group): the port is listened on by that group's own store (round 24, runcol24:
+        ranks started with mp.Process and init_process_group(rank=...), with no RANK in their environment,
+        were told their own store's port was in use).
     """
+    if ((snap.get("runtime") or {}).get("distributed") or {}).get("initialized"):
+        return  # judged inside a rank whose process group is up (preflight at init_process_group): the port is the job's own store
     launcher = snap["launcher"]
     if list(_script_url_port_in_use(snap)):
         yield from _script_url_port_in_use(snap)
