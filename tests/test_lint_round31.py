@@ -1,0 +1,33 @@
+"""Round 31 (issue 25, round 24 of the project, lint31): classes of fr160-fr162's wrong and debatable findings and of
+round 23's held-out review, each with a trigger and a quiet fixture (fixtures/lint/r31/). Pure lint runs: no process
+is launched."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpdoctor.lint.api import lint_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "r31"
+
+
+def found(name: str, rid: str):
+    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+
+
+def test_lint022_local_rank_in_a_group_of_local_world_size_is_a_note():
+    # rank=LOCAL_RANK, world_size=LOCAL_WORLD_SIZE: the group is the node's processes (fr162 sophgo/torch-tpu, wrong)
+    assert found("init_local_world_ok.py", "LINT022") == [(10, "info")]
+
+
+def test_lint022_local_rank_in_a_world_of_every_node_keeps_the_warning():
+    assert found("init_local_rank_global_world_bad.py", "LINT022") == [(9, "warning")]
+
+
+def test_lint022_a_field_named_local_rank_that_stores_rank_is_quiet():
+    # `args.local_rank = int(os.environ["RANK"])`, `self.local_rank = int(os.environ["RANK"])` (round 23 set C, wrong)
+    assert found("init_local_named_global_ok.py", "LINT022") == []
+
+
+def test_lint022_the_same_fields_storing_local_rank_keep_the_warning():
+    assert found("init_local_named_local_bad.py", "LINT022") == [(15, "warning"), (19, "warning")]
