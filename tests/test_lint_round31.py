@@ -31,3 +31,12 @@ def test_lint022_a_field_named_local_rank_that_stores_rank_is_quiet():
 
 def test_lint022_the_same_fields_storing_local_rank_keep_the_warning():
     assert found("init_local_named_local_bad.py", "LINT022") == [(15, "warning"), (19, "warning")]
+
+
+def test_lint022_rank_and_size_switched_together_in_a_branch_stay_one_node():
+    # LOCAL_RANK + LOCAL_WORLD_SIZE, then `if ...: rank = OMPI_COMM_WORLD_RANK; world_size = OMPI_COMM_WORLD_SIZE`
+    assert found("init_local_world_branch_ok.py", "LINT022") == [(13, "info")]
+
+
+def test_lint022_a_branch_that_switches_only_the_size_keeps_the_warning():
+    assert found("init_local_world_branch_bad.py", "LINT022") == [(11, "warning")]

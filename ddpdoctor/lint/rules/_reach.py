@@ -113,8 +113,39 @@ def _local_world_size(size, call: Call) -> Optional[str]:
     name assigned one in the init's scope): the group is this node's processes by construction, whatever the
     launcher starts on other nodes (round 24: fr162 sophgo/torch-tpu test_gather.py and fr151, LINT022 on `rank=
     LOCAL_RANK, world_size=LOCAL_WORLD_SIZE` judged wrong at first read). The variable's name, or None."""
+    local = rank_scopes()["local_size"]
     name = env_variable_read(_value_of(size, call))
-    return name if name in rank_scopes()["local_size"] else None
+    if name in local or not isinstance(size, ast.Name) or call.scope is None:
+        return name if name in local else None
+    # `rank = LOCAL_RANK; world_size = LOCAL_WORLD_SIZE; if ...: rank = OMPI_COMM_WORLD_RANK; world_size =
+    # OMPI_COMM_WORLD_SIZE`: on every path the rank and the size come from one launcher scope together (fr162
+    # sophgo/torch-tpu). Every store of the size before the init is a node-local count, or sits in a statement list
+    # that stores the rank name too (the branch that switches both to the world's).
+    rank = call.kw("rank")
+    stores = [a for a in call.scope.assigns if list(a.targets) == [size.id] and a.node.lineno < call.line]
+    if not stores or not isinstance(rank, ast.Name):
+        return None
+    found = None
+    for a in stores:
+        got = env_variable_read(a.value)
+        if got in local:
+            found = found or got
+            continue
+        block = _statement_list(call.scope.node, a.node)
+        if block is None or not any(isinstance(st, ast.Assign) and any(
+                isinstance(tg, ast.Name) and tg.id == rank.id for tg in st.targets) for st in block):
+            return None
+    return found
+
+
+def _statement_list(root: ast.AST, stmt: ast.AST) -> Optional[list]:
+    """The statement list (a body, orelse or finalbody) under `root` that holds `stmt` directly."""
+    for node in ast.walk(root):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and any(st is stmt for st in stmts):
+                return stmts
+    return None
 
 
 def _world_of_one(index: ModuleIndex) -> bool:
