@@ -40,3 +40,14 @@ def test_lint022_rank_and_size_switched_together_in_a_branch_stay_one_node():
 
 def test_lint022_a_branch_that_switches_only_the_size_keeps_the_warning():
     assert found("init_local_world_branch_bad.py", "LINT022") == [(11, "warning")]
+
+
+def test_lint026_a_loss_scaled_by_the_global_batch_the_file_splits_over_ranks_is_quiet():
+    # ((1 / global_batch_size) * loss).backward() then all_reduce SUM, `global_batch_size // world_size` the loader's
+    # batch (fr162 birdswimming/trm-multi, judged wrong)
+    assert found("grad_sum_global_batch_ok.py", "LINT026") == []
+
+
+def test_lint026_the_same_scale_by_a_count_never_split_over_ranks_keeps_the_warning():
+    # the name says global; nothing in the file relates it to the world size
+    assert found("grad_sum_local_batch_bad.py", "LINT026") == [(23, "warning")]
