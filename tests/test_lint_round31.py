@@ -51,3 +51,12 @@ def test_lint026_a_loss_scaled_by_the_global_batch_the_file_splits_over_ranks_is
 def test_lint026_the_same_scale_by_a_count_never_split_over_ranks_keeps_the_warning():
     # the name says global; nothing in the file relates it to the world size
     assert found("grad_sum_local_batch_bad.py", "LINT026") == [(23, "warning")]
+
+
+def test_lint012_dataparallel_beside_fastmoe_ddp_is_the_fallback_note():
+    # `from fmoe.distributed import DistributedGroupedDataParallel as DDP` in one arm (fr162 ChenfhCS/MoE, debatable)
+    assert found("dp_beside_fmoe_ddp_ok.py", "LINT012") == [(21, "info")]
+
+
+def test_lint012_a_project_class_of_the_same_name_is_no_ddp_and_keeps_the_warning():
+    assert found("dp_beside_unknown_wrapper_bad.py", "LINT012") == [(21, "warning")]
