@@ -60,3 +60,12 @@ def test_lint012_dataparallel_beside_fastmoe_ddp_is_the_fallback_note():
 
 def test_lint012_a_project_class_of_the_same_name_is_no_ddp_and_keeps_the_warning():
     assert found("dp_beside_unknown_wrapper_bad.py", "LINT012") == [(21, "warning")]
+
+
+def test_lint018_device_strings_built_from_the_global_rank():
+    # "cuda:" + str(rank), "cuda:%d" % rank, f"cuda:{rank}" if cuda else "cpu" (round 23 held-out set C's misses)
+    assert found("device_string_global_rank_bad.py", "LINT018") == [(14, "warning"), (20, "warning"), (26, "warning")]
+
+
+def test_lint018_the_same_strings_from_the_local_rank_are_quiet():
+    assert found("device_string_local_rank_ok.py", "LINT018") == []
