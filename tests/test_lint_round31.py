@@ -69,3 +69,12 @@ def test_lint018_device_strings_built_from_the_global_rank():
 
 def test_lint018_the_same_strings_from_the_local_rank_are_quiet():
     assert found("device_string_local_rank_ok.py", "LINT018") == []
+
+
+def test_lint022_local_rank_stored_in_a_field_from_the_constructor():
+    # Trainer(int(os.environ["LOCAL_RANK"]), ...) -> self.rank = rank -> init_process_group(rank=self.rank)
+    assert found("init_field_from_local_param_bad.py", "LINT022") == [(15, "warning")]
+
+
+def test_lint022_the_field_handed_the_global_rank_is_quiet():
+    assert found("init_field_from_global_param_ok.py", "LINT022") == []

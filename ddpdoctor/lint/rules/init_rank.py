@@ -262,6 +262,38 @@ def _local_through_callers(t, expr: Optional[ast.AST], call: Call, depth: int = 
     return ""
 
 
+class _At:
+    """A stand-in for a Call whose scope is another method: what _local_through_callers reads (`scope`)."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, scope):
+        self.scope = scope
+
+
+def _local_through_field(t, expr: Optional[ast.AST], call: Call) -> str:
+    """`init_process_group(rank=self.rank)` in a method, where the class's methods store `self.rank` only from one
+    parameter (`def __init__(self, rank, ...): self.rank = rank`) and the callers of that method hand it a local rank
+    (`Trainer(int(os.environ["LOCAL_RANK"]), ...)`): the field holds the local rank (round 24: round 23's held-out
+    set C, LOCAL_RANK reaching init_process_group through a parameter, 0/2)."""
+    if not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self"):
+        return ""
+    klass = call.scope.cls if call.scope is not None else None
+    if klass is None:
+        return ""
+    name, stores = f"self.{expr.attr}", []
+    for method in klass.functions.values():
+        stores += [(method, a) for a in method.assigns if list(a.targets) == [name]]
+    if len(stores) != 1:
+        return ""
+    method, store = stores[0]
+    if not (isinstance(store.value, ast.Name) and store.value.id in method.params) or \
+            any(store.value.id in a.targets and a.node.lineno < store.node.lineno for a in method.assigns):
+        return ""
+    how = _local_through_callers(t, store.value, _At(method))
+    return f"{how}, stored in `{name}`" if how else ""
+
+
 def _counts_nodes(expr: Optional[ast.AST], index: ModuleIndex, scope, depth: int = 0) -> bool:
     """`world_size = args.nodes * args.gpus`: a world that spans several nodes."""
     if expr is None or depth > 3:
@@ -337,7 +369,7 @@ def init_rank_is_local_rank(t):
     index = t.index
     for call in index.by_qual.get(INIT_PG, ()):
         rank = call.kw("rank")
-        how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
+        how = _local_expr(rank, call) or _local_through_callers(t, rank, call) or _local_through_field(t, rank, call)
         if not how or _spawn_index_stored(t, rank, call) or _block_constant(call, rank):
             continue
         one = one_node_init(index, call, address_only=True) or one_node_world(index)
