@@ -78,3 +78,18 @@ def test_lint022_local_rank_stored_in_a_field_from_the_constructor():
 
 def test_lint022_the_field_handed_the_global_rank_is_quiet():
     assert found("init_field_from_global_param_ok.py", "LINT022") == []
+
+
+def test_lint044_an_async_collective_whose_handle_is_dropped():
+    assert found("async_handle_dropped_bad.py", "LINT044") == [(16, "warning")]
+
+
+def test_lint044_handles_kept_and_waited_or_a_device_synchronize_are_quiet():
+    assert found("async_handle_waited_ok.py", "LINT044") == []
+
+
+def test_lint044_is_a_note_by_default_until_measured():
+    from ddpdoctor.lint import engine
+    f = next(f for f in lint_paths([str(FIX / "async_handle_dropped_bad.py")]).findings if f.id == "LINT044")
+    assert engine.earned_severity(f, False).severity == "info"
+    assert engine.earned_severity(f, engine.PREVIEW).severity == "warning"
