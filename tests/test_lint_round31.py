@@ -93,3 +93,11 @@ def test_lint044_is_a_note_by_default_until_measured():
     f = next(f for f in lint_paths([str(FIX / "async_handle_dropped_bad.py")]).findings if f.id == "LINT044")
     assert engine.earned_severity(f, False).severity == "info"
     assert engine.earned_severity(f, engine.PREVIEW).severity == "warning"
+
+
+def test_lint045_a_scheduler_built_on_every_rank_stepped_on_rank_0_only():
+    assert found("scheduler_rank0_bad.py", "LINT045") == [(25, "warning")]
+
+
+def test_lint045_stepped_on_every_rank_or_built_under_the_same_gate_is_quiet():
+    assert found("scheduler_every_rank_ok.py", "LINT045") == []
