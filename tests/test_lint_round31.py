@@ -101,3 +101,11 @@ def test_lint045_a_scheduler_built_on_every_rank_stepped_on_rank_0_only():
 
 def test_lint045_stepped_on_every_rank_or_built_under_the_same_gate_is_quiet():
     assert found("scheduler_every_rank_ok.py", "LINT045") == []
+
+
+def test_lint046_cuda_before_set_device_lands_on_gpu_0():
+    assert found("cuda_before_set_device_bad.py", "LINT046") == [(14, "warning")]
+
+
+def test_lint046_set_device_first_or_the_other_arm_is_quiet():
+    assert found("cuda_after_set_device_ok.py", "LINT046") == []
