@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from . import rule
 from ._common import DATA_PARALLEL_WRAPPERS
+from .ddp_scaling import _ddp_bindings, _plateau_names
 
 # pytorch/pytorch torch/optim/lr_scheduler.py: LRScheduler.step() computes the new rates and writes them into its
 # optimizer's param_groups ("param_group['lr'] = lr") in this process only; torch/nn/parallel/distributed.py
@@ -39,7 +40,7 @@ def scheduler_stepped_on_one_rank(t):
         `scheduler.step()` under a rank-0 test (`if rank == 0:`, `if is_main_process():`) where `scheduler` is built
         by `torch.optim.lr_scheduler.*` or transformers' `get_*_schedule*` outside any rank gate, in a file that
         wraps a model in DistributedDataParallel or FSDP. A preview rule (round 24): a note by default, a warning
-        with `--preview`.
+        with `--preview`. A ReduceLROnPlateau stepped with its metric there is LINT031's finding.
 
     Why it matters
         A scheduler writes the new learning rate into its optimizer in its own process only
@@ -60,9 +61,12 @@ def scheduler_stepped_on_one_rank(t):
     if not any(index.by_qual.get(q) for q in DATA_PARALLEL_WRAPPERS) and not any(
             (c.qual or c.text or "").endswith("DistributedDataParallel") for c in index.calls):
         return
+    plateau = _plateau_names(index) if _ddp_bindings(index) else set()
     for call in index.calls:
         if call.name != "step" or not call.recv or not call.ctx.rank0:
             continue
+        if plateau and call.recv in plateau and call.node.args:
+            continue  # ReduceLROnPlateau.step(metric) on rank 0: LINT031's finding
         made = _scheduler_made(index, call.recv)
         if not made or any(a.ctx.gated or a.ctx.rank0 for a in made):
             continue  # built under a rank test too: a rank-0-only scheduler of a rank-0-only optimizer
