@@ -576,6 +576,53 @@ CASES = {
         parser.add_argument("--local-rank", "--local_rank", type=int)
         args = parser.parse_args()
         """}),  # both spellings (torch >= 2.0 passes --local-rank; round 23: --local_rank alone is a note)
+    "LINT044": ("""
+        import torch.distributed as dist
+        def report(t):
+            dist.all_reduce(t, async_op=True)
+            print(t)
+        """, """
+        import torch.distributed as dist
+        def report(t):
+            work = dist.all_reduce(t, async_op=True)
+            work.wait()
+            print(t)
+        """),
+    "LINT045": ("""
+        import torch, torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(net, epochs):
+            model = DDP(net)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+            for _ in range(epochs):
+                if dist.get_rank() == 0:
+                    sched.step()
+        """, """
+        import torch, torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(net, epochs):
+            model = DDP(net)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+            for _ in range(epochs):
+                sched.step()
+                if dist.get_rank() == 0:
+                    print(sched.get_last_lr())
+        """),
+    "LINT046": ("""
+        import os, torch
+        def setup(net):
+            net = net.cuda()
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            return net
+        """, """
+        import os, torch
+        def setup(net):
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            net = net.cuda()
+            return net
+        """),
 }
 
 

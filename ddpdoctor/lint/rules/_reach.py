@@ -82,6 +82,72 @@ def step_methods() -> frozenset:
         return frozenset(m["name"] for m in json.load(fh)["methods"])
 
 
+@functools.lru_cache(maxsize=1)
+def rank_scopes() -> Dict[str, frozenset]:
+    """The launcher variables that count one node's processes ('local_rank', 'local_size') and the world's
+    ('global_rank'): ddpdoctor/data/lint_env_types.json rank_scopes (torchrun's agent, srun, Open MPI / MPICH)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                        "lint_env_types.json")
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)["rank_scopes"]
+    return {k: frozenset(doc[k]) for k in ("local_rank", "local_size", "global_rank")}
+
+
+def env_variable_read(expr: Optional[ast.AST]) -> Optional[str]:
+    """The variable a launcher-variable read names, through int()/str(): `int(os.environ["LOCAL_WORLD_SIZE"])`,
+    `os.environ.get("RANK", 0)`, `os.getenv("RANK")`; None for anything else."""
+    while isinstance(expr, ast.Call) and last_name(expr.func) in ("int", "str") and expr.args:
+        expr = expr.args[0]
+    if isinstance(expr, ast.Subscript) and dotted(expr.value) in ("os.environ", "environ") and \
+            isinstance(expr.slice, ast.Constant) and isinstance(expr.slice.value, str):
+        return expr.slice.value
+    if isinstance(expr, ast.Call) and last_name(expr.func) in ("get", "getenv") and expr.args and \
+            (dotted(expr.func) or "").startswith(("os.", "environ")) and isinstance(expr.args[0], ast.Constant) and \
+            isinstance(expr.args[0].value, str):
+        return expr.args[0].value
+    return None
+
+
+def _local_world_size(size, call: Call) -> Optional[str]:
+    """init_process_group's world_size is a node-local process count (`int(os.environ["LOCAL_WORLD_SIZE"])`, or a
+    name assigned one in the init's scope): the group is this node's processes by construction, whatever the
+    launcher starts on other nodes (round 24: fr162 sophgo/torch-tpu test_gather.py and fr151, LINT022 on `rank=
+    LOCAL_RANK, world_size=LOCAL_WORLD_SIZE` judged wrong at first read). The variable's name, or None."""
+    local = rank_scopes()["local_size"]
+    name = env_variable_read(_value_of(size, call))
+    if name in local or not isinstance(size, ast.Name) or call.scope is None:
+        return name if name in local else None
+    # `rank = LOCAL_RANK; world_size = LOCAL_WORLD_SIZE; if ...: rank = OMPI_COMM_WORLD_RANK; world_size =
+    # OMPI_COMM_WORLD_SIZE`: on every path the rank and the size come from one launcher scope together (fr162
+    # sophgo/torch-tpu). Every store of the size before the init is a node-local count, or sits in a statement list
+    # that stores the rank name too (the branch that switches both to the world's).
+    rank = call.kw("rank")
+    stores = [a for a in call.scope.assigns if list(a.targets) == [size.id] and a.node.lineno < call.line]
+    if not stores or not isinstance(rank, ast.Name):
+        return None
+    found = None
+    for a in stores:
+        got = env_variable_read(a.value)
+        if got in local:
+            found = found or got
+            continue
+        block = _statement_list(call.scope.node, a.node)
+        if block is None or not any(isinstance(st, ast.Assign) and any(
+                isinstance(tg, ast.Name) and tg.id == rank.id for tg in st.targets) for st in block):
+            return None
+    return found
+
+
+def _statement_list(root: ast.AST, stmt: ast.AST) -> Optional[list]:
+    """The statement list (a body, orelse or finalbody) under `root` that holds `stmt` directly."""
+    for node in ast.walk(root):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and any(st is stmt for st in stmts):
+                return stmts
+    return None
+
+
 def _world_of_one(index: ModuleIndex) -> bool:
     """The module sets `os.environ["WORLD_SIZE"] = "1"` unconditionally at module level, and nowhere another value:
     init_process_group's env:// rendezvous reads WORLD_SIZE (torch/distributed/rendezvous.py
@@ -230,6 +296,10 @@ def one_node_init(index: ModuleIndex, call, address_only: bool = False) -> Optio
         e = next(e for e in loop_envs if e.scope is call.scope and e.node.lineno < call.line)
         return (f"init_process_group reads MASTER_ADDR, which this module sets to "
                 f"{e.value.value!r} (line {e.node.lineno})")
+    local_size = _local_world_size(size, call)
+    if local_size:
+        # a node-local count proves this init's world one node, as a loopback address does, whatever other inits do
+        return f"init_process_group's world_size is {local_size}, this node's process count (line {call.line})"
     if address_only:
         return None
     if isinstance(size, ast.Call) and (dotted(size.func) or "").endswith("cuda.device_count"):

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ast
+import functools
+import json
 import os
 import re
 
@@ -13,6 +15,26 @@ from .rank0_forward import single_process_path
 from ._reach import follow, reach
 
 DP = {"torch.nn.DataParallel"}
+
+
+@functools.lru_cache(maxsize=1)
+def _other_ddp_wrappers() -> tuple:
+    """(class name, top-level packages) of the data-parallel wrappers that are not torch's DDP
+    (ddpdoctor/data/lint_ddp_wrappers.json: FastMoE, fairscale)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                        "lint_ddp_wrappers.json")
+    with open(path, encoding="utf-8") as fh:
+        return tuple((w["class"], tuple(w["modules"])) for w in json.load(fh)["wrappers"])
+
+
+def _is_ddp_wrapper(call) -> bool:
+    """torch's DistributedDataParallel (apex's too, by its name), or another package's process-per-GPU wrapper
+    resolved through its import (`from fmoe.distributed import DistributedGroupedDataParallel as DDP`)."""
+    qual = call.qual or ""
+    if qual == DDP or (qual or call.text or "").endswith("DistributedDataParallel"):
+        return True
+    root, last = qual.partition(".")[0], qual.rsplit(".", 1)[-1]
+    return any(last == cls and root in mods for cls, mods in _other_ddp_wrappers())
 
 
 @rule("LINT012", "data-parallel", catalogue=("F1",))
@@ -57,8 +79,7 @@ def data_parallel(t):
         `torchrun --standalone --nproc-per-node 4 train.py`.
     """
     index = t.index
-    ddp = [c for c in t.index.calls if c.qual == DDP or (c.qual or c.text or "").endswith("DistributedDataParallel")
-           or (c.qual or "").endswith("parallel.DistributedDataParallel")]
+    ddp = [c for c in t.index.calls if _is_ddp_wrapper(c)]
     shown = []  # (call, finding): a DataParallel in the other branch of the same if is the same fault
     for call in t.index.calls_named(*DP) + _subclass_calls(t):
         if _undone(index, call):

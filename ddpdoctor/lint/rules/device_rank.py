@@ -39,8 +39,9 @@ _TARGET: list = [None]  # the Target being linted, for `_global` to look up a pr
 def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]:
     """What makes `node` a global rank (`dist.get_rank()`, `RANK`), following a name back to its assignment;
     None when it is not one or anything in it takes a remainder (`rank % torch.cuda.device_count()`)."""
-    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in expr_nodes(node)):
-        return None
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and const_str(n.left) is None
+           for n in expr_nodes(node)):
+        return None  # a remainder; `"cuda:%d" % rank` formats a string, it takes none
     if isinstance(node, ast.Call) and dotted(node.func) == "int" and len(node.args) == 1:
         node = node.args[0]
     computed = _node_times_local(node)
@@ -358,12 +359,25 @@ def _device_index(node: ast.AST) -> Optional[ast.AST]:
             # `torch.device(config.rank)`: an integer is a CUDA device index (fr72 Sohaib9920/misconcept); a name
             # holding a device string is followed to its value and is no rank
             return node
+    if isinstance(node, ast.IfExp):
+        # `f"cuda:{rank}" if torch.cuda.is_available() else "cpu"`: the one arm that is not a literal (round 24)
+        arms = [x for x in (node.body, node.orelse) if const_str(x) is None]
+        return _device_index(arms[0]) if len(arms) == 1 else None
     if isinstance(node, ast.JoinedStr) and len(node.values) == 2 and const_str(node.values[0]) == "cuda:" and \
             isinstance(node.values[1], ast.FormattedValue):
         return node.values[1].value
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" and \
             const_str(node.func.value) in ("cuda:{}", "cuda:{0}") and len(node.args) == 1 and not node.keywords:
         return node.args[0]  # `torch.device('cuda:{}'.format(rank))` (fr84 GaozhengPei/FreqPure, lint14b)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and const_str(node.left) == "cuda:":
+        # `"cuda:" + str(rank)` (round 24: round 23's held-out set C, a device string built from the global rank)
+        index = node.right
+        if isinstance(index, ast.Call) and (dotted(index.func) or "") == "str" and len(index.args) == 1:
+            index = index.args[0]
+        return index if isinstance(index, (ast.Name, ast.Attribute, ast.Call)) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and const_str(node.left) in (
+            "cuda:%d", "cuda:%s", "cuda:%i") and not isinstance(node.right, (ast.Tuple, ast.Dict)):
+        return node.right  # `"cuda:%d" % rank`
     return None
 
 

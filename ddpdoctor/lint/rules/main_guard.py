@@ -171,8 +171,10 @@ def _import_time_starts(t):
                 break
             folded_into = t.finding(
                 sev, root.node,
-                f"{name}() starts processes ({what} at line {c.line}) and runs at import time without an "
-                f"`if __name__ == \"__main__\":` guard",
+                # the condition first, as for a module-level call: one shape (engine.shape_of) for the class, a
+                # worker start at import time, measured at first read together (round 24: fr112 H2D x4, fr156)
+                f"{what} runs at import time without an `if __name__ == \"__main__\":` guard; {name}() starts it "
+                f"(line {c.line}) from module level",
                 detail=(f"{name}() is called at module level and reaches {what} at line {c.line}. Child processes "
                         "started with spawn or forkserver re-import the script and run this call again, which "
                         "fails with \"An attempt has been made to start a new process before the current process "
