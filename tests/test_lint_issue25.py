@@ -4,7 +4,6 @@ projects of several files linted together, README/requirements next to the scrip
 measured-severity table is the one the corpus gives."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import textwrap
@@ -15,6 +14,7 @@ import pytest
 from ddpdoctor.lint import engine
 from ddpdoctor.lint.api import lint_paths
 from ddpdoctor.lint.launchinfo import max_major, parse_launches, parse_pins
+from bench_modules import load
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures" / "lint" / "issue25"
@@ -231,9 +231,7 @@ def test_errors_keep_their_severity_by_default_until_a_first_read_error_is_not_r
 
 
 def test_the_severity_table_is_the_one_the_corpus_gives():
-    spec = importlib.util.spec_from_file_location("lint_precision", ROOT / "benchmarks" / "lint_precision.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load("lint_precision")
     corpus = bench.load_corpus(str(ROOT / "benchmarks" / "lint_corpus.json"))
     table = json.loads((ROOT / "ddpdoctor" / "data" / "lint_severity.json").read_text())
     assert table == bench.severity_table(corpus), "run: python benchmarks/lint_precision.py --write-severity"
@@ -1223,9 +1221,7 @@ def test_an_evaluation_script_that_switches_modes_is_not_training():
 
 def test_the_severity_table_of_the_docs_is_the_scripts_output():
     # docs/lint.md's per-rule table is printed by benchmarks/lint_precision.py --severity-markdown (round 9)
-    spec = importlib.util.spec_from_file_location("lint_precision", ROOT / "benchmarks" / "lint_precision.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load("lint_precision")
     corpus = mod.load_corpus(str(ROOT / "benchmarks" / "lint_corpus.json"))
     text = (ROOT / "docs" / "lint.md").read_text()
     start, end = "<!-- severity-table:start -->\n", "<!-- severity-table:end -->"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import os
-import sys
 import textwrap
 from pathlib import Path
 
@@ -17,17 +16,13 @@ from ddpdoctor.lint.analysis import ModuleIndex
 from ddpdoctor.lint.facts import _BUFFER_MARKERS, buffer_marker, index_buffer_marker
 from ddpdoctor.lint.names import stmt_nodes
 from ddpdoctor.lint.rules import _reach
+from bench_modules import load
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_lint
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return bench_lint
+    return load("bench_lint")
 
 
 def _texts(limit: int = 160):

@@ -11,17 +11,13 @@ import textwrap
 from pathlib import Path
 
 from ddpdoctor.lint.api import lint_paths
+from bench_modules import load
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_lint
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return bench_lint
+    return load("bench_lint")
 
 
 def _index(text: str):
