@@ -68,8 +68,15 @@ _REPORTERS = (("dlrover.", "DLRover's job master reported a node failed"),
 
 
 def _reported_death(line: Line):
-    """(title, meaning, fix) for a catalogued process_died line (a worker, node or job lost, as its reporter says)."""
+    """(title, meaning, fix) for a catalogued process_died line (a worker, node or job lost, as its reporter says), or
+    for a work_unit_failed_caught line: a framework that caught an exception in one unit of its work (an AutoML model's
+    fit, an optuna trial) and went on; its end line after it ("Training complete. Models trained: []") is no health
+    (round 24, issue 24: b217_16)."""
     for m in catalogue.match_all(line.text):
+        if m.cls == "work_unit_failed_caught":
+            return ("a framework caught an exception in one unit of its work and skipped it (its message is on the "
+                    "line after it); an end line after it does not show the work succeeded",
+                    m.entry["meaning"], m.entry["fix"])
         if m.cls != "process_died":
             continue
         for prefix, title in _REPORTERS:
