@@ -87,8 +87,11 @@ def _reported_death(line: Line):
 
 # (and Open MPI's launcher naming the rank that exited without MPI_Finalize: "mpirun has exited due to process rank 2
 # with PID 0 on" / "node H exiting improperly", help-orterun.txt [orterun:proc-exit-no-sync] as logs print it; round 21)
-_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:(?:with|on) rank(?: id)?[:=]? ?|exited due to process rank )"
-                       r"(?P<rank>\d{1,6})\b")
+# (and LAMMPS's error of one MPI process: Error::one prints "ERROR on proc {me}: {message} ({file}:{line})", me its
+# MPI_Comm_rank in the world, then MPI_Abort; Error::universe_one the same with the universe's rank: lammps/lammps
+# src/error.cpp @e80bfa4a. Round 24, issue 24: b215_07, a deepmd TorchScript error on proc 34 of a LAMMPS run)
+_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:(?:with|on) rank(?: id)?[:=]? ?|exited due to process rank |"
+                       r"(?<![\w-])ERROR on proc )(?P<rank>\d{1,6})\b")
 
 
 def _launched_again(job: Job, fails: list):
@@ -103,6 +106,18 @@ def _launched_again(job: Job, fails: list):
     if again is None or any(f.lineno >= again.lineno for f in fails):
         return None
     return again
+
+
+def _env_rank(job: Job, line: Line) -> Optional[int]:
+    """The rank a file's unranked failure line is, from the RANK variable its process printed before it ("RANK=1 --
+    LOCAL_RANK=0": torchrun's agent sets RANK to the worker's global rank): only where the file's only such lines name
+    one rank, the first of them before the failure line, and nothing says that more processes wrote the file (two
+    workers printing would claim two ranks). Else None."""
+    claims = job.env_ranks.get(line.src)
+    if not claims or len(claims) != 1 or job.many_writers(line.src):
+        return None
+    (rank, claim), = claims.items()
+    return rank if claim.lineno < line.lineno else None
 
 
 def failure_lines(job: Job) -> List[tuple]:
@@ -122,6 +137,8 @@ def failure_lines(job: Job) -> List[tuple]:
             # a failure line that names its own process ("Raise exception from node-7 with rank id: 2", "error on
             # rank 3"): that rank, and that host, said by the line itself
             rank, host = int(own.group("rank")), host or own.group("host")
+        if rank is None:
+            rank = _env_rank(job, line)
         out.append((rank, host, line))
     # a traceback's header pasted without the prefix its frames carry ("Traceback (most recent call last):" then
     # "[rank2]:   File ..."): the header is that rank's, not a process of its own
