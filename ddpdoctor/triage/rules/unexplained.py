@@ -225,7 +225,12 @@ def unexplained_failure(job: Job):
     What it checks
         Signs of failure: a traceback (also one a paste cut above its header), a non-zero exit or a signal in a
         launcher's summary, `Killed`, a C++ `terminate called`, an `NCCL WARN` line that NCCL then traces back as
-        an error (`init.cc:1079 -> 3`), or an error line in a rank's output. (A log that only stops, mid-training
+        an error (`init.cc:1079 -> 3`), an error line in a rank's output, or a framework's caught exception in one
+        unit of its work (AutoGluon's "Exception caused M to fail during training... Skipping this model.", optuna's
+        "Trial N failed with parameters: ... because of the following error"), which an end line after it does not
+        make healthy ("Training complete. Models trained: []"). The rank is the line's prefix, else the rank the line
+        names ("error on rank 3", LAMMPS's "ERROR on proc 34:"), else the RANK=N its process printed earlier in a
+        file that claims no other rank. (A log that only stops, mid-training
         or in the set-up, with nothing after it, is LOG029's: an excerpt ends the same way.) When one is
         there and no other finding reports an error, this rule reports them as an unexplained failure (a
         warning), instead of "No issues found!". It runs after the other rules.
