@@ -747,7 +747,7 @@ class Job:
         if "node" in t or "ndezvous" in t or "orker group" in t or "world_size=" in t or "registered" in t:
             self._rendezvous_line(line)
         if "RANK=" in t and line.rank is None:
-            m = _ENV_RANK.search(t)
+            m = _PRINTED_RANK.search(t)
             if m:
                 self.env_ranks.setdefault(line.src, {}).setdefault(int(m.group(1)), line)
         if line.nccl == "INFO" or _SETUP.search(line.text) or any(_messages.phase(ev.kind) == "setup" for ev in evs):
@@ -1623,7 +1623,7 @@ _RDZV_WAIT = re.compile(r"Rendezvous'ing worker group|attempts to join the next 
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # the RANK environment variable as a process prints it (env, printenv, print(f"RANK={os.environ['RANK']}")): the word
 # RANK alone (not LOCAL_RANK, GROUP_RANK, NODE_RANK, $RANK), "=", digits
-_ENV_RANK = re.compile(r"(?<![\w$.-])RANK=(\d{1,6})\b")
+_PRINTED_RANK = re.compile(r"(?<![\w$.-])RANK=(\d{1,6})\b")
 _UCX_SIGNAL = re.compile(r"^\[[\w.\-]+:(\d+):\d+(?::\d+)?\] Caught signal 7 \(Bus error")
 # how many traced collectives of one communicator are kept (each holds its line)
 _COLL_TRACE_KEEP = 20000
