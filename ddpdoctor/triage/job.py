@@ -272,6 +272,11 @@ class Job:
         self.rdzv_line: Optional[Line] = None       # the last line that says the agent waits in the rendezvous
         self.rdzv_done = False                      # a line says the rendezvous completed or the workers started
         self.rank_claims: Dict[tuple, List[Line]] = {}   # (file, rank) -> lines where a process said it is that rank
+        # file -> {rank: first line} of the lines where a process printed its launcher-set RANK variable ("RANK=1 --
+        # LOCAL_RANK=0"): torchrun's agent gives each worker RANK=<global rank> in its environment
+        # (torch/distributed/elastic/agent/server/local_elastic_agent.py _start_workers @cf30153c); a file whose only
+        # such line names one rank holds that rank's output (unexplained.failure_lines; round 24, issue 24: b217_09)
+        self.env_ranks: Dict[int, Dict[int, Line]] = {}
         # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
@@ -741,6 +746,10 @@ class Job:
         t = line.text
         if "node" in t or "ndezvous" in t or "orker group" in t or "world_size=" in t or "registered" in t:
             self._rendezvous_line(line)
+        if "RANK=" in t and line.rank is None:
+            m = _PRINTED_RANK.search(t)
+            if m:
+                self.env_ranks.setdefault(line.src, {}).setdefault(int(m.group(1)), line)
         if line.nccl == "INFO" or _SETUP.search(line.text) or any(_messages.phase(ev.kind) == "setup" for ev in evs):
             self.setup_lines += 1
             self.last_setup[key] = line
@@ -1612,6 +1621,9 @@ _RDZV_DONE = re.compile(r"Rendezvous complete for workers|has joined round \d+ o
 # next round of the rendezvous"; static: "Waiting for N nodes" is not a torch text and not read)
 _RDZV_WAIT = re.compile(r"Rendezvous'ing worker group|attempts to join the next round of the rendezvous")
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
+# the RANK environment variable as a process prints it (env, printenv, print(f"RANK={os.environ['RANK']}")): the word
+# RANK alone (not LOCAL_RANK, GROUP_RANK, NODE_RANK, $RANK), "=", digits
+_PRINTED_RANK = re.compile(r"(?<![\w$.-])RANK=(\d{1,6})\b")
 _UCX_SIGNAL = re.compile(r"^\[[\w.\-]+:(\d+):\d+(?::\d+)?\] Caught signal 7 \(Bus error")
 # how many traced collectives of one communicator are kept (each holds its line)
 _COLL_TRACE_KEEP = 20000

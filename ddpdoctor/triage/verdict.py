@@ -562,6 +562,10 @@ def survived_by_end(job: Job, line: Optional[Line]) -> Optional[Line]:
     occ = job.get("job_ended_well")
     if not (occ and occ.count):
         return None
+    if any(m.cls == "work_unit_failed_caught" for m in _messages.match_all(line.text)):
+        # a unit of work whose exception a framework caught and skipped (an AutoML model, an optuna trial) is not
+        # retried: the end line after it closes a run that went on without it, never a retry that succeeded (round 24)
+        return None
     ends = [e.line for e in occ.first if e.line.src == line.src and e.line.lineno > line.lineno]
     if not ends:
         return None

@@ -68,8 +68,15 @@ _REPORTERS = (("dlrover.", "DLRover's job master reported a node failed"),
 
 
 def _reported_death(line: Line):
-    """(title, meaning, fix) for a catalogued process_died line (a worker, node or job lost, as its reporter says)."""
+    """(title, meaning, fix) for a catalogued process_died line (a worker, node or job lost, as its reporter says), or
+    for a work_unit_failed_caught line: a framework that caught an exception in one unit of its work (an AutoML model's
+    fit, an optuna trial) and went on; its end line after it ("Training complete. Models trained: []") is no health
+    (round 24, issue 24: b217_16)."""
     for m in catalogue.match_all(line.text):
+        if m.cls == "work_unit_failed_caught":
+            return ("a framework caught an exception in one unit of its work and skipped it (its message is on the "
+                    "line after it); an end line after it does not show the work succeeded",
+                    m.entry["meaning"], m.entry["fix"])
         if m.cls != "process_died":
             continue
         for prefix, title in _REPORTERS:
@@ -80,8 +87,11 @@ def _reported_death(line: Line):
 
 # (and Open MPI's launcher naming the rank that exited without MPI_Finalize: "mpirun has exited due to process rank 2
 # with PID 0 on" / "node H exiting improperly", help-orterun.txt [orterun:proc-exit-no-sync] as logs print it; round 21)
-_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:(?:with|on) rank(?: id)?[:=]? ?|exited due to process rank )"
-                       r"(?P<rank>\d{1,6})\b")
+# (and LAMMPS's error of one MPI process: Error::one prints "ERROR on proc {me}: {message} ({file}:{line})", me its
+# MPI_Comm_rank in the world, then MPI_Abort; Error::universe_one the same with the universe's rank: lammps/lammps
+# src/error.cpp @e80bfa4a. Round 24, issue 24: b215_07, a deepmd TorchScript error on proc 34 of a LAMMPS run)
+_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:(?:with|on) rank(?: id)?[:=]? ?|exited due to process rank |"
+                       r"(?<![\w-])ERROR on proc )(?P<rank>\d{1,6})\b")
 
 
 def _launched_again(job: Job, fails: list):
@@ -96,6 +106,18 @@ def _launched_again(job: Job, fails: list):
     if again is None or any(f.lineno >= again.lineno for f in fails):
         return None
     return again
+
+
+def _env_rank(job: Job, line: Line) -> Optional[int]:
+    """The rank a file's unranked failure line is, from the RANK variable its process printed before it ("RANK=1 --
+    LOCAL_RANK=0": torchrun's agent sets RANK to the worker's global rank): only where the file's only such lines name
+    one rank, the first of them before the failure line, and nothing says that more processes wrote the file (two
+    workers printing would claim two ranks). Else None."""
+    claims = job.env_ranks.get(line.src)
+    if not claims or len(claims) != 1 or job.many_writers(line.src):
+        return None
+    (rank, claim), = claims.items()
+    return rank if claim.lineno < line.lineno else None
 
 
 def failure_lines(job: Job) -> List[tuple]:
@@ -115,6 +137,8 @@ def failure_lines(job: Job) -> List[tuple]:
             # a failure line that names its own process ("Raise exception from node-7 with rank id: 2", "error on
             # rank 3"): that rank, and that host, said by the line itself
             rank, host = int(own.group("rank")), host or own.group("host")
+        if rank is None:
+            rank = _env_rank(job, line)
         out.append((rank, host, line))
     # a traceback's header pasted without the prefix its frames carry ("Traceback (most recent call last):" then
     # "[rank2]:   File ..."): the header is that rank's, not a process of its own
@@ -201,7 +225,12 @@ def unexplained_failure(job: Job):
     What it checks
         Signs of failure: a traceback (also one a paste cut above its header), a non-zero exit or a signal in a
         launcher's summary, `Killed`, a C++ `terminate called`, an `NCCL WARN` line that NCCL then traces back as
-        an error (`init.cc:1079 -> 3`), or an error line in a rank's output. (A log that only stops, mid-training
+        an error (`init.cc:1079 -> 3`), an error line in a rank's output, or a framework's caught exception in one
+        unit of its work (AutoGluon's "Exception caused M to fail during training... Skipping this model.", optuna's
+        "Trial N failed with parameters: ... because of the following error"), which an end line after it does not
+        make healthy ("Training complete. Models trained: []"). The rank is the line's prefix, else the rank the line
+        names ("error on rank 3", LAMMPS's "ERROR on proc 34:"), else the RANK=N its process printed earlier in a
+        file that claims no other rank. (A log that only stops, mid-training
         or in the set-up, with nothing after it, is LOG029's: an excerpt ends the same way.) When one is
         there and no other finding reports an error, this rule reports them as an unexplained failure (a
         warning), instead of "No issues found!". It runs after the other rules.
