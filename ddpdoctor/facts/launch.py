@@ -820,6 +820,23 @@ def _node_count(args: list, rule: dict) -> Optional[int]:
     return None
 
 
+def serving_host_ip(snap) -> list:
+    """[(serving fact, host_ip rule)] for the recorded inference-server launches whose engine picks the address it
+    publishes to its other processes by itself (data/serving.json engines[].host_ip: vLLM's get_ip(), SGLang's
+    get_local_ip_auto(): an override variable, else the default route's source address)."""
+    rules = {row["name"]: row.get("host_ip") for row in serving_table()["engines"]}
+    return [(srv, rules[srv.get("engine")]) for _cmd, srv in serving_of(snap) if rules.get(srv.get("engine"))]
+
+
+def tunnel_interface(iface: dict) -> bool:
+    """A VPN / tunnel interface (data/serving.json host_ip_tunnels): a point-to-point IPv4 netmask (/32) or a tunnel
+    device's name."""
+    rule = serving_table().get("host_ip_tunnels") or {}
+    if str(iface.get("name", "")).startswith(tuple(rule.get("prefixes") or ())):
+        return True
+    return any(a.get("family") == "ipv4" and a.get("netmask") == "255.255.255.255" for a in iface.get("addresses") or [])
+
+
 def serving_nodes(snap) -> Optional[tuple]:
     """(engine, nodes) for a recorded inference-server launch whose own options spread it over nodes > 1."""
     for _cmd, srv in serving_of(snap):

@@ -1,0 +1,74 @@
+"""check31 (issue 26, round 24): the classes batches 122-123 lacked, each with a trigger and a quiet fixture.
+Pure: snapshots are built by the factory over recorded facts; no process is started."""
+from __future__ import annotations
+
+from factory import findings_of, make_snapshot
+
+
+# -- NET003 arm: an inference server picks the address it publishes by itself (vLLM get_ip(), SGLang
+# get_local_ip_auto(): VLLM_HOST_IP / SGLANG_HOST_IP unset -> the default route's source address;
+# data/serving.json engines[].host_ip) on a host with several routable addresses --
+
+def _iface(name, addr, mask="255.255.255.0"):
+    return {"name": name, "up": True, "mtu": 1500, "speed_mbps": 0,
+            "addresses": [{"family": "ipv4", "address": addr, "netmask": mask}]}
+
+
+LO = _iface("lo", "127.0.0.1", "255.0.0.0")
+
+
+def _serve(words: str, ifaces, env=None):
+    from ddpdoctor.facts.launch import parse_command
+
+    cmd = parse_command(words.split())
+    assert cmd and cmd.get("serving"), "the launch must be read as an inference server's"
+    return make_snapshot(env=env or {}, network={"interfaces": ifaces},
+                         launch={"commands": [dict(cmd, depth=0)], "depth_read": 0})
+
+
+SGLANG_2_NODES = ("python3 -m sglang.launch_server --model-path /m --tp 2 --nnodes 2 --node-rank 0 "
+                  "--dist-init-addr 192.168.100.1:29500")
+PINNED = {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "GLOO_SOCKET_IFNAME": "enp1s0f1np1"}
+TWO_NICS = [LO, _iface("wlP9s9", "192.168.1.57"), _iface("enp1s0f1np1", "192.168.100.1")]
+
+
+def _host_ip_findings(snap):
+    return [f for f in findings_of(snap, "NET003") if "HOST_IP" in f.title]
+
+
+def test_multi_node_server_on_a_host_with_two_routable_nics_names_the_other_address():
+    [f] = _host_ip_findings(_serve(SGLANG_2_NODES, TWO_NICS, PINNED))
+    assert f.severity == "warning"
+    assert "SGLANG_HOST_IP is unset" in f.title and "192.168.1.57 (wlP9s9)" in f.title
+    assert "192.168.100.1" not in f.title  # the interface NCCL/Gloo are pinned to is the one meant, not a suspect
+    assert f.fix.startswith("export SGLANG_HOST_IP=192.168.100.1")
+    assert f.evidence["cluster"] == [["enp1s0f1np1", "192.168.100.1"]]
+
+
+def test_vllm_over_ray_without_a_pinned_interface_lists_every_address():
+    snap = _serve("vllm serve /m --tensor-parallel-size 2 --distributed-executor-backend ray",
+                  [LO, _iface("enP7s7", "192.168.50.192"), _iface("enp1s0f0np0", "192.168.201.10")])
+    [f] = _host_ip_findings(snap)
+    assert "VLLM_HOST_IP is unset" in f.title and "192.168.50.192" in f.title and "192.168.201.10" in f.title
+    assert "--node-ip-address" in f.fix
+
+
+def test_one_node_server_with_a_vpn_tunnel_names_the_tunnel_address():
+    snap = _serve("vllm serve m --port 8000", [_iface("lo0", "127.0.0.1", "255.0.0.0"), _iface("en0", "192.168.12.165"),
+                                               _iface("utun4", "10.4.6.125", "255.255.255.255")])
+    [f] = _host_ip_findings(snap)
+    assert "tunnel utun4 (10.4.6.125)" in f.title and f.fix.startswith("export VLLM_HOST_IP=127.0.0.1")
+
+
+def test_host_ip_pick_quiet_when_set_one_address_or_one_node_without_a_tunnel():
+    assert _host_ip_findings(_serve(SGLANG_2_NODES, TWO_NICS, dict(PINNED, SGLANG_HOST_IP="192.168.100.1"))) == []
+    assert _host_ip_findings(_serve(SGLANG_2_NODES, TWO_NICS, dict(PINNED, SGLANG_LOCAL_IP_NIC="enp1s0f1np1"))) == []
+    assert _host_ip_findings(_serve(SGLANG_2_NODES, [LO, _iface("enp1s0f1np1", "192.168.100.1")], PINNED)) == []
+    # a docker bridge is never the default route: not a second candidate
+    assert _host_ip_findings(_serve(SGLANG_2_NODES, [LO, _iface("docker0", "172.17.0.1", "255.255.0.0"),
+                                                     _iface("enp1s0f1np1", "192.168.100.1")], PINNED)) == []
+    # one node, two ordinary NICs: binding to either local address works
+    assert _host_ip_findings(_serve("vllm serve m", TWO_NICS)) == []
+    assert _host_ip_findings(_serve("vllm serve m", [LO, _iface("en0", "192.168.12.165"),
+                                                     _iface("utun4", "10.4.6.125", "255.255.255.255")],
+                                    {"VLLM_HOST_IP": "127.0.0.1"})) == []
