@@ -72,3 +72,35 @@ def test_host_ip_pick_quiet_when_set_one_address_or_one_node_without_a_tunnel():
     assert _host_ip_findings(_serve("vllm serve m", [LO, _iface("en0", "192.168.12.165"),
                                                      _iface("utun4", "10.4.6.125", "255.255.255.255")],
                                     {"VLLM_HOST_IP": "127.0.0.1"})) == []
+
+
+# -- GPU019 arm: ROCR_VISIBLE_DEVICES with HIP_/CUDA_VISIBLE_DEVICES on a ROCm node: ROCr's mask first, renumbered
+# from 0, and HIP indexes what it left (torch/cuda/__init__.py _parse_visible_devices; data/visible_devices.json) --
+
+NO_NVML = {"unavailable": "no NVIDIA driver found (NVML library not loaded)", "reason": "library_not_found"}
+MI250X = {"amd_gpus": [{"node": n, "gfx": "gfx90a", "gfx_target_version": 90010} for n in range(1, 9)]}
+
+
+def _rocm(env, hip="6.2", pci=MI250X):
+    return make_snapshot(env=env, packages={"torch": "2.5.1", "torch_build": {"cuda": None, "hip": hip}},
+                         gpus=NO_NVML, pci=pci)
+
+
+def test_both_masks_with_the_nodes_index_leave_no_gpu():
+    [f] = findings_of(_rocm({"ROCR_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "1"}), "GPU019")
+    assert f.severity == "error" and "sees 0 GPU(s)" in f.title
+    assert "ROCR_VISIBLE_DEVICES=1 with CUDA_VISIBLE_DEVICES=1" in f.title
+    assert "No HIP GPUs are available" in f.detail and f.fix.startswith("set one mask only")
+
+
+def test_hip_mask_past_the_rocr_list_keeps_the_entries_before_it():
+    [f] = findings_of(_rocm({"ROCR_VISIBLE_DEVICES": "2,3", "HIP_VISIBLE_DEVICES": "0,2"}), "GPU019")
+    assert f.severity == "warning" and f.evidence["kept"] == 1 and f.evidence["beyond"] == [2]
+
+
+def test_masks_quiet_when_one_is_set_counted_from_0_or_not_rocm():
+    assert findings_of(_rocm({"ROCR_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "0"}), "GPU019") == []
+    assert findings_of(_rocm({"ROCR_VISIBLE_DEVICES": "1"}), "GPU019") == []
+    assert findings_of(_rocm({"CUDA_VISIBLE_DEVICES": "1"}), "GPU019") == []
+    # a CUDA torch with no AMD GPU: ROCR_VISIBLE_DEVICES means nothing there
+    assert findings_of(_rocm({"ROCR_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "1"}, hip=None, pci={}), "GPU019") == []
