@@ -104,3 +104,35 @@ def test_masks_quiet_when_one_is_set_counted_from_0_or_not_rocm():
     assert findings_of(_rocm({"CUDA_VISIBLE_DEVICES": "1"}), "GPU019") == []
     # a CUDA torch with no AMD GPU: ROCR_VISIBLE_DEVICES means nothing there
     assert findings_of(_rocm({"ROCR_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "1"}, hip=None, pci={}), "GPU019") == []
+
+
+# -- ENV006 arm: the command line's DataLoader workers per rank x local ranks against the usable cores
+# (data/loader_workers.json: --num_workers / --workers / --dataloader_num_workers) --
+
+def _deit(workers: str, cpus: int = 32):
+    from ddpdoctor.facts.launch import parse_command
+
+    words = ("python -m torch.distributed.launch --nproc_per_node=8 --use_env main.py --model deit_tiny "
+             + workers).split()
+    cmd = parse_command(words)
+    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "8", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+           "OMP_NUM_THREADS": "1"}
+    return make_snapshot(env=env, cmdline=words, host={"cpu_count": cpus, "usable_cpus": cpus},
+                         launch={"commands": [dict(cmd, depth=0)], "depth_read": 0})
+
+
+def _worker_findings(snap):
+    return [f for f in findings_of(snap, "ENV006") if "DataLoader workers" in f.title]
+
+
+def test_eight_ranks_with_32_loader_workers_each_on_32_cores_is_named():
+    [f] = _worker_findings(_deit("--num_workers 32"))
+    assert f.severity == "warning" and "8 ranks x 32 DataLoader workers" in f.title and "= 256 worker processes" in f.title
+    assert f.fix.startswith("--num_workers 4")
+
+
+def test_loader_workers_quiet_when_they_fit_or_are_not_given():
+    assert _worker_findings(_deit("--num_workers 4")) == []
+    assert _worker_findings(_deit("--workers=4")) == []
+    assert _worker_findings(_deit("")) == []
+    assert _worker_findings(_deit("--num_workers 32", cpus=512)) == []
