@@ -136,3 +136,31 @@ def test_loader_workers_quiet_when_they_fit_or_are_not_given():
     assert _worker_findings(_deit("--workers=4")) == []
     assert _worker_findings(_deit("")) == []
     assert _worker_findings(_deit("--num_workers 32", cpus=512)) == []
+
+
+# -- SYS007 arm: the job's own variables put run-time compile caches on the network mount under Triton's cache
+# (data/jit_caches.json: TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, TORCH_EXTENSIONS_DIR, VLLM_CACHE_ROOT) --
+
+TWO_NODES = {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "16", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+             "GROUP_RANK": "0", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+HOME_ON_NFS = {"path": "/cache/hf/.triton/cache", "from": "home", "fstype": "nfs4", "mount_point": "/cache/hf",
+               "manager": None}
+
+
+def _caches(**env):
+    return make_snapshot(env=dict(TWO_NODES, **env), host={"triton_cache": HOME_ON_NFS})
+
+
+def test_compile_caches_placed_on_the_shared_mount_are_a_warning_naming_them():
+    [f] = findings_of(_caches(TORCHINDUCTOR_CACHE_DIR="/cache/hf/inductor", VLLM_CACHE_ROOT="/cache/hf/vllm"), "SYS007")
+    assert f.severity == "warning" and "so are TORCHINDUCTOR_CACHE_DIR, VLLM_CACHE_ROOT" in f.title
+    assert "nfs4" in f.title and "VLLM_CACHE_ROOT=/tmp/" in f.fix
+    assert f.evidence["caches_on_mount"] == [["TORCHINDUCTOR_CACHE_DIR", "/cache/hf/inductor"],
+                                             ["VLLM_CACHE_ROOT", "/cache/hf/vllm"]]
+
+
+def test_compile_caches_on_local_disk_leave_the_default_cache_a_note():
+    [f] = findings_of(_caches(TORCHINDUCTOR_CACHE_DIR="/tmp/inductor", VLLM_CACHE_ROOT="/cache/hfx/vllm"), "SYS007")
+    assert f.severity == "info" and "so are" not in f.title
+    assert findings_of(make_snapshot(env=TWO_NODES, host={"triton_cache": dict(HOME_ON_NFS, fstype="ext4")}),
+                       "SYS007") == []

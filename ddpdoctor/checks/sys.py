@@ -494,6 +494,11 @@ def triton_cache_on_network_fs(snap):
         'FileNotFoundError' on files just published, 'Stale file handle' on NFS; one rank dies and the
         others wait for the watchdog (triton-lang/triton#11512; PrimeIntellect-ai/prime-rl#2305).
 
+        Also a warning when the job's own variables put run-time compile caches on that mount
+        (TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, TORCH_EXTENSIONS_DIR, VLLM_CACHE_ROOT:
+        data/jit_caches.json): a cache tree shared "to download once" puts every JIT cache of every
+        host in one directory (a two-node vLLM with VLLM_CACHE_ROOT under an NFS-shared HF cache).
+
     Example
         2 nodes with the home directory on NFS, torch.compile(model), TRITON_CACHE_DIR unset.
 
@@ -512,22 +517,33 @@ def triton_cache_on_network_fs(snap):
         return
     facts = lint_facts(snap)
     compiles = facts.get("compiles") or []
-    set_there = tc.get("from") == "TRITON_CACHE_DIR"
-    level = warning if (set_there or compiles) else info
+    from ddpdoctor.facts.env import jit_caches_under
+
+    # the compile caches the user's own variables put on that shared mount (data/jit_caches.json): TRITON_CACHE_DIR,
+    # TORCHINDUCTOR_CACHE_DIR, TORCH_EXTENSIONS_DIR, VLLM_CACHE_ROOT under it say the job compiles into shared storage
+    placed = jit_caches_under(env_of(snap), tc.get("mount_point"))
+    set_there = tc.get("from") == "TRITON_CACHE_DIR" or any(v == "TRITON_CACHE_DIR" for v, _p, _w in placed)
+    level = warning if (set_there or compiles or placed) else info
     where = "TRITON_CACHE_DIR" if set_there else ("$TRITON_HOME/.triton/cache" if tc.get("from") == "TRITON_HOME"
                                                   else "~/.triton/cache (the default)")
+    others = [(v, p, w) for v, p, w in placed if v != "TRITON_CACHE_DIR"]
     yield level(
         f"Triton's kernel cache {tc.get('path')} ({where}) is on {fstype} at {tc.get('mount_point')}, shared by the "
-        f"job's hosts ({why})",
+        f"job's hosts ({why})" + (f"; so are {', '.join(v for v, _p, _w in others)}" if others else ""),
         detail=("Ranks on several hosts compiling the same kernels into one shared cache race on its rename-into-place: "
                 "'Device or resource busy', 'FileNotFoundError', 'Stale file handle' (triton-lang/triton#11512)."
+                + (" The job's own variables put compile caches on that mount: "
+                   + "; ".join(f"{v}={p} ({w})" for v, p, w in placed) + "." if placed else "")
                 + (f" The script calls torch.compile ({compiles[0].get('path')}:{compiles[0].get('line')})."
-                   if compiles else "" if set_there else
+                   if compiles else "" if (set_there or placed) else
                    " Whether this job compiles Triton kernels (torch.compile, Triton-based libraries) is not known:"
                    " give the script with --script to know.")),
-        fix="export TRITON_CACHE_DIR=/tmp/triton-cache-$USER   # node-local, before the launcher, on every host",
-        subjects=["TRITON_CACHE_DIR"],
-        evidence={"triton_cache": tc, "multi_node": why, "compiles": compiles[:3]})
+        fix=("export " + " ".join(f"{v}=/tmp/{v.lower()}-$USER" for v in
+                                  dict.fromkeys(["TRITON_CACHE_DIR"] + [v for v, _p, _w in others]))
+             + "   # node-local, before the launcher, on every host; share only the model weights"),
+        subjects=["TRITON_CACHE_DIR"] + [v for v, _p, _w in others],
+        evidence={"triton_cache": tc, "multi_node": why, "compiles": compiles[:3],
+                  "caches_on_mount": [[v, p] for v, p, _w in placed]})
 
 
 # check18 (batch 90): libraries whose kernels Triton compiles at run time into its cache
