@@ -164,3 +164,31 @@ def test_compile_caches_on_local_disk_leave_the_default_cache_a_note():
     assert f.severity == "info" and "so are" not in f.title
     assert findings_of(make_snapshot(env=TWO_NODES, host={"triton_cache": dict(HOME_ON_NFS, fstype="ext4")}),
                        "SYS007") == []
+
+
+# -- the default route the gatherer reads (/proc/net/route) settles the engine's pick --
+
+def test_default_route_is_read_from_proc_net_route(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.network import default_route
+
+    (tmp_path / "proc" / "net").mkdir(parents=True)
+    (tmp_path / "proc" / "net" / "route").write_text(
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+        "enp1s0f1np1\t0064A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
+        "wlP9s9\t00000000\t0101A8C0\t0003\t0\t0\t600\t00000000\t0\t0\t0\n"
+        "enp1s0f1np1\t00000000\t0164A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n")
+    assert default_route(Sources(root=str(tmp_path))) == {"iface": "enp1s0f1np1", "metric": 100}
+    assert default_route(Sources(root=str(tmp_path / "none"))) is None
+
+
+def _routed(iface):
+    snap = _serve(SGLANG_2_NODES, TWO_NICS, PINNED)
+    snap.sections["network"]["default_route"] = {"iface": iface, "metric": 0}
+    return snap
+
+
+def test_default_route_on_another_interface_is_named_alone_and_on_the_cluster_one_is_quiet():
+    [f] = _host_ip_findings(_routed("wlP9s9"))
+    assert "which here is 192.168.1.57 (wlP9s9)" in f.title and "/proc/net/route" in f.detail
+    assert _host_ip_findings(_routed("enp1s0f1np1")) == []

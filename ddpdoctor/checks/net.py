@@ -630,8 +630,17 @@ def _serving_host_ip_pick(snap, env, netfacts):
         master = (env.get("MASTER_ADDR") or "").strip()
         meant = [(i, a) for i, a in cands if i["name"] in named or a == master]
         listing = ", ".join(f"{i['name']} {a}" + (" (tunnel)" if tunnel_interface(i) else "") for i, a in cands)
+        # the default route's interface, when the gatherer read it (/proc/net/route): the engine's pick is known
+        route = str(((snap.get("network") or {}).get("default_route") or {}).get("iface") or "")
+        picked = [(i, a) for i, a in cands if i["name"] == route][:1] if route else []
+        if route and not picked:
+            continue  # the default route leaves by an interface without a routable address here: not this class
         if spread:
             others = [(i, a) for i, a in cands if (i, a) not in meant] if meant else cands
+            if picked:
+                if not meant or picked[0] in meant:
+                    continue  # the engine's pick is the cluster's interface (or nothing says which one is)
+                others = picked
             if not others:
                 continue
             want = meant[0][1] if meant else "<this node's address on the cluster network>"
@@ -639,14 +648,16 @@ def _serving_host_ip_pick(snap, env, netfacts):
                     f"{'NCCL/GLOO_SOCKET_IFNAME' if meant[0][0]['name'] in named else 'MASTER_ADDR'}), but "
                     if meant else "")
             yield warning(f"{engine} spans several nodes and {var} is unset: it advertises the default route's address, "
-                          f"which here may be {', '.join(a for _i, a in others)} ({', '.join(i['name'] for i, _a in others)})",
+                          f"which here {'is' if picked else 'may be'} {', '.join(a for _i, a in others)} ({', '.join(i['name'] for i, _a in others)})",
                           detail=f"{engine} picks the address it publishes to its other nodes by itself ({rule['rule']}) "
                                  f"This host has several routable addresses: {listing}; {said}the engine does not read "
                                  "NCCL_SOCKET_IFNAME. When the default route goes through another interface, the other "
                                  "nodes are told an address they cannot reach (or one the cluster's scheduler, e.g. "
                                  "Ray, does not know), and the engine waits forever after NCCL's init or for its "
-                                 "placement group. Whether the default route goes there was not recorded: a guess "
-                                 "from the interfaces.",
+                                 "placement group. "
+                                 + (f"The default route leaves by {route} (/proc/net/route): that is the engine's pick."
+                                    if picked else "Whether the default route goes there was not recorded: a guess "
+                                                   "from the interfaces."),
                           fix=f"export {var}={want}   # on every node, its own address on the cluster network"
                               + ("; start Ray with `ray start --node-ip-address=$" + var + "`" if engine == "vllm" else ""),
                           subjects=[var] + [f"iface:{i['name']}" for i, _a in others],
@@ -654,15 +665,19 @@ def _serving_host_ip_pick(snap, env, netfacts):
                                     "cluster": [[i["name"], a] for i, a in meant], "override": rule.get("env")})
             continue
         tunnels = [(i, a) for i, a in cands if tunnel_interface(i)]
+        if picked:
+            tunnels = [t for t in tunnels if t == picked[0]]
         if not tunnels:
             continue
         yield warning(f"{engine} picks its rendezvous address from the default route and {var} is unset: with the "
-                      f"tunnel {tunnels[0][0]['name']} ({tunnels[0][1]}) up, that may be the tunnel's address",
+                      f"tunnel {tunnels[0][0]['name']} ({tunnels[0][1]}) up, that {'is' if picked else 'may be'} the tunnel's "
+                      f"address",
                       detail=f"{engine}: {rule['rule']} A VPN that carries the default route makes that the tunnel's "
                              f"address (a /32 or a tunnel device), and the torch.distributed rendezvous "
                              f"(tcp://{tunnels[0][1]}:<port>) can time out there: 'The server socket on "
                              f"[::ffff:{tunnels[0][1]}]:<port> has timed out, will retry.' Interfaces: {listing}. "
-                             "Whether the VPN holds the default route was not recorded: a guess from the interfaces.",
+                             + (f"The default route leaves by {route} (/proc/net/route)." if picked else
+                                "Whether the VPN holds the default route was not recorded: a guess from the interfaces."),
                       fix=f"export {var}=127.0.0.1   # one node; on several, this node's LAN address (or leave the VPN)",
                       subjects=[var, f"iface:{tunnels[0][0]['name']}"],
                       evidence={"engine": engine, "tunnels": [[i["name"], a] for i, a in tunnels],
