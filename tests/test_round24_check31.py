@@ -192,3 +192,22 @@ def test_default_route_on_another_interface_is_named_alone_and_on_the_cluster_on
     [f] = _host_ip_findings(_routed("wlP9s9"))
     assert "which here is 192.168.1.57 (wlP9s9)" in f.title and "/proc/net/route" in f.detail
     assert _host_ip_findings(_routed("enp1s0f1np1")) == []
+
+
+# -- SYS005 counts the command line's DataLoader workers too (facts.launch loader_workers_asked) --
+
+def _nproc(workers: str, soft: int = 500):
+    snap = _deit(workers)
+    snap.sections["host"].update(uid=1000, rlimits={"RLIMIT_NPROC": {"soft": soft, "hard": soft}})
+    return snap
+
+
+def test_thread_limit_counts_the_command_lines_loader_workers():
+    [f] = findings_of(_nproc("--num_workers 32"), "SYS005")
+    assert "ulimit -u is 500" in f.title and f.evidence["loader_workers"] == 32
+    assert "main.py --num_workers 32" in f.detail
+
+
+def test_thread_limit_quiet_without_workers_or_with_room():
+    assert findings_of(_nproc(""), "SYS005") == []
+    assert findings_of(_nproc("--num_workers 32", soft=4096), "SYS005") == []

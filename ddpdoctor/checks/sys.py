@@ -392,11 +392,17 @@ THREADS_PER_LOADER_WORKER = 2
 
 
 def _loader_workers(snap):
-    """The largest literal DataLoader num_workers of the `check --script` scripts (lint.scriptfacts), or None."""
+    """The largest literal DataLoader num_workers of the `check --script` scripts (lint.scriptfacts), else the count the
+    training program's command line asks for (--num_workers 8: facts.launch loader_workers_asked), or None."""
     facts = lint_facts(snap)
     w = facts.get("loader_workers")
     count = w.get("count") if isinstance(w, dict) else None
-    return (count, w) if isinstance(count, int) and not isinstance(count, bool) and count > 0 else (None, None)
+    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        return count, w
+    from ddpdoctor.facts.launch import loader_workers_asked
+
+    asked = loader_workers_asked(snap)
+    return (asked[0], {"written": asked[1]}) if asked else (None, None)
 
 
 @check("SYS005", "thread-limit-low", family="system", needs=("host", "launcher"), reads=("env", "lint"))
@@ -408,8 +414,9 @@ def thread_limit_low(snap):
         already holds (pids.current), against a floor of the threads the ranks on this host will start:
         local ranks x (their OpenMP threads: OMP_NUM_THREADS, else one per usable core, + 16 others:
         torch's inter-op pool, NCCL's proxy and socket threads, c10d's watchdog, CUDA's, the
-        pin-memory thread). DataLoader workers come on top: counted only when `check --script` reads a
-        literal num_workers in the script (each worker a process of at least 2 threads, per loader per rank).
+        pin-memory thread). DataLoader workers come on top: counted when `check --script` reads a
+        literal num_workers in the script, or the training program's command line gives one (--num_workers,
+        --workers: data/loader_workers.json) (each worker a process of at least 2 threads, per loader per rank).
 
     Why it matters
         On Linux both limits count threads, not processes (setrlimit(2): "the number of extant process
@@ -458,8 +465,10 @@ def thread_limit_low(snap):
                 f"(\"libgomp: Thread creation failed: Resource temporarily unavailable\", \"can't start new thread\"). "
                 f"Estimate (a floor, a guess): {nlocal} rank(s) ({nlocal_src}) x ({per_rank} OpenMP threads "
                 f"({per_rank_src}) + {OTHER_THREADS_PER_RANK} others"
-                + (f" + {workers} DataLoader workers x {THREADS_PER_LOADER_WORKER} ({wfact.get('path')}:"
-                   f"{wfact.get('line')} num_workers={workers})); the user's other processes come on top."
+                + (f" + {workers} DataLoader workers x {THREADS_PER_LOADER_WORKER} ("
+                   + (wfact["written"] if wfact.get("written") else
+                      f"{wfact.get('path')}:{wfact.get('line')} num_workers={workers}")
+                   + ")); the user's other processes come on top."
                    if workers else "); DataLoader workers and the user's other processes come on top.")),
         fix=fix + omp_fix, subjects=[],
         evidence={"limits": [w for w, _, _ in limits], "room": room, "needed_at_least": need, "guess": True,
