@@ -596,6 +596,94 @@ def _routable(iface: dict, netfacts) -> bool:
     return any(not ipaddress.ip_address(a.split("%")[0]).is_link_local for a in addrs)
 
 
+def _serving_host_ip_pick(snap, env, netfacts):
+    """An inference server (vLLM, SGLang) that picks the address it publishes by itself (data/serving.json
+    engines[].host_ip: its override variable unset, the default route's source address) on a host with several
+    routable addresses: spread over nodes, any one the cluster does not use may be the pick; on one node, a VPN
+    tunnel's address (host_ip_tunnels) may be."""
+    from ddpdoctor.facts.launch import serving_host_ip, tunnel_interface
+
+    ifaces = [i for i in (snap.get("network") or {}).get("interfaces") or [] if isinstance(i, dict)]
+    for srv, rule in serving_host_ip(snap):
+        if any((env.get(v) or "").strip() for v in rule.get("env") or []):
+            continue
+        cands = []
+        for i in netfacts._ordered(ifaces):
+            if i.get("up") is False or _is_loopback_iface(i) or \
+                    (netfacts.is_virtual(i) and not tunnel_interface(i)):
+                continue
+            for a, _m in netfacts.v4(i):
+                ip = ipaddress.ip_address(a)
+                if not (ip.is_loopback or ip.is_link_local or ip.is_unspecified):
+                    cands.append((i, a))
+        if len({a for _i, a in cands}) < 2:
+            continue
+        engine = srv.get("engine")
+        var = (rule.get("env") or ["HOST_IP"])[0]
+        nodes = srv.get("nodes")
+        spread = bool(srv.get("multi_node")) or (isinstance(nodes, int) and nodes > 1)
+        named = set()
+        for key in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+            for part in (env.get(key) or "").lstrip("=^").split(","):
+                if part.strip():
+                    named.add(part.strip())
+        master = (env.get("MASTER_ADDR") or "").strip()
+        meant = [(i, a) for i, a in cands if i["name"] in named or a == master]
+        listing = ", ".join(f"{i['name']} {a}" + (" (tunnel)" if tunnel_interface(i) else "") for i, a in cands)
+        # the default route's interface, when the gatherer read it (/proc/net/route): the engine's pick is known
+        route = str(((snap.get("network") or {}).get("default_route") or {}).get("iface") or "")
+        picked = [(i, a) for i, a in cands if i["name"] == route][:1] if route else []
+        if route and not picked:
+            continue  # the default route leaves by an interface without a routable address here: not this class
+        if spread:
+            others = [(i, a) for i, a in cands if (i, a) not in meant] if meant else cands
+            if picked:
+                if not meant or picked[0] in meant:
+                    continue  # the engine's pick is the cluster's interface (or nothing says which one is)
+                others = picked
+            if not others:
+                continue
+            want = meant[0][1] if meant else "<this node's address on the cluster network>"
+            said = (f"the cluster's interface is {meant[0][0]['name']} ({want}, "
+                    f"{'NCCL/GLOO_SOCKET_IFNAME' if meant[0][0]['name'] in named else 'MASTER_ADDR'}), but "
+                    if meant else "")
+            yield warning(f"{engine} spans several nodes and {var} is unset: it advertises the default route's address, "
+                          f"which here {'is' if picked else 'may be'} {', '.join(a for _i, a in others)} ({', '.join(i['name'] for i, _a in others)})",
+                          detail=f"{engine} picks the address it publishes to its other nodes by itself ({rule['rule']}) "
+                                 f"This host has several routable addresses: {listing}; {said}the engine does not read "
+                                 "NCCL_SOCKET_IFNAME. When the default route goes through another interface, the other "
+                                 "nodes are told an address they cannot reach (or one the cluster's scheduler, e.g. "
+                                 "Ray, does not know), and the engine waits forever after NCCL's init or for its "
+                                 "placement group. "
+                                 + (f"The default route leaves by {route} (/proc/net/route): that is the engine's pick."
+                                    if picked else "Whether the default route goes there was not recorded: a guess "
+                                                   "from the interfaces."),
+                          fix=f"export {var}={want}   # on every node, its own address on the cluster network"
+                              + ("; start Ray with `ray start --node-ip-address=$" + var + "`" if engine == "vllm" else ""),
+                          subjects=[var] + [f"iface:{i['name']}" for i, _a in others],
+                          evidence={"engine": engine, "addresses": [[i["name"], a] for i, a in cands],
+                                    "cluster": [[i["name"], a] for i, a in meant], "override": rule.get("env")})
+            continue
+        tunnels = [(i, a) for i, a in cands if tunnel_interface(i)]
+        if picked:
+            tunnels = [t for t in tunnels if t == picked[0]]
+        if not tunnels:
+            continue
+        yield warning(f"{engine} picks its rendezvous address from the default route and {var} is unset: with the "
+                      f"tunnel {tunnels[0][0]['name']} ({tunnels[0][1]}) up, that {'is' if picked else 'may be'} the tunnel's "
+                      f"address",
+                      detail=f"{engine}: {rule['rule']} A VPN that carries the default route makes that the tunnel's "
+                             f"address (a /32 or a tunnel device), and the torch.distributed rendezvous "
+                             f"(tcp://{tunnels[0][1]}:<port>) can time out there: 'The server socket on "
+                             f"[::ffff:{tunnels[0][1]}]:<port> has timed out, will retry.' Interfaces: {listing}. "
+                             + (f"The default route leaves by {route} (/proc/net/route)." if picked else
+                                "Whether the VPN holds the default route was not recorded: a guess from the interfaces."),
+                      fix=f"export {var}=127.0.0.1   # one node; on several, this node's LAN address (or leave the VPN)",
+                      subjects=[var, f"iface:{tunnels[0][0]['name']}"],
+                      evidence={"engine": engine, "tunnels": [[i["name"], a] for i, a in tunnels],
+                                "addresses": [[i["name"], a] for i, a in cands], "override": rule.get("env")})
+
+
 @check("NET003", "nccl-default-interface-unreachable", family="network", needs=("env", "network"), reads=("host",),
        catalogue=("C1",))
 def nccl_default_interface_unreachable(snap):
@@ -612,6 +700,11 @@ def nccl_default_interface_unreachable(snap):
         host with an ip6tnl0 tunnel ahead of veth0, NVIDIA/nccl#529); or, inside a container, a
         private bridge address in another subnet than the rendezvous host (not in a Kubernetes pod,
         whose pod network routes between the nodes' pod subnets without NAT).
+        Also an inference server that picks the address it publishes by itself (vLLM's get_ip(),
+        SGLang's get_local_ip_auto(): VLLM_HOST_IP / SGLANG_HOST_IP unset, the default route's
+        source address; data/serving.json engines[].host_ip) on a host with several routable
+        addresses: spread over nodes, one the cluster's NCCL/GLOO_SOCKET_IFNAME does not name may be
+        the pick (Wi-Fi beside a ConnectX link, Ethernet beside IB); on one node, a VPN tunnel's.
 
     Why it matters
         NCCL advertises that address to the other ranks; they cannot connect back to it, and
@@ -629,6 +722,7 @@ def nccl_default_interface_unreachable(snap):
     from ddpdoctor.facts import net as netfacts
 
     env = env_of(snap)
+    yield from _serving_host_ip_pick(snap, env, netfacts)
     if (env.get("NCCL_SOCKET_IFNAME") or "").strip():
         return
     ifaces = [i for i in (snap["network"].get("interfaces") or []) if isinstance(i, dict)]

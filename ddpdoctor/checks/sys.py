@@ -392,11 +392,17 @@ THREADS_PER_LOADER_WORKER = 2
 
 
 def _loader_workers(snap):
-    """The largest literal DataLoader num_workers of the `check --script` scripts (lint.scriptfacts), or None."""
+    """The largest literal DataLoader num_workers of the `check --script` scripts (lint.scriptfacts), else the count the
+    training program's command line asks for (--num_workers 8: facts.launch loader_workers_asked), or None."""
     facts = lint_facts(snap)
     w = facts.get("loader_workers")
     count = w.get("count") if isinstance(w, dict) else None
-    return (count, w) if isinstance(count, int) and not isinstance(count, bool) and count > 0 else (None, None)
+    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        return count, w
+    from ddpdoctor.facts.launch import loader_workers_asked
+
+    asked = loader_workers_asked(snap)
+    return (asked[0], {"written": asked[1]}) if asked else (None, None)
 
 
 @check("SYS005", "thread-limit-low", family="system", needs=("host", "launcher"), reads=("env", "lint"))
@@ -408,8 +414,9 @@ def thread_limit_low(snap):
         already holds (pids.current), against a floor of the threads the ranks on this host will start:
         local ranks x (their OpenMP threads: OMP_NUM_THREADS, else one per usable core, + 16 others:
         torch's inter-op pool, NCCL's proxy and socket threads, c10d's watchdog, CUDA's, the
-        pin-memory thread). DataLoader workers come on top: counted only when `check --script` reads a
-        literal num_workers in the script (each worker a process of at least 2 threads, per loader per rank).
+        pin-memory thread). DataLoader workers come on top: counted when `check --script` reads a
+        literal num_workers in the script, or the training program's command line gives one (--num_workers,
+        --workers: data/loader_workers.json) (each worker a process of at least 2 threads, per loader per rank).
 
     Why it matters
         On Linux both limits count threads, not processes (setrlimit(2): "the number of extant process
@@ -458,8 +465,10 @@ def thread_limit_low(snap):
                 f"(\"libgomp: Thread creation failed: Resource temporarily unavailable\", \"can't start new thread\"). "
                 f"Estimate (a floor, a guess): {nlocal} rank(s) ({nlocal_src}) x ({per_rank} OpenMP threads "
                 f"({per_rank_src}) + {OTHER_THREADS_PER_RANK} others"
-                + (f" + {workers} DataLoader workers x {THREADS_PER_LOADER_WORKER} ({wfact.get('path')}:"
-                   f"{wfact.get('line')} num_workers={workers})); the user's other processes come on top."
+                + (f" + {workers} DataLoader workers x {THREADS_PER_LOADER_WORKER} ("
+                   + (wfact["written"] if wfact.get("written") else
+                      f"{wfact.get('path')}:{wfact.get('line')} num_workers={workers}")
+                   + ")); the user's other processes come on top."
                    if workers else "); DataLoader workers and the user's other processes come on top.")),
         fix=fix + omp_fix, subjects=[],
         evidence={"limits": [w for w, _, _ in limits], "room": room, "needed_at_least": need, "guess": True,
@@ -494,6 +503,11 @@ def triton_cache_on_network_fs(snap):
         'FileNotFoundError' on files just published, 'Stale file handle' on NFS; one rank dies and the
         others wait for the watchdog (triton-lang/triton#11512; PrimeIntellect-ai/prime-rl#2305).
 
+        Also a warning when the job's own variables put run-time compile caches on that mount
+        (TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, TORCH_EXTENSIONS_DIR, VLLM_CACHE_ROOT:
+        data/jit_caches.json): a cache tree shared "to download once" puts every JIT cache of every
+        host in one directory (a two-node vLLM with VLLM_CACHE_ROOT under an NFS-shared HF cache).
+
     Example
         2 nodes with the home directory on NFS, torch.compile(model), TRITON_CACHE_DIR unset.
 
@@ -512,22 +526,33 @@ def triton_cache_on_network_fs(snap):
         return
     facts = lint_facts(snap)
     compiles = facts.get("compiles") or []
-    set_there = tc.get("from") == "TRITON_CACHE_DIR"
-    level = warning if (set_there or compiles) else info
+    from ddpdoctor.facts.env import jit_caches_under
+
+    # the compile caches the user's own variables put on that shared mount (data/jit_caches.json): TRITON_CACHE_DIR,
+    # TORCHINDUCTOR_CACHE_DIR, TORCH_EXTENSIONS_DIR, VLLM_CACHE_ROOT under it say the job compiles into shared storage
+    placed = jit_caches_under(env_of(snap), tc.get("mount_point"))
+    set_there = tc.get("from") == "TRITON_CACHE_DIR" or any(v == "TRITON_CACHE_DIR" for v, _p, _w in placed)
+    level = warning if (set_there or compiles or placed) else info
     where = "TRITON_CACHE_DIR" if set_there else ("$TRITON_HOME/.triton/cache" if tc.get("from") == "TRITON_HOME"
                                                   else "~/.triton/cache (the default)")
+    others = [(v, p, w) for v, p, w in placed if v != "TRITON_CACHE_DIR"]
     yield level(
         f"Triton's kernel cache {tc.get('path')} ({where}) is on {fstype} at {tc.get('mount_point')}, shared by the "
-        f"job's hosts ({why})",
+        f"job's hosts ({why})" + (f"; so are {', '.join(v for v, _p, _w in others)}" if others else ""),
         detail=("Ranks on several hosts compiling the same kernels into one shared cache race on its rename-into-place: "
                 "'Device or resource busy', 'FileNotFoundError', 'Stale file handle' (triton-lang/triton#11512)."
+                + (" The job's own variables put compile caches on that mount: "
+                   + "; ".join(f"{v}={p} ({w})" for v, p, w in placed) + "." if placed else "")
                 + (f" The script calls torch.compile ({compiles[0].get('path')}:{compiles[0].get('line')})."
-                   if compiles else "" if set_there else
+                   if compiles else "" if (set_there or placed) else
                    " Whether this job compiles Triton kernels (torch.compile, Triton-based libraries) is not known:"
                    " give the script with --script to know.")),
-        fix="export TRITON_CACHE_DIR=/tmp/triton-cache-$USER   # node-local, before the launcher, on every host",
-        subjects=["TRITON_CACHE_DIR"],
-        evidence={"triton_cache": tc, "multi_node": why, "compiles": compiles[:3]})
+        fix=("export " + " ".join(f"{v}=/tmp/{v.lower()}-$USER" for v in
+                                  dict.fromkeys(["TRITON_CACHE_DIR"] + [v for v, _p, _w in others]))
+             + "   # node-local, before the launcher, on every host; share only the model weights"),
+        subjects=["TRITON_CACHE_DIR"] + [v for v, _p, _w in others],
+        evidence={"triton_cache": tc, "multi_node": why, "compiles": compiles[:3],
+                  "caches_on_mount": [[v, p] for v, p, _w in placed]})
 
 
 # check18 (batch 90): libraries whose kernels Triton compiles at run time into its cache

@@ -154,3 +154,34 @@ def label(cmap: CudaMap, gpus: Optional[dict], nvml: int) -> str:
     cuda = cmap.cuda_of(nvml)
     where = f"cuda:{cuda} = gpu:{nvml}" if cuda is not None else f"gpu:{nvml} (not visible to CUDA here)"
     return f"{where} ({dev.get('name') or 'unknown GPU'}, {dev.get('pci_bus_id') or '?'})"
+
+
+def hip_mask_stack(env: Mapping[str, str]) -> Optional[dict]:
+    """How a ROCm process's two GPU masks compose (data/visible_devices.json hip): ROCR_VISIBLE_DEVICES first, then
+    HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES) indexes the GPUs it left, renumbered from 0. None unless both are
+    set; else {rocr, rocr_count, var, value, entries, kept (how many the second mask keeps: it stops at the first
+    index that names no GPU), beyond (the indices at or past rocr_count)}."""
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "visible_devices.json")
+    with open(path, encoding="utf-8") as fh:
+        rule = json.load(fh)["hip"]
+    rocr = env.get(rule["first"])
+    if rocr is None or not str(rocr).strip():
+        return None
+    var = next((v for v in rule["then"] if env.get(v) is not None and str(env.get(v)).strip()), None)
+    if var is None:
+        return None
+    rocr_count = len(str(rocr).split(","))
+    entries = [e.strip() for e in str(env[var]).split(",")]
+    kept, beyond = 0, []
+    for e in entries:
+        if e.isdigit() and int(e) >= rocr_count:
+            beyond.append(int(e))
+            break
+        if not e.isdigit():
+            break  # a UUID: resolved by the runtime, not judged here
+        kept += 1
+    return {"rocr": str(rocr), "rocr_count": rocr_count, "var": var, "value": str(env[var]), "entries": entries,
+            "kept": kept, "beyond": beyond, "message": rule["no_device_message"]}

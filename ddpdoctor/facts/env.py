@@ -73,3 +73,23 @@ def nccl_conf_applied(snap) -> tuple:
             else:
                 applied.setdefault(name, (str(value), conf.get("path")))
     return applied, shadowed
+
+
+def jit_caches_under(env, mount_point: str) -> list:
+    """[(variable, value, what)] for the run-time compilers' cache variables (data/jit_caches.json) that name a
+    directory under `mount_point` (the mount that holds Triton's cache), in the table's order."""
+    import json
+    import os
+
+    mount = os.path.normpath(str(mount_point or ""))
+    if not mount or mount == "/":
+        return []
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "jit_caches.json")
+    with open(path, encoding="utf-8") as fh:
+        rows = json.load(fh)["variables"]
+    out = []
+    for row in rows:
+        value = str(env.get(row["name"]) or "").strip()
+        if value and os.path.isabs(value) and (os.path.normpath(value) + "/").startswith(mount.rstrip("/") + "/"):
+            out.append((row["name"], value, row["what"]))
+    return out

@@ -265,6 +265,20 @@ def gpu_ordinals_asked(snap) -> list:
     return out
 
 
+def loader_workers_asked(snap) -> Optional[tuple]:
+    """(count, option as written) for the largest DataLoader worker count the recorded training program's command line
+    asks for (data/loader_workers.json options: --num_workers 32, --workers 8, --dataloader_num_workers 4), else None."""
+    names = _loader_worker_options()
+    best = None
+    for cmd in commands(snap):
+        for option, value in (cmd.get("script_options") or {}).items():
+            key = str(option).lstrip("-").replace("-", "_")
+            count = whole_number(str(value).strip()) if key in names else None
+            if isinstance(count, int) and count > 0 and (best is None or count > best[0]):
+                best = (count, f"{cmd.get('program') or 'the training program'} --{option.lstrip('-')} {value}")
+    return best
+
+
 def precision_asked(snap) -> list:
     """[(precision, where)] the recorded launch commands ask for: accelerate launch's --mixed_precision (exported to
     the workers as ACCELERATE_MIXED_PRECISION: accelerate/utils/launch.py prepare_simple_launcher_cmd_env) and the
@@ -404,8 +418,25 @@ def _parse_command(argv: list) -> Optional[dict]:
     return _with_program_options(out, rest)
 
 
+def _loader_worker_options() -> set:
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "loader_workers.json")
+    with open(path, encoding="utf-8") as fh:
+        return set(json.load(fh)["options"])
+
+
+def script_loader_workers(args: list) -> dict:
+    """{option: count} for a training program's DataLoader worker options (data/loader_workers.json: --num_workers 32,
+    --workers 8), a whole number only."""
+    names = _loader_worker_options()
+    out: dict = {}
+    for name, key, words, _eq in program_options(args):
+        if name.startswith("--") and key in names and words and whole_number(str(words[0]).strip()) is not None:
+            out[key] = str(words[0]).strip()
+    return out
+
+
 def _with_program_options(out: dict, rest: list) -> dict:
-    asked = script_precision(rest)
+    asked = dict(script_precision(rest), **script_loader_workers(rest))
     if asked:
         out["script_options"] = asked
     gpus = script_gpu_options(rest)
@@ -818,6 +849,23 @@ def _node_count(args: list, rule: dict) -> Optional[int]:
         if got is not None and whole_number(got.strip()) is not None:
             return whole_number(got.strip())
     return None
+
+
+def serving_host_ip(snap) -> list:
+    """[(serving fact, host_ip rule)] for the recorded inference-server launches whose engine picks the address it
+    publishes to its other processes by itself (data/serving.json engines[].host_ip: vLLM's get_ip(), SGLang's
+    get_local_ip_auto(): an override variable, else the default route's source address)."""
+    rules = {row["name"]: row.get("host_ip") for row in serving_table()["engines"]}
+    return [(srv, rules[srv.get("engine")]) for _cmd, srv in serving_of(snap) if rules.get(srv.get("engine"))]
+
+
+def tunnel_interface(iface: dict) -> bool:
+    """A VPN / tunnel interface (data/serving.json host_ip_tunnels): a point-to-point IPv4 netmask (/32) or a tunnel
+    device's name."""
+    rule = serving_table().get("host_ip_tunnels") or {}
+    if str(iface.get("name", "")).startswith(tuple(rule.get("prefixes") or ())):
+        return True
+    return any(a.get("family") == "ipv4" and a.get("netmask") == "255.255.255.255" for a in iface.get("addresses") or [])
 
 
 def serving_nodes(snap) -> Optional[tuple]:

@@ -64,6 +64,28 @@ def listening_ports(src: Sources) -> list:
     return sorted(ports)
 
 
+def default_route(src: Sources) -> "dict | None":
+    """{iface, metric} of the IPv4 default route the kernel uses (the lowest-metric 0.0.0.0/0 route that is up, from
+    /proc/net/route: Destination and Mask 00000000, RTF_UP 0x1 in Flags; linux include/uapi/linux/route.h), or None
+    (no such file: not Linux; no default route). An engine that picks its address from the route to 8.8.8.8 (vLLM
+    get_ip(), SGLang get_local_ip_auto(); data/serving.json host_ip) gets this interface's address."""
+    text = src.read("/proc/net/route")
+    if not text:
+        return None
+    best = None
+    for line in text.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) < 8:
+            continue
+        try:
+            dest, flags, metric, mask = int(parts[1], 16), int(parts[3], 16), int(parts[6]), int(parts[7], 16)
+        except ValueError:
+            continue
+        if dest == 0 and mask == 0 and flags & 0x1 and (best is None or metric < best["metric"]):
+            best = {"iface": parts[0], "metric": metric}
+    return best
+
+
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
     "interfaces": LIST, "interfaces[]": OBJ, "interfaces[].name": STR, "interfaces[].up": BOOL,
@@ -81,6 +103,7 @@ FIELDS = {
     "own_hostname.error": STR, "own_hostname.canonical": STR,
     "rdzv_endpoint": OBJ, "rdzv_endpoint.host": STR, "rdzv_endpoint.addresses": LIST, "rdzv_endpoint.addresses[]": STR,
     "rdzv_endpoint.error": STR, "rdzv_endpoint.canonical": STR,
+    "default_route": OBJ, "default_route.iface": STR, "default_route.metric": INT,
 }
 
 
@@ -116,6 +139,7 @@ def gather_network(src: Sources) -> dict:
         out["interfaces"] = None
         out["interfaces_error"] = f"{type(exc).__name__}: {exc}"
     out["listening_tcp_ports"] = listening_ports(src)
+    out["default_route"] = default_route(src)
     out["firewall"] = firewall(src)
     out["ip_local_port_range"] = ip_local_port_range(src)
     # what Gloo binds to when GLOO_SOCKET_IFNAME is unset: the addresses this host's own name resolves to

@@ -42,6 +42,11 @@ def cpu_oversubscription(snap):
         system being overloaded" for this reason (pytorch/pytorch#85604). On our 2-core machine a
         2-rank Trainer run took 53-57 ms per step under mp.spawn against 16 ms under torchrun.
 
+        Also the DataLoader workers the training program's command line asks for (--num_workers,
+        --workers, --dataloader_num_workers: data/loader_workers.json) times the local ranks against
+        the usable cores: each rank starts its own worker processes, so a per-process count from a
+        one-GPU recipe multiplies (facebookresearch/deit#81: 8 ranks x 32 workers on 32 CPUs).
+
     Example
         4 ranks started by hand on a 16-core container with `--cpus 8` and OMP_NUM_THREADS unset.
 
@@ -57,6 +62,7 @@ def cpu_oversubscription(snap):
     if bound:
         nlocal, nlocal_src = 1, bound  # the other local tasks run on other cores
     per_rank, per_rank_src = threads_per_rank(snap, usable, nlocal)
+    yield from _loader_workers_oversubscribe(snap, nlocal, nlocal_src, usable)
     total = per_rank * nlocal
     if total <= usable:
         return
@@ -88,4 +94,34 @@ def cpu_oversubscription(snap):
         evidence={"threads_per_rank": per_rank, "threads_source": per_rank_src, "local_ranks": nlocal,
                   "local_ranks_source": nlocal_src, "usable_cpus": usable, "cgroup_quota_cpus": quota,
                   "cpu_count": host.get("cpu_count")},
+    )
+
+
+def _loader_workers_oversubscribe(snap, nlocal: int, nlocal_src: str, usable: int):
+    """ENV006 for the command line's DataLoader workers per rank x the local ranks above the usable cores
+    (facts.launch loader_workers_asked; data/loader_workers.json)."""
+    from ddpdoctor.facts.launch import loader_workers_asked
+
+    asked = loader_workers_asked(snap)
+    if not asked:
+        return
+    workers, written = asked
+    total = workers * nlocal
+    if total <= usable:
+        return
+    per = max(1, usable // max(1, nlocal))
+    option = written.split(" ")[1] if " " in written else "--num_workers"
+    yield warning(
+        f"{nlocal} rank{'s' if nlocal != 1 else ''} x {workers} DataLoader workers ({written}) = {total} worker "
+        f"processes on {usable} usable cores",
+        detail=(f"Each rank starts its own {workers} DataLoader worker processes (the count is per process, not per "
+                f"job); with {nlocal} ranks on this host ({nlocal_src}) the {total} workers and the trainers fight for "
+                f"{usable} cores, so batches arrive late and the GPUs idle between steps. torch's DataLoader warns "
+                "of this for one process only ('This DataLoader will create N worker processes in total. Our "
+                "suggested max number of worker in current system is M'). A script may divide the count by the "
+                "ranks itself (pytorch/examples imagenet): a guess from the command line."),
+        fix=f"{option} {per}   # usable cores / local ranks, or fewer",
+        subjects=[f"arg:{option.lstrip('-')}"],
+        evidence={"loader_workers": workers, "option": written, "local_ranks": nlocal, "usable_cpus": usable,
+                  "worker_processes": total},
     )

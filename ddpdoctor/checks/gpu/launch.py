@@ -564,7 +564,7 @@ def _agents_share_host(snap, v, ranks):
                   "gpus_in_use_by_each_agent": used})
 
 
-@check("GPU019", "visible-devices-not-found", family="gpu", needs=("gpus",), reads=("lint",))
+@check("GPU019", "visible-devices-not-found", family="gpu", needs=("env",), reads=("gpus", "lint", "packages", "pci"))
 def visible_devices_not_found(snap):
     """CUDA_VISIBLE_DEVICES names a GPU this machine does not have.
 
@@ -598,12 +598,22 @@ def visible_devices_not_found(snap):
         judged the same way, before the script's defaults, which they override (OpenNMT/OpenNMT-py#609: -gpuid 1
         on a node whose scheduler made one GPU visible).
 
+        On a ROCm node (torch built for HIP, or AMD GPUs on the bus), ROCR_VISIBLE_DEVICES set together
+        with HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES: ROCr applies its mask first and renumbers the GPUs
+        it keeps from 0, and HIP indexes that shorter list (torch/cuda/__init__.py _parse_visible_devices;
+        data/visible_devices.json), so a launcher writing the node's index into both leaves a worker none
+        ('No HIP GPUs are available', Parsl/parsl#3858): an error when none is left, a warning when fewer.
+
     Example
         CUDA_VISIBLE_DEVICES=0,1,8 on a 4-GPU node: CUDA shows cuda:0 and cuda:1 only.
 
     Fix
         `nvidia-smi -L` lists this node's indices and UUIDs; set CUDA_VISIBLE_DEVICES from it.
     """
+    hip = list(_hip_masks_stacked(snap))
+    yield from hip
+    if hip or snap.missing_reason(("gpus",)):
+        return  # the NVIDIA judgements below need the NVML devices (an AMD node has none)
     v = view(snap)
     if v.cmap.problem_kind != "missing":
         found = list(_script_visible_devices(snap, v))
@@ -635,6 +645,36 @@ def visible_devices_not_found(snap):
                 subjects=["CUDA_VISIBLE_DEVICES"] + subjects(e.nvml for e in v.cmap.visible),
                 evidence={"CUDA_VISIBLE_DEVICES": v.cmap.cvd, "visible": [e.nvml for e in v.cmap.visible],
                           "problems": v.cmap.problems, "from_slurm_job_gpus": copied})
+
+
+def _hip_masks_stacked(snap):
+    """GPU019 for a ROCm process given both ROCR_VISIBLE_DEVICES and HIP_/CUDA_VISIBLE_DEVICES (facts.cuda_map
+    hip_mask_stack, data/visible_devices.json): the second indexes what the first left, renumbered from 0."""
+    from ddpdoctor.facts.cuda_map import hip_mask_stack
+    from ddpdoctor.facts.env import env_of
+
+    build = (snap.get("packages") or {}).get("torch_build") or {}
+    amd = (snap.get("pci") or {}).get("amd_gpus") or []
+    if not (build.get("hip") or amd):
+        return
+    stack = hip_mask_stack(env_of(snap))
+    if not stack or not stack["beyond"]:
+        return
+    kept, var, rocr = stack["kept"], stack["var"], stack["rocr"]
+    make = error if kept == 0 else warning
+    yield make(f"ROCR_VISIBLE_DEVICES={rocr} with {var}={stack['value']}: the second mask indexes the "
+               f"{stack['rocr_count']} GPU(s) the first left, so index {stack['beyond'][0]} names none and this "
+               f"process sees {kept} GPU(s)",
+               detail=("ROCm applies ROCR_VISIBLE_DEVICES first (the ROCr runtime) and renumbers the GPUs it keeps from "
+                       f"0; HIP then reads {var} as indices into that list, not the node's. A launcher that writes the "
+                       "node's index into both (one GPU per worker) leaves each worker none"
+                       + (f": torch.cuda.device_count() is 0 and the first .to('cuda') raises '{stack['message']}'."
+                          if kept == 0 else f": HIP stops at that entry and keeps the {kept} before it.")),
+               fix=(f"set one mask only: export ROCR_VISIBLE_DEVICES={rocr}; unset {var}   # or keep both with {var} "
+                    f"counting from 0 ({','.join(str(i) for i in range(stack['rocr_count']))})"),
+               subjects=["ROCR_VISIBLE_DEVICES", var],
+               evidence={"ROCR_VISIBLE_DEVICES": rocr, var: stack["value"], "rocr_count": stack["rocr_count"],
+                         "kept": kept, "beyond": stack["beyond"]})
 
 
 def _command_gpu_ordinals(snap, v):
