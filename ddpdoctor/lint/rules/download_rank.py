@@ -165,6 +165,8 @@ def download_on_every_rank(t):
         after `fcntl.flock(fd, LOCK_EX)` (round 25: the processes take turns), not in a LightningDataModule's
         `prepare_data` (since round 18 only Lightning's: a `prepare_data` method of a plain `nn.Module` runs where it
         is called). A warning when the call is shown to run on every rank of a training run, else a note.
+        Since round 24 (lint32) a note when each rank is started by hand, one process per machine (no spawn, no
+        local rank anywhere, MASTER_ADDR a remote address): the downloads meet only on a shared filesystem.
         A preview rule (round 14): a note by default, a warning with `--preview`.
 
     Why it matters

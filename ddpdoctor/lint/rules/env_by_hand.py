@@ -65,7 +65,8 @@ def rank_env_by_hand(t):
         no Trainer, accelerate, DeepSpeed or Lightning, an
         MPI or SLURM job mapping its own ranks, or a function that joins the group and picks its GPU
         itself (`init_process_group`, `torch.cuda.set_device(rank)`), gets a note: nothing there
-        reads LOCAL_RANK.
+        reads LOCAL_RANK. Since round 24 (lint32) any run where no library reads LOCAL_RANK and no file linted
+        names it gets a note: the missing variable is a latent hazard there.
 
     Why it matters
         transformers' Trainer and accelerate decide on DDP and pick the GPU from LOCAL_RANK (and

@@ -262,6 +262,9 @@ def read_before_rank0_write(t):
         or helper call of the project that may hold one. A preview rule (round 19): a note by default, a warning with
         `--preview`. Since round 23 (lint30) DETR's `save_on_master(state, path)` (and helpers so named, which gate
         themselves) counts as a rank-0 write, and a path held in a name assigned once is compared by its value.
+        Since round 24 (lint32) a read the other ranks retry until it works (in a `try` inside a loop whose handler
+        sleeps or goes round again, or that breaks once the read worked) or that follows a `while not
+        os.path.exists(path):` poll is a hand-written wait: quiet.
 
     Why it matters
         The other ranks do not wait for rank 0: they reach the read while rank 0 is still writing (or before it has

@@ -553,6 +553,8 @@ def rank_conditional_loop_exit(t):
         note by default, a warning with `--preview`.
         Since round 22 also a `return` (or sys.exit) under a rank test outside any
         loop, before a torch.distributed collective that the function runs on every rank after that block.
+        Since round 24 (lint32) an evaluation handed a DataLoader with no sampler (never prepared by accelerate, no
+        rank in its dataset; ddpdoctor/data/lint_unsplit_loaders.json) is the same on every rank: quiet.
 
     Why it matters
         Collectives must be entered by every process of the group (torch/distributed/distributed_c10d.py), and
