@@ -197,6 +197,29 @@ GOAL_JUDGED = 20
 
 SEVERITY_FROM = 111  # the first batch of the window the severities are measured over (issue 25, round 23)
 SHAPE_MIN_JUDGED = 5  # a shape is split off as a note when measured below the bar over at least this many findings
+# Round 24 (lint32): a shape judged fewer times is split off too when even the upper end of its precision's 95%
+# Wilson score interval is below the bar (0 right of 2, 1 of 3, <= 2 of 4 judged): what it has been measured at
+# rules out a near-certain shape. Never on one verdict alone.
+SHAPE_MIN_JUDGED_FEW = 2
+WILSON_Z = 1.96
+
+
+def wilson_upper(right: int, judged: int, z: float = WILSON_Z) -> float:
+    """The upper end of the Wilson score interval of right/judged (E. B. Wilson, JASA 22 (1927) 209-212)."""
+    if not judged:
+        return 1.0
+    p = right / judged
+    centre = p + z * z / (2 * judged)
+    spread = z * ((p * (1 - p) / judged + z * z / (4 * judged * judged)) ** 0.5)
+    return (centre + spread) / (1 + z * z / judged)
+
+
+def shape_below_bar(right: int, judged: int) -> bool:
+    """A shape measured below the bar: below GOAL_PRECISION over >= SHAPE_MIN_JUDGED judged findings, or (round 24)
+    over >= SHAPE_MIN_JUDGED_FEW judged with the Wilson upper bound of its precision below GOAL_PRECISION."""
+    precision = right / judged if judged else 0.0
+    return (judged >= SHAPE_MIN_JUDGED and precision < GOAL_PRECISION) or (
+        judged >= SHAPE_MIN_JUDGED_FEW and wilson_upper(right, judged) < GOAL_PRECISION)
 
 
 def severity_batches(corpus: dict, since: int = SEVERITY_FROM) -> list:
@@ -226,7 +249,7 @@ def shape_table(corpus: dict) -> dict:
     for (rule, shape), c in sorted(per.items()):
         judged = c["TP"] + c["FP"] + c["debatable"]
         precision = round(c["TP"] / judged, 4) if judged else 0.0
-        if judged >= SHAPE_MIN_JUDGED and precision < GOAL_PRECISION:
+        if shape_below_bar(c["TP"], judged):
             out.setdefault(rule, {})[shape] = {"judged": judged, "tp": c["TP"], "fp": c["FP"],
                                                "debatable": c["debatable"], "precision": precision}
     return out
@@ -280,8 +303,9 @@ def severity_table(corpus: dict) -> dict:
                     "a note by default and shown under --preview (earns: preview); measured below the bar it is "
                     "a note by default and shown under --preview (earns: note). Its errors stay errors unless a "
                     "first-read batch (any, fr1 on) judged one of them other than right. A shape of a rule (the condition it "
-                    f"fired on) measured below {GOAL_PRECISION:.0%} over >= {SHAPE_MIN_JUDGED} judged findings "
-                    "(shapes) is a note at its own severity too; --preview shows it as a warning.",
+                    f"fired on) measured below {GOAL_PRECISION:.0%} over >= {SHAPE_MIN_JUDGED} judged findings, or "
+                    f"over >= {SHAPE_MIN_JUDGED_FEW} with the upper end of its precision's 95% Wilson interval below "
+                    f"{GOAL_PRECISION:.0%} (shapes), is a note at its own severity too; --preview shows it as a warning.",
             "rules": rules,
             "shapes_at": corpus.get("shapes_at", ""),
             "shapes": shape_table(corpus)}
@@ -314,7 +338,8 @@ def severity_markdown(corpus: dict) -> str:
                  f"({len(sets)} batches). Rules not listed had no warning or error judged "
                  "at first read: they report notes by default and their own severity under --preview.")
     lines.append("")
-    lines.append(f"Shapes measured below the bar (>= {SHAPE_MIN_JUDGED} judged, < {GOAL_PRECISION:.0%}; shapes of the "
+    lines.append(f"Shapes measured below the bar (>= {SHAPE_MIN_JUDGED} judged, < {GOAL_PRECISION:.0%}, or >= "
+                 f"{SHAPE_MIN_JUDGED_FEW} judged with a 95% Wilson upper bound < {GOAL_PRECISION:.0%}; shapes of the "
                  f"findings the linter reports at {table['shapes_at'] or '?'}): notes at their own severity, "
                  "warnings under --preview, while the rule's other shapes keep the rule's severity.")
     lines.append("")

@@ -738,7 +738,9 @@ def test_severities_follow_the_consequence():
     assert _sev(CASES["LINT007"][0], "LINT007") == ["error"]
     # Only the rendezvous address set by hand: a note; the rank itself: a warning.
     assert _sev('import os\nos.environ["MASTER_PORT"] = "1"\n', "LINT003") == ["info"]
-    assert _sev(CASES["LINT003"][0], "LINT003") == ["warning"]
+    # the rank itself with a reader of LOCAL_RANK in the run: a warning; with none (round 24, lint32): a note
+    assert _sev(textwrap.dedent(CASES["LINT003"][0]) + "import accelerate\n", "LINT003") == ["warning"]
+    assert _sev(CASES["LINT003"][0], "LINT003") == ["info"]
 
 
 # ------------------------------------------------------------------------------------------------

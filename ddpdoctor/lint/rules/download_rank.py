@@ -7,6 +7,7 @@ from typing import Optional
 from . import rule
 from ..analysis import Call, ModuleIndex
 from ..names import dotted
+from ._common import spawn_sites
 from ._every_rank import every_rank_calls, unproven
 from ._reach import callers_of, reach
 
@@ -126,6 +127,29 @@ def _one_goes_first(t, index: ModuleIndex, call: Call) -> Optional[str]:
     return None
 
 
+_LOOPBACK = ("localhost", "127.", "0.0.0.0", "::1")
+
+
+def _machine_per_rank(t) -> bool:
+    """Round 24 (lint32; fr164 Suvin-Sundararajan/cs243 resnet_ddp.py, judged debatable): a job started by hand, one
+    process per machine: no file of the run starts processes (no spawn, no Process) or names a local rank (no
+    LOCAL_RANK, no `local_rank`: nothing a per-node launcher sets), and the rendezvous address is set to a remote host
+    (`os.environ["MASTER_ADDR"] = "3.12.150.213"`; torch's env:// rendezvous: MASTER_ADDR is the address of the
+    rank-0 node, torch/distributed/rendezvous.py). Each rank then downloads into its own machine's folder; the
+    downloads meet only on a shared filesystem, which the files do not show: a note."""
+    remote = False
+    for ix in t.facts.indexes.values():
+        if spawn_sites(ix) or "local_rank" in (ix.source or "").lower():
+            return False
+        for e in ix.env_sets:
+            if e.name == "MASTER_ADDR":
+                if not (isinstance(e.value, ast.Constant) and isinstance(e.value.value, str)) or \
+                        not e.value.value.strip() or e.value.value.strip().lower().startswith(_LOOPBACK):
+                    return False
+                remote = True
+    return remote
+
+
 @rule("LINT027", "download-on-every-rank")
 def download_on_every_rank(t):
     """A dataset downloaded by every rank at once into the same folder.
@@ -141,6 +165,8 @@ def download_on_every_rank(t):
         after `fcntl.flock(fd, LOCK_EX)` (round 25: the processes take turns), not in a LightningDataModule's
         `prepare_data` (since round 18 only Lightning's: a `prepare_data` method of a plain `nn.Module` runs where it
         is called). A warning when the call is shown to run on every rank of a training run, else a note.
+        Since round 24 (lint32) a note when each rank is started by hand, one process per machine (no spawn, no
+        local rank anywhere, MASTER_ADDR a remote address): the downloads meet only on a shared filesystem.
         A preview rule (round 14): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -163,10 +189,13 @@ def download_on_every_rank(t):
     for call, proof in every_rank_calls(t, _downloads, 12, quiet=lambda c: _one_goes_first(t, index, c) is not None):
         # one finding per block: the train and test splits of one block are one download
         name = dotted(call.node.func) or "the dataset"
+        apart = proof is not None and _machine_per_rank(t)
         yield t.finding(
-            "warning" if proof is not None else "info", call.node,
+            "warning" if proof is not None and not apart else "info", call.node,
             f"{name}(download=True) runs on every rank: the processes download and extract into the same folder "
-            "at once" + unproven(t, call, proof),
+            "at once" + unproven(t, call, proof) +
+            ("; here each rank is started by hand against a remote MASTER_ADDR (one process per machine?): the "
+             "downloads meet only on a shared filesystem" if apart else ""),
             detail=("Each rank checks the folder, finds no data on a first run and writes the same archive in place; "
                     "one process reads another's half-written file and fails ('File not found or corrupted'), "
                     "the rest wait in the first collective."),

@@ -160,10 +160,56 @@ def _pairs(t, index) -> Iterator[Tuple[Call, Call, bool]]:
                     if p is None or (_key(p) != key and _key(_bound(p, r)) != _key(_bound(path, c))):
                         continue
                 own = {id(n) for n in ast.walk(r.node)}  # only for the pairs that share a path (it was made for every call)
-                if _waits_between(scope_calls, c, r, own):
+                if _waits_between(scope_calls, c, r, own) or _polled(r, c):
                     break
                 yield c, r, folder
                 break
+
+
+_EXISTS = ("exists", "isfile", "isdir", "listdir", "glob", "scandir")
+
+
+def _polled(read: Call, write: Call) -> bool:
+    """A read the other ranks repeat until it works: a hand-written wait for rank 0's file (round 24, lint32; fr163
+    DonWick32/image-segmentation, `while True: try: run_id = pickle.load(open(path, "rb")); break / except: sleep(2)`).
+    Two shapes: the read inside a `try` whose handler does not re-raise, the `try` inside a loop (retry until the file
+    loads); or, between the write and the read in the same function, a `while` loop whose test asks whether a file
+    exists (`while not os.path.exists(path): time.sleep(1)`). Either one makes a reading rank wait for the write, as a
+    barrier would; a late or partial write is then a retry, not a wrong read."""
+    root = read.scope.node
+    if root is None:
+        return False
+    chain: List[ast.AST] = []
+
+    def find(node: ast.AST, path: List[ast.AST]) -> bool:
+        if node is read.node:
+            chain.extend(path)
+            return True
+        return any(find(ch, path + [node]) for ch in ast.iter_child_nodes(node))
+
+    find(root, [])
+    for i, node in enumerate(chain):
+        if isinstance(node, ast.Try) and any(node.body and _inside(b, read.node) for b in node.body) and \
+                any(not any(isinstance(n, ast.Raise) for n in ast.walk(h)) and _retries(h, node) for h in node.handlers) \
+                and any(isinstance(a, (ast.While, ast.For)) for a in chain[:i]):
+            return True
+    for node in ast.walk(root):
+        if isinstance(node, ast.While) and write.line < node.lineno < read.line and any(
+                isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _EXISTS
+                for n in ast.walk(node.test)):
+            return True
+    return False
+
+
+def _retries(handler: ast.ExceptHandler, try_node: ast.Try) -> bool:
+    """The handler waits (a `sleep`) or goes round again (`continue`), or the `try` leaves the loop once the read
+    worked (`break`): a retry, not a failure swallowed once per epoch."""
+    return any(isinstance(n, ast.Continue) or (isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("sleep"))
+               for n in ast.walk(handler)) or any(isinstance(n, ast.Break) for b in try_node.body for n in ast.walk(b))
+
+
+def _inside(outer: ast.AST, inner: ast.AST) -> bool:
+    return any(n is inner for n in ast.walk(outer))
 
 
 def _bound(node: ast.AST, call: Call) -> ast.AST:
@@ -216,6 +262,9 @@ def read_before_rank0_write(t):
         or helper call of the project that may hold one. A preview rule (round 19): a note by default, a warning with
         `--preview`. Since round 23 (lint30) DETR's `save_on_master(state, path)` (and helpers so named, which gate
         themselves) counts as a rank-0 write, and a path held in a name assigned once is compared by its value.
+        Since round 24 (lint32) a read the other ranks retry until it works (in a `try` inside a loop whose handler
+        sleeps or goes round again, or that breaks once the read worked) or that follows a `while not
+        os.path.exists(path):` poll is a hand-written wait: quiet.
 
     Why it matters
         The other ranks do not wait for rank 0: they reach the read while rank 0 is still writing (or before it has

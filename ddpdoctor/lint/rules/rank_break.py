@@ -334,9 +334,48 @@ def _per_rank_metric(test: ast.AST, scope: Scope, index, cache: dict) -> Optiona
                 reached = [c for s in index.reachable(fn, 3) for c in s.calls]
                 if any(any(w in (c.name or "").lower() for w in _SHARED) for c in reached):
                     return None
+                if _unsplit_loader_arg(n, scope, index):
+                    continue  # every rank evaluates the same replica over the same whole data (round 24)
                 if any(c.name in _EVAL_MARKS for c in reached):
                     found = found or _METRIC
     return found
+
+
+_LOADER_DATA = os.path.join(os.path.dirname(_DATA), "lint_unsplit_loaders.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _loader_facts() -> dict:
+    """DataLoader constructors, the keywords that split them, the calls that shard them
+    (ddpdoctor/data/lint_unsplit_loaders.json)."""
+    with open(_LOADER_DATA, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _unsplit_loader_arg(call: ast.Call, scope: Scope, index) -> bool:
+    """Round 24 (lint32; fr164 richardkxu/distributed-pytorch imagenet_ddp.py, `acc1 = validate(val_loader, model,
+    ...)` over `val_loader = DataLoader(ImageFolder(valdir), shuffle=False)`, judged wrong): the evaluation is handed a
+    loader that every rank reads whole - each binding of the name, in this function or the module, a DataLoader with
+    no sampler, over a dataset that names no rank or shard, and the name never given to a sharding call (accelerate's
+    `prepare`). Identical DDP replicas over identical data compute the same number: every rank stops together."""
+    facts = _loader_facts()
+    names = {a.id for a in (*call.args, *(k.value for k in call.keywords)) if isinstance(a, ast.Name)}
+    for name in names:
+        binds = [a for a in (*scope.assigns, *index.module.assigns) if name in a.targets]
+        if not binds or not all(
+                isinstance(a.value, ast.Call) and _call_name(a.value) in facts["constructors"] and
+                len(a.value.args) < 4 and   # DataLoader(dataset, batch_size, shuffle, sampler, ...)
+                all(k.arg not in facts["split_keywords"] or (isinstance(k.value, ast.Constant) and k.value.value is None)
+                    for k in a.value.keywords) and
+                not any(w in (dotted(x) or "").lower() for x in ast.walk(a.value)
+                        if isinstance(x, (ast.Name, ast.Attribute)) for w in facts["split_words"])
+                for a in binds):
+            continue
+        if any(c.name in facts["sharding_calls"] and any(name == dotted(x) for x in ast.walk(c.node) if x is not c.node)
+               for c in index.calls):
+            continue
+        return True
+    return False
 
 
 def _skips(stmts: List[ast.stmt], loop: ast.AST, scope: Scope, why: Optional[str] = None, index=None,
@@ -514,6 +553,8 @@ def rank_conditional_loop_exit(t):
         note by default, a warning with `--preview`.
         Since round 22 also a `return` (or sys.exit) under a rank test outside any
         loop, before a torch.distributed collective that the function runs on every rank after that block.
+        Since round 24 (lint32) an evaluation handed a DataLoader with no sampler (never prepared by accelerate, no
+        rank in its dataset; ddpdoctor/data/lint_unsplit_loaders.json) is the same on every rank: quiet.
 
     Why it matters
         Collectives must be entered by every process of the group (torch/distributed/distributed_c10d.py), and
