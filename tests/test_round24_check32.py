@@ -53,3 +53,35 @@ def test_cache_key_release_boundary_from_the_data_file():
     assert lacks({"pytorch-triton": "2.1.0+e6216047b8"}) is None
     assert lacks({"triton": "1.1.1"}) is None  # not read: nothing claimed
     assert lacks({"triton": "not-a-version"}) is None
+
+
+# -- PKG012 arm: a compiled extension whose DT_NEEDED names a torch library torch's folder does not hold
+# (mmcv-full's ops linked to a split-CUDA torch's libtorch_cuda_cu.so, under torch 2.0: SparseBEV#83) --
+
+def test_absent_torch_libraries_are_the_needed_torch_names_the_folder_lacks():
+    from ddpdoctor.gather.native import absent_torch_libraries
+
+    needed = ["libc10.so", "libtorch_cuda_cu.so", "libtorch_cuda_cpp.so", "libcudart.so.11.0", "libc.so.6"]
+    present = {"libc10.so", "libtorch_cuda.so", "libtorch_cpu.so", "libtorch.so"}
+    assert absent_torch_libraries(needed, present) == ["libtorch_cuda_cu.so", "libtorch_cuda_cpp.so"]
+    assert absent_torch_libraries(["libc10.so", "libtorch_cuda.so", "libm.so.6"], present) == []
+
+
+def _exts(*rows):
+    return make_snapshot(packages={"torch": "2.0.0", "torch_extensions": list(rows)})
+
+
+def test_extension_needing_a_library_torch_does_not_ship_is_named_by_that_library():
+    stale = {"package": "mmcv", "file": "mmcv/_ext.cpython-38-x86_64-linux-gnu.so", "missing": ["_ZN3c104impl3fooEv"],
+             "missing_count": 40, "undefined_count": 300, "absent_libraries": ["libtorch_cuda_cu.so"]}
+    [f] = findings_of(_exts(stale), "PKG012")
+    assert f.severity == "error" and "needs libtorch_cuda_cu.so" in f.title and "torch 2.0.0" in f.title
+    assert "cannot open shared object file" in f.detail and "undefined symbol" not in f.title
+
+
+def test_extension_whose_torch_libraries_are_all_there_keeps_the_symbol_finding():
+    only_symbols = {"package": "apex", "file": "amp_C.so", "missing": ["_ZN3c104impl3fooEv"], "missing_count": 1,
+                    "undefined_count": 9}
+    [f] = findings_of(_exts(only_symbols), "PKG012")
+    assert "symbol" in f.title and "cannot open" not in f.detail
+    assert findings_of(_exts(), "PKG012") == []
