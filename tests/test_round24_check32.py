@@ -85,3 +85,24 @@ def test_extension_whose_torch_libraries_are_all_there_keeps_the_symbol_finding(
     [f] = findings_of(_exts(only_symbols), "PKG012")
     assert "symbol" in f.title and "cannot open" not in f.detail
     assert findings_of(_exts(), "PKG012") == []
+
+
+def test_gathered_from_a_real_elf_whose_needed_torch_library_is_absent(tmp_path):
+    """fixtures/elf/site's okext resolves every symbol; a copy whose DT_NEEDED string libgcc_s.so.1 is rewritten in
+    place to libtorch_x.so (same length) needs a torch library the fixture torch/lib does not hold."""
+    import os
+    import shutil
+
+    from ddpdoctor.gather.native import torch_extensions
+
+    site_src = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf", "site")
+    site = tmp_path / "site"
+    shutil.copytree(site_src, site)
+    assert [e["package"] for e in torch_extensions(str(site))] == ["staleext"]  # the copy reads as the fixture does
+    so = site / "okext" / "_C.so"
+    data = so.read_bytes()
+    assert data.count(b"libgcc_s.so.1\0") == 1
+    so.write_bytes(data.replace(b"libgcc_s.so.1\0", b"libtorch_x.so\0"))
+    got = {e["package"]: e for e in torch_extensions(str(site))}
+    assert got["okext"]["absent_libraries"] == ["libtorch_x.so"] and got["okext"]["missing"] == []
+    assert "absent_libraries" not in got["staleext"]  # it needs only libc10.so, which is there
