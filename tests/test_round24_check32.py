@@ -106,3 +106,42 @@ def test_gathered_from_a_real_elf_whose_needed_torch_library_is_absent(tmp_path)
     got = {e["package"]: e for e in torch_extensions(str(site))}
     assert got["okext"]["absent_libraries"] == ["libtorch_x.so"] and got["okext"]["missing"] == []
     assert "absent_libraries" not in got["staleext"]  # it needs only libc10.so, which is there
+
+
+# -- NET003 arm: hand-set ranks whose rank 0 publishes its store on this host's routable address (no local world
+# size: facts.net.span_guessed) may span hosts; NCCL's default pick (src/misc/socket.cc) of a virtual cni0 ahead of
+# eth0 is then named, worded as a guess (openpai#4638) --
+
+def _nic(name, addr, mask="255.255.255.0"):
+    return {"name": name, "up": True, "mtu": 1500, "speed_mbps": 0,
+            "addresses": [{"family": "ipv4", "address": addr, "netmask": mask}]}
+
+
+HAND_SET = {"RANK": "0", "WORLD_SIZE": "16", "LOCAL_RANK": "0", "MASTER_PORT": "29500"}
+NICS = [_nic("lo", "127.0.0.1", "255.0.0.0"), _nic("cni0", "10.244.1.1"), _nic("docker0", "172.17.0.1", "255.255.0.0"),
+        _nic("eth0", "10.0.0.4")]
+
+
+def _default_pick(master, record_resolution=True):
+    network = {"interfaces": NICS, "master_addr": {"host": master, "addresses": [master]} if record_resolution else {}}
+    return findings_of(make_snapshot(env=dict(HAND_SET, MASTER_ADDR=master), network=network), "NET003")
+
+
+def test_rank_zero_publishing_its_own_address_names_the_virtual_default_pick_as_a_guess():
+    for recorded in (True, False):  # an address literal is its own resolution when none was recorded
+        [f] = _default_pick("10.0.0.4", recorded)
+        assert f.severity == "warning" and "cni0 is virtual" in f.title and "may span hosts" in f.title
+        assert f.fix.startswith("export NCCL_SOCKET_IFNAME==eth0") and f.evidence["guess"] is True
+
+
+def test_rank_zero_on_loopback_is_quiet():
+    assert _default_pick("127.0.0.1") == []
+
+
+def test_master_here_reads_an_address_literal_without_a_resolution_record():
+    from ddpdoctor.facts.net import master_here
+
+    snap = make_snapshot(env=dict(HAND_SET, MASTER_ADDR="10.0.0.4"), network={"interfaces": NICS, "master_addr": {}})
+    assert "this host's address 10.0.0.4" in master_here(snap)
+    other = make_snapshot(env=dict(HAND_SET, MASTER_ADDR="10.0.0.9"), network={"interfaces": NICS, "master_addr": {}})
+    assert master_here(other) is None
