@@ -145,3 +145,40 @@ def test_master_here_reads_an_address_literal_without_a_resolution_record():
     assert "this host's address 10.0.0.4" in master_here(snap)
     other = make_snapshot(env=dict(HAND_SET, MASTER_ADDR="10.0.0.9"), network={"interfaces": NICS, "master_addr": {}})
     assert master_here(other) is None
+
+
+# -- GPU002 arm: an inference server whose MoE all-to-all maps every local peer GPU's memory (SGLang
+# --moe-a2a-backend deepep; DeepEP Buffer::sync cudaIpcOpenMemHandle; data/serving.json peer_memory) on a host where
+# some GPU pair has no P2P: it fails at init (DeepEP#584); NCCL's own host-memory fallback does not apply --
+
+def _served(words, ok_pairs):
+    from factory import fixture_snapshot
+
+    from ddpdoctor.facts.launch import parse_command
+
+    cmd = parse_command(words.split())
+
+    def edit(s):
+        for p in s["gpus"]["pairs"]:
+            status = "OK" if (p["a"], p["b"]) in ok_pairs else "NOT_SUPPORTED"
+            p["p2p"] = {"nvlink": "NOT_SUPPORTED", "read": status, "write": status}
+        s["launch"] = {"commands": [dict(cmd, depth=0)], "depth_read": 0}
+    return fixture_snapshot("rtx4090-4x-no-p2p", edit=edit)
+
+
+DEEPEP = "python3 -m sglang.launch_server --model-path m --tp-size 4 --ep 4 --moe-a2a-backend deepep"
+SWITCH_PAIRS = {(0, 1), (2, 3)}
+
+
+def test_deepep_on_gpus_with_p2p_only_inside_switch_pairs_is_an_error_naming_the_pairs():
+    [f] = findings_of(_served(DEEPEP, SWITCH_PAIRS), "GPU002")
+    assert f.severity == "error" and "--moe-a2a-backend deepep" in f.title and "4 of 6 pairs have no P2P" in f.title
+    assert "cudaIpcOpenMemHandle" in f.detail and "CUDA_VISIBLE_DEVICES=0,1" in f.fix
+    assert f.evidence["pairs_with_p2p"] == [[0, 1], [2, 3]]
+
+
+def test_deepep_with_p2p_everywhere_or_nccl_all_to_all_is_not_an_error():
+    everywhere = {(a, b) for a in range(4) for b in range(a + 1, 4)}
+    assert findings_of(_served(DEEPEP, everywhere), "GPU002") == []
+    plain = findings_of(_served(DEEPEP.replace("deepep", "none"), SWITCH_PAIRS), "GPU002")
+    assert all(f.severity != "error" for f in plain)  # NCCL copies through host memory: at most the note
