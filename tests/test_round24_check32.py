@@ -182,3 +182,30 @@ def test_deepep_with_p2p_everywhere_or_nccl_all_to_all_is_not_an_error():
     assert findings_of(_served(DEEPEP, everywhere), "GPU002") == []
     plain = findings_of(_served(DEEPEP.replace("deepep", "none"), SWITCH_PAIRS), "GPU002")
     assert all(f.severity != "error" for f in plain)  # NCCL copies through host memory: at most the note
+
+
+# -- ENV026: a per-worker CUDA_VISIBLE_DEVICES rotated to put the worker's GPU first (dask-cuda's
+# cuda_visible_devices; data/visible_devices.json rotated_per_worker): cuda:<rank> is another rank's GPU --
+
+def _rotated(rank, cvd, world="4", local=None):
+    env = {"RANK": str(rank), "WORLD_SIZE": world, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "12355",
+           "CUDA_VISIBLE_DEVICES": cvd}
+    if local is not None:
+        env["LOCAL_RANK"] = str(local)
+    return findings_of(make_snapshot(env=env), "ENV026")
+
+
+def test_rank_two_with_its_gpu_rotated_first_is_warned_that_cuda_rank_is_rank_zeros_gpu():
+    [f] = _rotated(2, "2,3,0,1")
+    assert f.severity == "warning" and "cuda:2 gets GPU 0" in f.title and "RANK=2" in f.title
+    assert f.fix.startswith("torch.cuda.set_device(0)") and f.evidence["guess"] is True
+    [g] = _rotated(5, "3,4,5,6,7,0,1,2", world="16", local=3)  # LOCAL_RANK decides, not RANK
+    assert "cuda:3 gets GPU 6" in g.title
+
+
+def test_one_order_for_every_rank_or_rank_zero_is_quiet():
+    assert _rotated(2, "0,1,2,3") == []  # the launcher convention: one order, select by rank
+    assert _rotated(0, "0,1,2,3") == []
+    assert _rotated(2, "3,0,1,2") == []  # rotated, but not by this rank: not the per-worker pattern
+    assert _rotated(2, "2") == []  # one GPU per rank (Slurm --gpu-bind style): cuda:0 is all there is
+    assert _rotated(2, "2,3,0,1", world="16") == []  # RANK is global past the list: local rank unknown
