@@ -414,6 +414,9 @@ TRIGGERS = [
     # check29b: a typed Slurm GPU count as torchrun's --nproc-per-node (torch/distributed/run.py determine_local_world_size)
     ("ENV025", dict(launch={"commands": [{"launcher": "torchrun", "options": {"nproc_per_node": "a100:4"}, "program": "train.py", "depth": 0}], "depth_read": 0}),
      "error", {"arg:nproc-per-node"}),
+    # check32: dask-cuda's per-worker rotation (rapidsai/dask-cuda dask_cuda/utils.py cuda_visible_devices), dask-cuda#516
+    ("ENV026", dict(env={"RANK": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "12355",
+                         "CUDA_VISIBLE_DEVICES": "2,3,0,1"}), "warning", {"CUDA_VISIBLE_DEVICES", "RANK"}),
     # deepspeedai/DeepSpeed#3624 (check19b, batch 99): --include=work1:2,3 on work1, a host of two GPUs (slots 0,1)
     ("ENV021", dict(host={"hostname": "work1"}, gpus={"devices": [{"index": 0}, {"index": 1}]},
                     launch={"commands": [{"launcher": "deepspeed", "options": {"hostfile": "hostfile", "include": "work1:2,3"}, "program": "training.py", "depth": 0}], "depth_read": 0}),
@@ -732,6 +735,8 @@ CLEAN = [
     ("ENV023", dict(env={"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_PROCID": "6", "SLURM_LOCALID": "0", "SLURM_NODEID": "3", "SLURM_NTASKS": "8", "SLURM_JOB_NUM_NODES": "4", "SLURM_GPUS_ON_NODE": "2", "SLURM_STEP_TASKS_PER_NODE": "2(x4)"})),  # check22
     ("ENV024", dict(launch={"commands": [{"launcher": "vllm", "options": {}, "depth": 0, "serving": {"engine": "vllm", "model": "./m", "model_option": "serve", "tensor_parallel": 4, "pipeline_parallel": None}, "model_configs": [{"option": "serve", "path": "./m", "config": "./m/config.json", "heads": 32}]}], "depth_read": 0})),  # check22
     ("ENV025", dict(launch={"commands": [{"launcher": "torchrun", "options": {"nproc_per_node": "4", "nnodes": "1:2"}, "program": "train.py", "depth": 0}], "depth_read": 0})),  # check29b
+    ("ENV026", dict(env={"RANK": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "12355",
+                         "CUDA_VISIBLE_DEVICES": "0,1,2,3"})),  # check32: one order for every rank
     # check19b: the slots this host has; another host's slots; the CUDA_VISIBLE_DEVICES case (ENV016's)
     ("ENV021", dict(host={"hostname": "work1"}, gpus={"devices": [{"index": 0}, {"index": 1}]},
                     launch={"commands": [{"launcher": "deepspeed", "options": {"include": "work1:0,1@work2:2,3"}, "program": "training.py", "depth": 0}], "depth_read": 0})),

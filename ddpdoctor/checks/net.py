@@ -732,8 +732,13 @@ def nccl_default_interface_unreachable(snap):
     local_addrs = {a for i in ifaces for a, _ in netfacts.v4(i)}
     remote = peer is not None and peer not in local_addrs and not _loopback(peer)
     spread = multi_node(snap) or (f"NCCL_COMM_ID={env['NCCL_COMM_ID']}" if comm_id and remote else None)
+    guessed = None
     if not spread:
-        return
+        # check32 (openpai#4638): ranks set by hand, rank 0 publishing its store on this host's routable address,
+        # no local world size declared - the job may span hosts (a guess, worded so)
+        guessed = spread = span_guessed(snap)
+        if not spread:
+            return
     nccl = netfacts.nccl_version_of(snap)
     skip_virbr = nccl is not None and nccl >= netfacts.NCCL_VIRBR_EXCLUDED_SINCE
     ipv6 = (env.get("NCCL_SOCKET_FAMILY") or "").strip() != "AF_INET"
@@ -761,15 +766,20 @@ def nccl_default_interface_unreachable(snap):
         best = next((r for r in real if peer and netfacts.same_subnet(by_name[r], peer)), real[0])
         role = ("bootstrap over it" if virtual[0] == picked[0] else
                 f"use it beside {picked[0]} (its socket transport spreads traffic over every interface it selects)")
-        yield warning(f"NCCL_SOCKET_IFNAME is unset and NCCL will {role}: {', '.join(virtual)} is virtual ({spread})",
+        yield warning(f"NCCL_SOCKET_IFNAME is unset and NCCL will {role}: {', '.join(virtual)} is virtual ("
+                      + (f"the ranks may span hosts: {spread}" if guessed else spread) + ")",
                       detail=f"NCCL's default skips only docker*, lo and virbr* ({why}){old_nccl}; the other hosts cannot "
                              f"reach {virtual[0]}, so ncclCommInitRank or the first collective hangs or times out. "
-                             f"Interfaces here: {listing}.",
+                             + ("Whether ranks run on other hosts is a guess from the rendezvous address; on one host "
+                                "this is harmless. " if guessed else "")
+                             + f"Interfaces here: {listing}.",
                       fix=f"export NCCL_SOCKET_IFNAME=={best} GLOO_SOCKET_IFNAME={best}",
                       env_fix={}, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in virtual] + [f"iface:{best}"],
                       evidence={"nccl_picks": picked, "virtual": virtual, "why": why, "real_interfaces": real,
-                                "peer": peer})
+                                "peer": peer, "guess": bool(guessed)})
         return
+    if guessed:
+        return  # the container-bridge arm below needs a rendezvous host that is known to be another
     container = (snap.get("host") or {}).get("container")
     # Kubernetes pods are not behind a NAT bridge: the pod network routes every pod's address to every other pod
     # without address translation (the Kubernetes network model, kubernetes/website

@@ -484,6 +484,39 @@ NETWORK_FS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "smbfs"
                         "fuse.juicefs", "fuse.s3fs", "fuse.gcsfuse"})
 
 
+def _cache_key_without_arch(snap, tc, fstype):
+    """SYS007's arm: a Triton that keys its cache without the GPU architecture, the cache serving several."""
+    from ddpdoctor.facts.env import triton_cache_key_without_arch
+
+    triton = triton_cache_key_without_arch(((snap.get("packages") or {}).get("versions")) or {})
+    if not triton or not tc.get("path"):
+        return
+    devices = ((snap.get("gpus") or {}).get("devices")) or []
+    ccs = sorted({tuple(d["cuda_capability"][:2]) for d in devices
+                  if isinstance(d, dict) and isinstance(d.get("cuda_capability"), (list, tuple))
+                  and len(d["cuda_capability"]) >= 2})
+    mixed = len(ccs) > 1
+    shared = fstype in NETWORK_FS
+    if not (mixed or shared):
+        return
+    archs = ", ".join(f"sm_{a}{b}" for a, b in ccs)
+    where = (f"this host's GPUs are of {len(ccs)} architectures ({archs})" if mixed else
+             f"it is on {fstype} at {tc.get('mount_point')}, which other hosts share: their GPUs may be of another "
+             f"architecture than this host's" + (f" ({archs})" if archs else ""))
+    yield (warning if mixed else info)(
+        f"Triton's kernel cache {tc.get('path')} is keyed without the GPU architecture ({triton}) and {where}",
+        detail=("Before triton-lang/triton#1593 (first released in 2.1.0) the cache key of a compiled kernel holds its "
+                "source, signature and options but not the compute capability: a kernel compiled on one architecture "
+                "is loaded from the cache on another and fails with 'RuntimeError: Triton Error [CUDA]: device kernel "
+                "image is invalid' (triton-lang/triton#1323: compiled on a V100, loaded on an A100)."
+                + ("" if mixed else " Whether hosts with other GPUs use this directory is not known here.")),
+        fix=("pip install -U 'triton>=2.1'   # keys its cache by architecture (or the torch release that pins it); "
+             "until then: export TRITON_CACHE_DIR=/tmp/triton-cache-$USER-$(hostname)"
+             + ("   # and one process per GPU architecture, or clear the cache when it changes" if mixed else "")),
+        subjects=["triton", "TRITON_CACHE_DIR"],
+        evidence={"triton": triton, "triton_cache": tc, "capabilities": [list(c) for c in ccs], "shared_fs": shared})
+
+
 @check("SYS007", "triton-cache-on-network-fs", family="system", needs=("host", "launcher"), reads=("env", "lint"))
 def triton_cache_on_network_fs(snap):
     """Triton's kernel cache is on a filesystem the job's hosts share.
@@ -508,6 +541,12 @@ def triton_cache_on_network_fs(snap):
         data/jit_caches.json): a cache tree shared "to download once" puts every JIT cache of every
         host in one directory (a two-node vLLM with VLLM_CACHE_ROOT under an NFS-shared HF cache).
 
+        Also, on any job: a Triton release that keys its cache without the GPU architecture (2.0.x and
+        2.1.0 nightlies before triton-lang/triton#1593; data/jit_caches.json cache_key_without_arch)
+        whose cache serves GPUs of several compute capabilities - this host's own (a warning) or, on a
+        network filesystem, other hosts' (a note): a kernel compiled for one architecture is loaded on
+        another, 'Triton Error [CUDA]: device kernel image is invalid' (triton-lang/triton#1323).
+
     Example
         2 nodes with the home directory on NFS, torch.compile(model), TRITON_CACHE_DIR unset.
 
@@ -517,7 +556,10 @@ def triton_cache_on_network_fs(snap):
     host = snap["host"]
     tc = host.get("triton_cache") or {}
     fstype = str(tc.get("fstype") or "").lower()
-    if fstype not in NETWORK_FS or tc.get("manager"):
+    if tc.get("manager"):
+        return
+    yield from _cache_key_without_arch(snap, tc, fstype)
+    if fstype not in NETWORK_FS:
         return
     from ddpdoctor.facts.net import multi_node
 

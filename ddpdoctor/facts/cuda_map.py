@@ -185,3 +185,26 @@ def hip_mask_stack(env: Mapping[str, str]) -> Optional[dict]:
         kept += 1
     return {"rocr": str(rocr), "rocr_count": rocr_count, "var": var, "value": str(env[var]), "entries": entries,
             "kept": kept, "beyond": beyond, "message": rule["no_device_message"]}
+
+
+def rotated_visible_devices(value, rank) -> Optional[dict]:
+    """{'order': [...], 'own': first entry, 'picked': the entry cuda:<rank> selects, 'rotation': k} when
+    CUDA_VISIBLE_DEVICES is the per-worker rotation visible[k:] + visible[:k] of its sorted integer indices with
+    k == rank > 0 (this worker's GPU first: dask-cuda's cuda_visible_devices, data/visible_devices.json
+    rotated_per_worker), else None. Pure."""
+    import json
+    import os
+
+    if rank is None or not isinstance(rank, int) or rank < 1:
+        return None
+    parts = [p.strip() for p in str(value or "").split(",") if p.strip()]
+    if len(parts) < 2 or not all(p.isdigit() for p in parts):
+        return None
+    order = [int(p) for p in parts]
+    base = sorted(order)
+    if len(set(order)) != len(order) or rank >= len(order) or order != base[rank:] + base[:rank]:
+        return None
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "visible_devices.json")
+    with open(path, encoding="utf-8") as fh:
+        row = json.load(fh)["rotated_per_worker"]
+    return {"order": order, "own": order[0], "picked": order[rank], "rotation": rank, "row": row}

@@ -93,3 +93,30 @@ def jit_caches_under(env, mount_point: str) -> list:
         if value and os.path.isabs(value) and (os.path.normpath(value) + "/").startswith(mount.rstrip("/") + "/"):
             out.append((row["name"], value, row["what"]))
     return out
+
+
+def triton_cache_key_without_arch(versions) -> Optional[str]:
+    """'<package> <version>' when the installed Triton keys its kernel cache without the GPU architecture
+    (data/jit_caches.json cache_key_without_arch: triton-lang/triton#1593, first in 2.1.0; 2.1.0 nightlies dated
+    before the merge lack it too), else None. A version this cannot read is None: nothing is claimed."""
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "jit_caches.json")
+    with open(path, encoding="utf-8") as fh:
+        row = json.load(fh)["cache_key_without_arch"]
+
+    def parts(text):
+        m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?(?:\.?dev(\d+))?", str(text or ""))
+        return None if not m else ((int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)), m.group(4))
+
+    low, fixed = parts(row["from"])[0], parts(row["fixed_in"])[0]
+    for name in row["packages"]:
+        version = (versions or {}).get(name)
+        got = parts(version)
+        if not got:
+            continue
+        base, dev = got
+        if low <= base < fixed or (base == fixed and dev and len(dev) >= 8 and dev[:8] < row["fixed_in_dev_date"]):
+            return f"{name} {version}"
+    return None

@@ -824,8 +824,19 @@ def serving_command(argv: list) -> Optional[dict]:
                 "nodes": _node_count(rest, row.get("multi_node") or {}),
                 "tensor_parallel": size(row["tensor_parallel_options"]),
                 "pipeline_parallel": size(row["pipeline_parallel_options"]),
+                **({"peer_memory": pm} if (pm := _peer_memory(rest, row.get("peer_memory") or {})) else {}),
                 **({"eager": any(w.split("=", 1)[0] in row["eager_options"] for w in rest)}
                    if row.get("eager_options") else {})}
+    return None
+
+
+def _peer_memory(args: list, rule: dict) -> Optional[str]:
+    """'--moe-a2a-backend deepep' when the server's options choose a backend that maps every local peer GPU's memory
+    directly (data/serving.json peer_memory: DeepEP's CUDA IPC buffers need P2P between every pair), else None."""
+    for option, wanted in (rule.get("options") or {}).items():
+        value = _option_value(args, [option])
+        if value is not None and value.strip().lower() in wanted:
+            return f"{option} {value.strip()}"
     return None
 
 

@@ -245,6 +245,11 @@ def master_here(snap) -> Optional[str]:
         return f"MASTER_ADDR={addr} is loopback"
     net = snap.get("network") or {}
     resolved = [a for a in ((net.get("master_addr") or {}).get("addresses") or []) if isinstance(a, str)]
+    if not resolved:
+        try:  # an address literal is its own resolution (check32: a snapshot with no master_addr record)
+            resolved = [str(ipaddress.ip_address(addr.split("%")[0]))]
+        except ValueError:
+            pass
     own = {str(a.get("address")).split("%")[0] for i in (net.get("interfaces") or []) if isinstance(i, dict)
            for a in (i.get("addresses") or []) if a.get("address")}
     if addr.lower() == str(net.get("hostname") or "").lower() and addr:

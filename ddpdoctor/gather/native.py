@@ -189,6 +189,14 @@ def _torch_library(site: Optional[str], name: str) -> tuple:
     return lib, (read_object(path) if path and os.path.exists(path) else None)
 
 
+def absent_torch_libraries(needed, present) -> list:
+    """The libtorch*/libc10* names in an extension's DT_NEEDED that torch's library folder (`present`, its file
+    names) does not hold: a library of another torch build (libtorch_cuda_cu.so / libtorch_cuda_cpp.so of a
+    split-CUDA torch under a torch that ships one libtorch_cuda.so), which ld.so(8) then finds nowhere and
+    `import` fails with "ImportError: libtorch_cuda_cu.so: cannot open shared object file". Pure."""
+    return [n for n in needed if _is_torch_lib(n) and n not in present]
+
+
 def torch_extensions(site: Optional[str] = None) -> Optional[list]:
     """The compiled extensions in torch's site-packages (flash-attn, apex, xformers, torch-scatter, a source build...)
     and in the checkouts it points into (develop installs: `setup.py build develop`, `pip install -e`) that link
@@ -196,8 +204,9 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
     with their undefined GLOBAL c10/at/torch symbols that none of torch's libraries exports (looked up in each one's
     .gnu.hash): the symbols whose absence makes `import` fail with "undefined symbol: _ZN3c10..." (an extension
     built against another torch). Each entry keeps the package, the file (relative to site-packages, or absolute in
-    a checkout), the first MAX_MISSING missing names, and counts. Only extensions
-    with a missing symbol are listed; [] when none; None when torch's libraries cannot be read (not judged).
+    a checkout), the first MAX_MISSING missing names, and counts, and `absent_libraries`: torch libraries it
+    needs that torch's folder does not hold (absent_torch_libraries). Only extensions
+    with a missing symbol or an absent library are listed; [] when none; None when torch's libraries cannot be read (not judged).
     Bounded: MAX_EXT_FILES files, MAX_EXT_DEPTH levels, EXT_DEADLINE_S seconds. Pure ELF reading (gather/elf.py)."""
     import time
 
@@ -213,9 +222,10 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
     deadline = time.monotonic() + EXT_DEADLINE_S
     libs = {}
     try:
-        names = sorted(n for n in os.listdir(lib) if _is_torch_lib(n))[:MAX_TORCH_LIBS]
+        present = set(os.listdir(lib))
     except OSError:
-        names = []
+        present = set()
+    names = sorted(n for n in present if _is_torch_lib(n))[:MAX_TORCH_LIBS]
     for name in names:
         obj = read_object(os.path.join(lib, name))
         if obj is not None:
@@ -231,8 +241,10 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
             if ext is None:
                 continue
             try:
-                if not any(_is_torch_lib(n) for n in ext.needed()):
+                needed = ext.needed()
+                if not any(_is_torch_lib(n) for n in needed):
                     continue
+                absent = absent_torch_libraries(needed, present)
                 wanted = set(ext.undefined(TORCH_SYMBOL_PREFIXES))
                 missing = set(wanted)
                 for obj in libs.values():
@@ -247,11 +259,11 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
                 continue
             finally:
                 ext.close()
-            if missing:
+            if missing or absent:
                 rel = os.path.relpath(path, site)
                 out.append({"package": package, "file": path if rel.startswith(os.pardir) else rel,
                             "missing": sorted(missing)[:MAX_MISSING], "missing_count": len(missing),
-                            "undefined_count": len(wanted)})
+                            "undefined_count": len(wanted), **({"absent_libraries": absent} if absent else {})})
             if time.monotonic() > deadline:
                 break
     finally:

@@ -101,6 +101,8 @@ FIELDS = {
     "torch_extensions": LIST, "torch_extensions[]": OBJ, "torch_extensions[].package": STR,
     "torch_extensions[].file": STR, "torch_extensions[].missing": LIST, "torch_extensions[].missing[]": STR,
     "torch_extensions[].missing_count": INT, "torch_extensions[].undefined_count": INT,
+    # check32 round 24 (PKG012): libtorch*/libc10* names in DT_NEEDED that torch's library folder does not hold
+    "torch_extensions[].absent_libraries": LIST, "torch_extensions[].absent_libraries[]": STR,
     # check17c (PKG016): the libstdc++.so.6 ld.so finds for torch's libraries and the GLIBCXX/CXXABI versions they need
     # check19 (PKG027): libtorch_cpu.so's undefined iJIT_* symbols and whether the MKL libraries it links export them
     "torch_mkl": OBJ, "torch_mkl.lib": STR, "torch_mkl.undefined": LIST, "torch_mkl.undefined[]": STR,

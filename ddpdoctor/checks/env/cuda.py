@@ -212,3 +212,61 @@ def visible_devices_fewer_than_local_ranks(snap):
                 subjects=["CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE"],
                 evidence={"CUDA_VISIBLE_DEVICES": raw, "named": parsed["used"], "local_ranks": ranks,
                           "LOCAL_RANK": me or None})
+
+
+@check("ENV026", "visible-devices-rotated-per-worker", family="launcher", needs=("env", "launcher"))
+def visible_devices_rotated_per_worker(snap):
+    """This rank's CUDA_VISIBLE_DEVICES is rotated to put its own GPU first: cuda:<rank> is another rank's GPU.
+
+    What it checks
+        A rank r > 0 (LOCAL_RANK, else RANK where WORLD_SIZE fits the list) whose CUDA_VISIBLE_DEVICES is
+        its sorted indices rotated by r, visible[r:] + visible[:r] - the per-worker order dask-cuda's
+        LocalCUDACluster gives worker r (rapidsai/dask-cuda dask_cuda/utils.py cuda_visible_devices:
+        data/visible_devices.json rotated_per_worker). Rank 0's list is not rotated and is not judged.
+
+    Why it matters
+        Under that order the rank's own GPU is cuda:0. Training code that selects its device by rank
+        (torch.cuda.set_device(LOCAL_RANK), cuda:RANK - the convention of every torch launcher, which
+        gives all ranks one order) gets entry r of the rotated list: the physical GPU of rank 2r mod n.
+        Two ranks then share a GPU and NCCL refuses the communicator: 'Duplicate GPU detected' /
+        "NCCL error ... invalid usage" (dask-cuda#516, torch 1.7 with NCCL 2.7.8). A guess about the code:
+        it is worded as one.
+
+    Example
+        Dask-CUDA worker with RANK=2, WORLD_SIZE=4, CUDA_VISIBLE_DEVICES=2,3,0,1 and
+        torch.cuda.set_device(rank).
+
+    Fix
+        torch.cuda.set_device(0)   # the launcher already put this rank's GPU first; or give every rank the
+        same CUDA_VISIBLE_DEVICES order and select by rank
+    """
+    from ddpdoctor.facts.cuda_map import rotated_visible_devices
+
+    env = env_of(snap)
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if not value:
+        return
+    launcher = snap.get("launcher") or {}
+    rank, which = launcher.get("local_rank"), "LOCAL_RANK"
+    if rank is None:
+        world = launcher.get("world_size")
+        rank, which = launcher.get("rank"), "RANK"
+        count = len([p for p in str(value).split(",") if p.strip()])
+        if not isinstance(world, int) or world > count:
+            return
+    got = rotated_visible_devices(value, rank)
+    if not got:
+        return
+    src = got["row"]["sources"][0]
+    yield warning(
+        f"CUDA_VISIBLE_DEVICES={value} puts this rank's GPU {got['own']} first ({which}={rank}): code that selects "
+        f"cuda:{rank} gets GPU {got['picked']}, another rank's",
+        detail=(f"The list is its sorted indices rotated by {rank}, the per-worker order of {src['repo']} "
+                f"{src['path']} @{src['commit'][:8]} (cuda_visible_devices): this rank's own GPU is cuda:0. "
+                f"{got['row']['about']} Whether the program selects its device by rank is a guess: the launcher "
+                "convention of torchrun, mpirun and Slurm."),
+        fix=("torch.cuda.set_device(0)   # the launcher already put this rank's GPU first; or give every rank one "
+             "CUDA_VISIBLE_DEVICES order and select by rank"),
+        subjects=["CUDA_VISIBLE_DEVICES", which],
+        evidence={"order": got["order"], "rank": rank, "rank_from": which, "own": got["own"],
+                  "picked_by_rank": got["picked"], "guess": True})

@@ -32,7 +32,11 @@ def no_gpu_p2p(snap):
         (NVIDIA/nccl src/graph/paths.cc ncclTopoCheckP2p, "P2P is disabled between connected
         GPUs") and copies through host memory: correct, at a fraction of the bandwidth, and
         NCCL_P2P_DISABLE changes nothing (NVIDIA/nccl#1637), so that is a note, and nothing when
-        the job runs one rank on this host.
+        the job runs one rank on this host. An inference server whose MoE all-to-all maps every local
+        peer's memory directly (SGLang --moe-a2a-backend deepep: DeepEP's Buffer::sync
+        cudaIpcOpenMemHandle; data/serving.json peer_memory) is an error where any pair of visible GPUs
+        lacks P2P and NVLink: it fails at init ("peer access is not supported between these two
+        devices", DeepEP#584), with no fallback.
 
     Example
         4x GeForce RTX 4090 on one workstation: `nvidia-smi topo -p2p r` shows no OK.
@@ -44,6 +48,10 @@ def no_gpu_p2p(snap):
     """
     v = view(snap)
     if len(v.devices) < 2:
+        return
+    peer = list(_peer_memory_backend(snap, v))
+    if peer:
+        yield from peer
         return
     ranks, how = _ranks_here(snap)
     driver = v.gpus.get("driver_version")
@@ -85,6 +93,40 @@ def no_gpu_p2p(snap):
                    "(docker: --ipc=host), since that path needs it",
                subjects=subjects(gpus), evidence={"pairs": [[p["a"], p["b"], p2p(p, "read")] for p in blocked],
                                                   "local_ranks": ranks, "local_ranks_source": how})
+
+
+def _peer_memory_backend(snap, v):
+    """GPU002's arm: an inference server whose options choose an all-to-all that maps every local peer GPU's memory
+    (data/serving.json peer_memory: SGLang --moe-a2a-backend deepep; DeepEP's Buffer::sync cudaIpcOpenMemHandle) on a
+    host where some pair of visible GPUs has neither P2P nor NVLink: it fails at init, NCCL's fallback does not apply."""
+    from ddpdoctor.facts.launch import serving_of, serving_table
+
+    wants = [(srv.get("engine"), srv["peer_memory"]) for _cmd, srv in serving_of(snap) if srv.get("peer_memory")]
+    if not wants:
+        return
+    blocked = [p for p in v.pairs if p2p(p, "read") not in (None, "OK") and not nvlink_ok(p)]
+    if not blocked:
+        return
+    engine, option = wants[0]
+    row = next((r for r in serving_table()["engines"] if r["name"] == engine), {})
+    src = ((row.get("peer_memory") or {}).get("sources") or [{}])[0]
+    gpus = sorted({p["a"] for p in blocked} | {p["b"] for p in blocked})
+    ok = [p for p in v.pairs if p not in blocked]
+    yield error(f"{engine} {option} needs CUDA peer access between every pair of this host's GPUs: {len(blocked)} of "
+                f"{len(v.pairs)} pairs have no P2P",
+                detail=(f"{(row.get('peer_memory') or {}).get('about', '')} ({src.get('repo')} {src.get('path')} "
+                        f"@{str(src.get('commit'))[:8]}). No P2P (NVML status "
+                        f"{', '.join(sorted({str(p2p(p, 'read')) for p in blocked}))}): "
+                        + "; ".join(v.pair_text(p) for p in blocked[:6]) + (" ..." if len(blocked) > 6 else "")
+                        + (". P2P only between: " + ", ".join(f"{p['a']}-{p['b']}" for p in ok[:8]) if ok else "")
+                        + ". NCCL's own collectives would fall back to host memory here; this backend does not."),
+                fix=(f"drop `{option}` (the MoE all-to-all then goes through NCCL), or run the expert-parallel group "
+                     "only on GPUs with P2P between every pair (CUDA_VISIBLE_DEVICES=" +
+                     (f"{ok[0]['a']},{ok[0]['b']}" if ok else "<GPUs with P2P>") + "), or on NVLink-connected GPUs"),
+                subjects=subjects(gpus),
+                evidence={"backend": option, "engine": engine,
+                          "pairs_without_p2p": [[p["a"], p["b"], p2p(p, "read")] for p in blocked],
+                          "pairs_with_p2p": [[p["a"], p["b"]] for p in ok]})
 
 
 def _ranks_here(snap) -> tuple:

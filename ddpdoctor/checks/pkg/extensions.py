@@ -93,8 +93,26 @@ def _extensions_missing_torch_symbols(pk):
     if not isinstance(exts, list):
         return
     torch = (pk.get("versions") or {}).get("torch")
-    for ext in [e for e in exts if isinstance(e, dict) and e.get("missing")][:4]:
+    for ext in [e for e in exts if isinstance(e, dict) and (e.get("missing") or e.get("absent_libraries"))][:4]:
         package, missing = str(ext.get("package") or "?"), [str(m) for m in ext.get("missing") or []]
+        absent = [str(n) for n in ext.get("absent_libraries") or []]
+        if absent:
+            # check32 (SparseBEV#83): the extension names a torch library this torch does not ship; the loader
+            # stops at that name before any symbol is looked up (glibc elf/dl-load.c _dl_map_object)
+            yield error(f"{package}'s compiled extension {ext.get('file')} needs {', '.join(absent)}, which torch"
+                        f"{' ' + str(torch) if torch else ''} does not ship (not in torch's library folder)",
+                        detail=("The extension was linked against another torch build's libraries (DT_NEEDED): "
+                                f"`import` fails with \"ImportError: {absent[0]}: cannot open shared object file: No "
+                                "such file or directory\" - e.g. mmcv-full's ops built for a torch with a split "
+                                "libtorch_cuda_cu.so/libtorch_cuda_cpp.so, loaded under a torch that ships one "
+                                "libtorch_cuda.so (SparseBEV#83: mmcv-full 1.6.0 under torch 2.0.0). Read from the "
+                                "extension's ELF dynamic section against torch's library folder; nothing is imported."),
+                        fix=(f"pip install --no-build-isolation --no-cache-dir --force-reinstall {package}   # a build "
+                             "for the installed torch (a wheel for its torch/CUDA, or rebuilt from source); or "
+                             "install the torch it was built for"),
+                        subjects=[f"pkg:{package}", "pkg:torch"],
+                        evidence={"extension": ext, "torch": torch})
+            continue
         count = ext.get("missing_count") if isinstance(ext.get("missing_count"), int) else len(missing)
         yield error(f"{package}'s compiled extension {ext.get('file')} needs {count} c10/ATen/torch symbol"
                     f"{'s' if count != 1 else ''} that torch{' ' + str(torch) if torch else ''} does not export "
@@ -147,7 +165,9 @@ def deepspeed_ops_built_for_another_torch(snap):
         GLOBAL c10/at/torch symbols (ELF .dynsym) that none of torch's libraries exports (looked up in their
         .gnu.hash tables, read as bytes; nothing imported) are the symbols whose absence makes `import` fail with
         "undefined symbol: _ZN3c10..." (flash-attn or apex source builds under an older torch). Bounded: 64 .so
-        files, 4 levels deep, 1 s. An error per extension.
+        files, 4 levels deep, 1 s. An error per extension. One whose DT_NEEDED names a libtorch*/libc10*
+        library torch's folder does not hold (libtorch_cuda_cu.so of a split-CUDA build) is named by that
+        library: the loader stops there, "ImportError: libtorch_cuda_cu.so: cannot open shared object file".
 
     Example
         deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121;
