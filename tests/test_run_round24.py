@@ -129,3 +129,42 @@ def test_run029_stays_quiet_on_compute_bound_jobs_one_slow_rank_short_jobs_and_s
     assert findings(_paced(steps=8), "RUN029") == []
     assert [f.id for f in findings(_paced(steps=15), "RUN029")] == ["RUN029"]
     assert findings(_paced(stall=True), "RUN029") == []
+
+
+def _clean_exit(eps1=7, len1=8, rank1_end=None):
+    """What `ddpdoctor run` recorded of run-r25 j8 (runcol25, a real 2-rank Gloo LSTM job): the same 8-batch loader,
+    rank 1 takes 7 optimizer steps per epoch and exits with status 0 after its 70 steps; rank 0, in its step 71's
+    backward, dies of "Connection closed by peer" (why: peer-lost)."""
+    from run_factory import rank, section
+
+    dl = lambda ln, eps: {"n": 7, "len": ln, "end": False, "s0": 0, "workers": 0, "bs": 64, "ep": 9, "eps": eps}  # noqa
+    e0 = {"how": "exception", "why": "peer-lost", "t": 2.0, "exception": {
+        "type": "RuntimeError", "message": "[pair.cc:553] Connection closed by peer [127.0.0.1]:14001.",
+        "user": {"file": "ddp_lstm.py", "line": 70, "func": "main", "code": "loss.backward()"}}}
+    r0 = rank(0, "exited", step=70, dl=dl(8, 8), end=e0)
+    r1 = rank(1, "exited", step=70, dl=dl(len1, eps1), end=rank1_end)
+    return section([r0, r1], stall=False, death={"first_rank": 0, "ranks": [0], "order": [0]})
+
+
+def test_a_short_rank_that_exited_well_is_the_cause_of_its_peer_s_lost_connection():
+    """Trigger (run-r25 j8's class): RUN005 naming rank 1's 7 steps per epoch against rank 0's 8, its clean exit, and
+    rank 0's lost connection as the consequence; no RUN010 blaming rank 0."""
+    from run_factory import findings
+
+    found = findings(_clean_exit())
+    assert [f.id for f in found] == ["RUN005"], [(f.id, f.title) for f in found]
+    f = found[0]
+    assert "rank 1 took 7 optimizer step(s) per epoch" in f.title and "exited (status 0)" in f.title, f.title
+    assert "rank 0 then lost its peer at ddp_lstm.py:70" in f.title and "Connection closed by peer" in f.detail
+    by_len = findings(_clean_exit(eps1=7, len1=7))
+    assert [g.id for g in by_len] == ["RUN005"] and "7 batch(es) per epoch" in by_len[0].title
+
+
+def test_even_epochs_or_a_short_rank_that_died_leave_run010():
+    """Quiet: the same epochs on both ranks (the clean exit is no cause by itself), or the short rank itself died: RUN010
+    as before."""
+    from run_factory import findings
+
+    assert [f.id for f in findings(_clean_exit(eps1=8))] == ["RUN010"]
+    died = {"how": "signal", "signal": "SIGKILL", "t": 1.0}
+    assert "RUN005" not in [f.id for f in findings(_clean_exit(rank1_end=died))]

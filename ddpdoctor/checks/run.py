@@ -163,7 +163,7 @@ def _uneven_parted(snap) -> Optional[dict]:
         return None
     lens = {v[0] for v in rows.values()}
     if not mm:
-        return _ran_out_first(sec, rows)
+        return _ran_out_first(sec, rows) or _left_cleanly(sec, rows)
     if None not in lens and len(lens) > 1:
         low = min(lens)
         return {"short": sorted(k for k, v in rows.items() if v[0] == low), "rows": rows, "by": "length"}
@@ -172,6 +172,35 @@ def _uneven_parted(snap) -> Optional[dict]:
         low = min(eps)
         return {"short": sorted(k for k, v in rows.items() if v[1] == low), "rows": rows, "by": "epoch"}
     return _ran_out_first(sec, rows, mm=True)
+
+
+def _left_cleanly(sec: dict, rows: dict) -> Optional[dict]:
+    """Uneven batches whose short rank ENDED WELL (round 24, runcol25's run-r25 j8): it ran out of batches first, finished
+    its epochs and exited with status 0, while a peer still trained; the peer, inside its step's gradient all-reduce,
+    then died of the lost connection ("Connection closed by peer": its end's why is "peer-lost"), which reads as the
+    first death. The ranks' training loaders show it: different lengths, or the same length with fewer optimizer steps
+    per epoch ("eps") on the rank that left. The short ranks must be the ones that exited cleanly (no end record)."""
+    d = sec.get("death") or {}
+    first = next((r for r in sec.get("ranks") or [] if r.get("rank") == d.get("first_rank")), None)
+    if first is None or (first.get("end") or {}).get("why") != "peer-lost":
+        return None
+    clean = {r["rank"] for r in sec.get("ranks") or [] if r.get("rank") in rows and not r.get("end")
+             and r.get("doing") == "exited"}
+    if not clean:
+        return None
+    lens = {v[0] for v in rows.values()}
+    eps = {v[1] for v in rows.values()}
+    if None not in lens and len(lens) > 1:
+        low, by = min(lens), "length"
+        short = {k for k, v in rows.items() if v[0] == low}
+    elif len(lens) == 1 and None not in eps and len(eps) > 1:
+        low, by = min(eps), "epoch"
+        short = {k for k, v in rows.items() if v[1] == low}
+    else:
+        return None
+    if not short <= clean or first["rank"] in short:
+        return None
+    return {"short": sorted(short), "rows": rows, "by": by, "clean_exit": True}
 
 
 def _ran_out_first(sec: dict, rows: dict, mm: bool = False) -> Optional[dict]:
@@ -667,6 +696,19 @@ def _uneven_mismatch(snap, up: dict):
                           f"{_where(x.get('user_frame'))}" for x in mm["ranks"])
         rs = [{"rank": x["rank"], "user_frame": x.get("user_frame")} for x in mm["ranks"]]
         then, conseq = f"collective #{mm['seq']} then differed between ranks", f"The collective mismatch is the consequence: {parts}."
+    elif up.get("clean_exit"):  # the short rank exited well; the peer died of the lost connection
+        exc = ((first or {}).get("end") or {}).get("exception") or {}
+        frame = exc.get("user") or (first or {}).get("user_frame")
+        rs = [{"rank": k, "user_frame": None} for k in short]
+        if first is not None:
+            rs.append({"rank": first["rank"], "user_frame": frame})
+        then = (f"exited (status 0) while {_ranks([first])} still trained" if first is not None else "exited") + (
+            f"; {_ranks([first])} then lost its peer at {_where(frame)}" if first is not None else "")
+        conseq = (f"The death is the consequence: {who} finished its shorter epochs and exited; "
+                  + (f"{_ranks([first])}, inside its next step's gradient all-reduce, lost the connection "
+                     f"({exc.get('type') or 'an error'}: {str(exc.get('message') or '').splitlines()[0][:160] if exc.get('message') else ''})."
+                     if first is not None else ""))
+        died = ""
     else:  # the peer was in DDP's own gradient all-reduce: no user-level record of its side
         frame = (first or {}).get("end", {}).get("fatal_frame") or ((first or {}).get("end", {}).get("exception") or {}).get(
             "user") or (first or {}).get("user_frame")
