@@ -37,3 +37,25 @@ def test_socket_message_truncated_alone_is_a_collective_mismatch():
 def test_message_truncated_in_a_users_prose_is_no_failure():
     f = _found(os.path.join(RULES, "LOG006_quiet_message_truncated_in_prose.log"))
     assert f == [], [(x.id, x.title) for x in f]
+
+
+# A caught exception on a WARNING-levelled line (python/cpython Lib/traceback.py @v3.11.7 _format_final_exc_line: the
+# exception's "Type: message"; Lib/logging/__init__.py: the WARNING level name) after words saying something failed:
+# catalogue entry python.logging.warning_failed_with_exception, class work_unit_failed_caught (LOG028). It was read as
+# no failure at all, so a job whose trial/callback failed and that printed its end line read "No issues found!".
+def test_a_caught_exception_on_a_warning_line_is_failure_evidence_not_health():
+    f = _found(os.path.join(RULES, "LOG028_trigger_warning_caught_exception_then_training_goes_on.log"))
+    assert f and f[0].id == "LOG028", [(x.id, x.title) for x in f]
+    m = messages.match_all("2026-03-02 10:14:04,123 - WARNING - tuner - Trial trial_0003 failed: ValueError: x y")
+    assert [x.entry["id"] for x in m] == ["python.logging.warning_failed_with_exception"]
+
+
+def test_an_optional_import_that_failed_into_a_fallback_stays_healthy():
+    f = _found(os.path.join(RULES, "LOG028_quiet_warning_optional_import_failed_fallback.log"))
+    assert f == [], [(x.id, x.title) for x in f]
+    # a Python warning category (UserWarning) is not a WARNING-levelled line, and a warning without a failure word or
+    # without an exception's "Type: message" is not one either
+    for text in ("torchvision/io/image.py:13: UserWarning: Failed to load image Python extension: OSError: x.so",
+                 "WARNING:root:RuntimeError: retrying the download", "WARNING: step 3 failed to improve the loss"):
+        assert not any(x.entry["id"] == "python.logging.warning_failed_with_exception"
+                       for x in messages.match_all(text)), text
