@@ -59,3 +59,20 @@ def test_an_optional_import_that_failed_into_a_fallback_stays_healthy():
                  "WARNING:root:RuntimeError: retrying the download", "WARNING: step 3 failed to improve the loss"):
         assert not any(x.entry["id"] == "python.logging.warning_failed_with_exception"
                        for x in messages.match_all(text)), text
+
+
+# The exception of a caught-failure line is the cause in LOG028's title: the line's own "Type: message" (the entry's
+# groups), else the line after it, where AutoGluon logs str(e) without its type (autogluon timeseries/.../trainer/
+# abstract_trainer.py @b63bfd40 _train_and_save; reader.WINDOW_OPENERS reads that line past the head too).
+def test_the_exception_after_a_caught_failure_line_is_the_cause_in_the_title():
+    f = _found(os.path.join(RULES, "LOG028_trigger_automl_model_failed_then_training_complete.log"))
+    assert f and f[0].id == "LOG028", [(x.id, x.title) for x in f]
+    assert "unexpected keyword argument 'use_reg_token'" in f[0].title, f[0].title
+
+
+def test_a_caught_failure_line_that_ends_the_log_names_no_message(tmp_path):
+    p = tmp_path / "job.log"
+    p.write_text("Training timeseries model Chronos[bolt_base].\n"
+                 "\tWarning: Exception caused Chronos[bolt_base] to fail during training... Skipping this model.\n")
+    f = _found(str(p))
+    assert f and f[0].id == "LOG028" and "its message is on the line after it" in f[0].title, [(x.id, x.title) for x in f]

@@ -227,6 +227,11 @@ class Job:
         self._fail_survivable: set = set()
         self._survived_entry: Dict[tuple, Line] = {}
         self.last_line: Dict[tuple, Line] = {}     # stream -> last line handed on (the file's tail is handed on)
+        # a framework's caught-failure line (catalogue class work_unit_failed_caught) whose exception is printed on the
+        # next line without its type (AutoGluon's _train_and_save logs str(e) there): file -> that line, and
+        # (file, line number) -> the next line's text, the failure's cause in LOG028's title (round 24, triage32)
+        self._caught_open: Dict[int, Line] = {}
+        self.caught_message: Dict[tuple, str] = {}
         # stream -> last line read whatever the reader's fast path: in a file's head, or carrying a keyword. Only
         # these say when a rank went quiet, so a big log and a small one are judged alike.
         self.last_seen: Dict[tuple, Line] = {}
@@ -378,6 +383,14 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        if self._caught_open:
+            w = self._caught_open.pop(line.src, None)
+            if w is not None and line.lineno == w.lineno + 1 and t.strip():
+                self.caught_message[(w.src, w.lineno)] = t.strip()[:160]
+        if "fail" in t:
+            evs = list(evs)
+            if any(ev.kind == "work_unit_failed_caught" for ev in evs):
+                self._caught_open[line.src] = line
         if self.usage_open and line.src in self.usage_open:
             self._after_usage(line)
         if t[:1] not in (" ", "\t", "") and "rror" not in t:

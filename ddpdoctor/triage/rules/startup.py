@@ -383,7 +383,10 @@ def two_ranks_one_gpu(job: Job):
         `ncclInvalidUsage` / `invalid usage` errors, with NCCL INFO lines that put two ranks on one
         busId when they are in the log. When NCCL's own last error is a network one ("Bootstrap : no
         socket interface found": no interface matched NCCL_SOCKET_IFNAME, for which NCCL also returns
-        ncclInvalidUsage), the finding says that instead of two ranks on one GPU.
+        ncclInvalidUsage), the finding says that instead of two ranks on one GPU. NCCL's socket
+        "message truncated : receiving N bytes instead of M" WARN (which returns ncclInvalidUsage
+        itself, src/transport/net_socket.cc), with or without torch's error after it, is a
+        collective size mismatch between ranks and is said as such.
 
     Why it matters
         Every rank defaults to GPU 0 unless it calls `torch.cuda.set_device(local_rank)`; a script
