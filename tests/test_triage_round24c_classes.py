@@ -76,3 +76,26 @@ def test_a_caught_failure_line_that_ends_the_log_names_no_message(tmp_path):
                  "\tWarning: Exception caused Chronos[bolt_base] to fail during training... Skipping this model.\n")
     f = _found(str(p))
     assert f and f[0].id == "LOG028" and "its message is on the line after it" in f[0].title, [(x.id, x.title) for x in f]
+
+
+# A rank the reporter's own words name ("the job always dies on rank 3") before an unranked failure is a guess the
+# finding takes and says it is one (Job.prose_rank; LOG004 and LOG028); two ranks named, a RANK= line, or a rank prefix
+# in the file (more processes wrote it) name none.
+def test_a_rank_named_only_in_the_reporters_prose_is_a_guess_said_so():
+    f = _found(os.path.join(RULES, "LOG004_trigger_rank_named_in_reporters_prose.log"))
+    assert f and f[0].id == "LOG004" and "rank:3" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+    assert "is a guess" in f[0].title and "line 1" in f[0].title
+
+
+def test_two_ranks_named_in_prose_name_none():
+    f = _found(os.path.join(RULES, "LOG004_quiet_two_ranks_named_in_prose.log"))
+    assert f and f[0].id == "LOG004", [(x.id, x.title) for x in f]
+    assert not any(s.startswith("rank:") for s in f[0].subjects) and "guess" not in f[0].title, (f[0].title, f[0].subjects)
+
+
+def test_a_rank_in_prose_after_the_failure_or_in_a_prefix_is_not_taken(tmp_path):
+    p = tmp_path / "job.log"
+    p.write_text('Traceback (most recent call last):\n  File "train.py", line 80, in main\nValueError: bad\n'
+                 "This happened on rank 2.\n")
+    f = _found(str(p))
+    assert f and not any(s.startswith("rank:") for s in f[0].subjects), (f[0].title, f[0].subjects)

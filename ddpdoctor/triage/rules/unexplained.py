@@ -144,6 +144,11 @@ def failure_lines(job: Job) -> List[tuple]:
             rank, host = int(own.group("rank")), host or own.group("host")
         if rank is None:
             rank = _env_rank(job, line)
+        if rank is None:
+            said = job.prose_rank(line)
+            if said is not None:
+                rank = said[0]
+                job.cache.setdefault("prose_rank", {})[(line.src, line.lineno)] = said[1]
         out.append((rank, host, line))
     # a traceback's header pasted without the prefix its frames carry ("Traceback (most recent call last):" then
     # "[rank2]:   File ..."): the header is that rank's, not a process of its own
@@ -368,15 +373,18 @@ def unexplained_failure(job: Job):
     elif bad_exits and bad_exits[0].where is not None:
         line = bad_exits[0].where
     at_line = f" (line {first['line']})" if first.get("line") else ""
-    known = _known_banner(line, job) if line is not None and first.get("rank") is None else None
+    guessed = job.cache.get("prose_rank", {}).get((line.src, line.lineno)) if line is not None else None
+    guess = (f" (rank {first['rank']} is a guess: the reporter's words name it, line {guessed.lineno}, and the "
+             "failure line names none)") if guessed is not None and first.get("rank") is not None else ""
+    known = (_known_banner(line, job) if line is not None and (first.get("rank") is None or guess) else None)
     if known:
         title, meaning, fix = known
-        yield hit(job, "warning", f"unexplained failure: {title}{at_line}", at=line, stage=4, ranks=ranks,
+        yield hit(job, "warning", f"unexplained failure: {title}{at_line}{guess}", at=line, stage=4, ranks=ranks,
                   hosts=[r["host"] for r in rows if r.get("host")], detail=meaning + " " + detail,
                   fix=fix + "\n" + _collect(job, hang=bool(job.timeout_table())),
                   evidence={"first_failure_lines": rows, "failed_ranks": ranks_text(ranks) if ranks else None})
         return
-    yield hit(job, "warning", f"unexplained failure: {who} failed first{at_line}, and no rule knows why", at=line, stage=4,
+    yield hit(job, "warning", f"unexplained failure: {who} failed first{at_line}, and no rule knows why{guess}", at=line, stage=4,
               ranks=ranks, hosts=[r["host"] for r in rows if r.get("host")], detail=detail,
               fix=_collect(job, hang=bool(job.timeout_table())),
               evidence={"first_failure_lines": rows, "failed_ranks": ranks_text(ranks) if ranks else None})
