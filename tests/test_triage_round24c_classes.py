@@ -87,8 +87,13 @@ def test_a_rank_named_only_in_the_reporters_prose_is_a_guess_said_so():
     assert "is a guess" in f[0].title and "line 1" in f[0].title
 
 
-def test_two_ranks_named_in_prose_name_none():
-    f = _found(os.path.join(RULES, "LOG004_quiet_two_ranks_named_in_prose.log"))
+_TWO_RANKS = 'It works on rank 0 but after the first epoch it dies, I think on rank 3 (not sure, the output is below):\nEpoch 1: 100%|██████████| 50/50 [00:10<00:00, loss=0.52]\nTraceback (most recent call last):\n  File "train.py", line 88, in <module>\n    main()\n  File "train.py", line 80, in main\n    loss = criterion(out, y)\nValueError: Target size (torch.Size([16])) must be the same as input size (torch.Size([16, 1]))\n'
+
+
+def test_two_ranks_named_in_prose_name_none(tmp_path):
+    p = tmp_path / "job.log"
+    p.write_text(_TWO_RANKS)
+    f = _found(str(p))
     assert f and f[0].id == "LOG004", [(x.id, x.title) for x in f]
     assert not any(s.startswith("rank:") for s in f[0].subjects) and "guess" not in f[0].title, (f[0].title, f[0].subjects)
 
