@@ -227,6 +227,11 @@ class Job:
         self._fail_survivable: set = set()
         self._survived_entry: Dict[tuple, Line] = {}
         self.last_line: Dict[tuple, Line] = {}     # stream -> last line handed on (the file's tail is handed on)
+        # a framework's caught-failure line (catalogue class work_unit_failed_caught) whose exception is printed on the
+        # next line without its type (AutoGluon's _train_and_save logs str(e) there): file -> that line, and
+        # (file, line number) -> the next line's text, the failure's cause in LOG028's title (round 24, triage32)
+        self._caught_open: Dict[int, Line] = {}
+        self.caught_message: Dict[tuple, str] = {}
         # stream -> last line read whatever the reader's fast path: in a file's head, or carrying a keyword. Only
         # these say when a rank went quiet, so a big log and a small one are judged alike.
         self.last_seen: Dict[tuple, Line] = {}
@@ -277,6 +282,9 @@ class Job:
         # (torch/distributed/elastic/agent/server/local_elastic_agent.py _start_workers @cf30153c); a file whose only
         # such line names one rank holds that rank's output (unexplained.failure_lines; round 24, issue 24: b217_09)
         self.env_ranks: Dict[int, Dict[int, Line]] = {}
+        # a rank the reporter's own words name ('it fails on rank 3'), in a line no process printed (no prefix):
+        # file -> {rank: its first such line}; LOG028 takes it for an unranked failure only as a guess, said so
+        self.prose_ranks: Dict[int, Dict[int, Line]] = {}
         # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
@@ -378,6 +386,14 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        if self._caught_open:
+            w = self._caught_open.pop(line.src, None)
+            if w is not None and line.lineno == w.lineno + 1 and t.strip():
+                self.caught_message[(w.src, w.lineno)] = t.strip()[:160]
+        if "fail" in t:
+            evs = list(evs)
+            if any(ev.kind == "work_unit_failed_caught" for ev in evs):
+                self._caught_open[line.src] = line
         if self.usage_open and line.src in self.usage_open:
             self._after_usage(line)
         if t[:1] not in (" ", "\t", "") and "rror" not in t:
@@ -750,6 +766,9 @@ class Job:
             m = _PRINTED_RANK.search(t)
             if m:
                 self.env_ranks.setdefault(line.src, {}).setdefault(int(m.group(1)), line)
+        if "rank" in t and line.rank is None and line.nccl is None and line.host is None and line.label is None:
+            for m in _PROSE_RANK.finditer(t):
+                self.prose_ranks.setdefault(line.src, {}).setdefault(int(m.group(1)), line)
         if line.nccl == "INFO" or _SETUP.search(line.text) or any(_messages.phase(ev.kind) == "setup" for ev in evs):
             self.setup_lines += 1
             self.last_setup[key] = line
@@ -1325,6 +1344,16 @@ class Job:
                 return None
         return lp
 
+    def prose_rank(self, line: Line):
+        """(rank, the reporter's line) when the reporter's own words before an unranked failure line name one rank ("it
+        fails on rank 3") and nothing in the file names another, prints a RANK variable, or shows more processes wrote
+        it: a guess, which a finding that takes it says is one. Else None."""
+        said = self.prose_ranks.get(line.src)
+        if not said or len(said) != 1 or self.many_writers(line.src) or self.env_ranks.get(line.src):
+            return None
+        (rank, where), = said.items()
+        return (rank, where) if where.lineno < line.lineno else None
+
     def many_writers(self, src: int) -> bool:
         """Can more than one process have written this file's lines that name no rank? Yes when the log says so: a
         counted world size larger than the files that hold it (not one file per rank), two NCCL pids in the file, or
@@ -1624,6 +1653,9 @@ _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # the RANK environment variable as a process prints it (env, printenv, print(f"RANK={os.environ['RANK']}")): the word
 # RANK alone (not LOCAL_RANK, GROUP_RANK, NODE_RANK, $RANK), "=", digits
 _PRINTED_RANK = re.compile(r"(?<![\w$.-])RANK=(\d{1,6})\b")
+# the reporter naming the failing process in prose: "the error happens on rank 3", "only in rank 5" (lower case, a
+# preposition before it; a framework's "[rank3]:" prefix or "RANK=3" is not prose)
+_PROSE_RANK = re.compile(r"\b(?:on|in|from|at|for) (?:the )?rank (\d{1,6})\b(?! *[:=\]])")
 _UCX_SIGNAL = re.compile(r"^\[[\w.\-]+:(\d+):\d+(?::\d+)?\] Caught signal 7 \(Bus error")
 # how many traced collectives of one communicator are kept (each holds its line)
 _COLL_TRACE_KEEP = 20000

@@ -88,7 +88,11 @@ WINDOW_OPENERS = {b"WorkNCCL(": 2, b"operation timeout:": 2, b"memory users": 12
                   # columns, 100 and more for transformers' TrainingArguments) carry no keyword, nor does the line after
                   # them, which says whether it was a rejection (Job.usage_open: the log ends in the banner) or -h's
                   # help (its "options:" list)
-                  b"[-h]": 256}
+                  b"[-h]": 256,
+                  # AutoGluon's caught model failure ("Warning: Exception caused M to fail during training... Skipping
+                  # this model.") logs the exception's str() on the next line, without its type and with no keyword
+                  # (autogluon timeseries/.../trainer/abstract_trainer.py @b63bfd40 _train_and_save): LOG028's cause
+                  b"to fail during training": 2}
 
 _GATE: list = []
 

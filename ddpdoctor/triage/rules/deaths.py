@@ -522,6 +522,14 @@ def rank_failed(job: Job):
             got = launcher_failure(job)
             if got is not None:
                 local, rank, how = got
+        guess = ""
+        if rank is None and local is None and not any(r is not None for r in job.exceptions):
+            # the reporter's own words name the rank ("it dies on rank 3") and no line of the log does: a guess, said
+            said = job.prose_rank(ev.line)
+            if said is not None:
+                rank = said[0]
+                guess = (f" (rank {rank} is a guess: the reporter's words name it, line {said[1].lineno}, and the "
+                         "exception names none)")
         extra, sentence = fold(job, "LOG004", [rank])
         where = ""
         if frame and not _LIB_FRAME.search(frame["file"]):
@@ -541,7 +549,7 @@ def rank_failed(job: Job):
                         + sentence).strip()
             extra = {**extra, "wrapped_by": {"exception": wtype, "line": wrapper.line.lineno}}
         said = f": {msg[:160]}" if msg else " (no message: the class alone)"
-        yield hit(job, "error", f"{who} failed with {etype}{where}{said}", at=ev.line, stage=0,
+        yield hit(job, "error", f"{who} failed with {etype}{where}{said}{guess}", at=ev.line, stage=0,
                   ranks=[rank] if rank is not None else [], hosts=[job.rank_host[rank]] if rank in job.rank_host else [],
                   detail=(f"{'This is the earliest failure in the logs. ' if rank == root else ''}"
                           f"{who.capitalize()} raised {etype}" + (f" and exited with code {code}" if code is not None else "")

@@ -383,7 +383,10 @@ def two_ranks_one_gpu(job: Job):
         `ncclInvalidUsage` / `invalid usage` errors, with NCCL INFO lines that put two ranks on one
         busId when they are in the log. When NCCL's own last error is a network one ("Bootstrap : no
         socket interface found": no interface matched NCCL_SOCKET_IFNAME, for which NCCL also returns
-        ncclInvalidUsage), the finding says that instead of two ranks on one GPU.
+        ncclInvalidUsage), the finding says that instead of two ranks on one GPU. NCCL's socket
+        "message truncated : receiving N bytes instead of M" WARN (which returns ncclInvalidUsage
+        itself, src/transport/net_socket.cc), with or without torch's error after it, is a
+        collective size mismatch between ranks and is said as such.
 
     Why it matters
         Every rank defaults to GPU 0 unless it calls `torch.cuda.set_device(local_rank)`; a script
@@ -404,6 +407,31 @@ def two_ranks_one_gpu(job: Job):
     if not (dup and dup.count) and not (inval and inval.count):
         return
     net = job.get("nccl_network")
+    from .nccl import TRUNCATED_FIX, TRUNCATED_WHY, truncated
+    # NCCL's socket transport's 'message truncated' WARN returns ncclInvalidUsage itself (NVIDIA/nccl
+    # src/transport/net_socket.cc @5067397c, after the WARN: `return ncclInvalidUsage`; catalogue class
+    # nccl_invalid_usage): a collective size mismatch between ranks, with or without torch's own error after it
+    trunc = next((e for o in (inval, net, job.get("nccl_warn")) if o and o.count for e in o.first
+                  if truncated(e.line.text)), None)
+    syserr = job.get("nccl_system_error")
+    if not (dup and dup.count) and trunc is not None:
+        if syserr and syserr.count:
+            return   # under NCCL's unhandled system error LOG009 reports it, with the same reading
+        sizes = truncated(trunc.line.text)
+        occs = [o for o in (inval, net) if o and o.count]
+        # round 17, issue 24, b110_01: then 'Attempt to use communicator before the previous operation returned
+        # ncclSuccess'; round 24 (triage32): the WARN alone
+        yield hit(job, "error", f"NCCL got a message of another size than it expected ('message truncated': "
+                  f"received {sizes[0]} bytes where {sizes[1]} were expected): the ranks' collectives differ",
+                  at=trunc.line, stage=1, ranks={r for o in occs for r in o.ranks},
+                  hosts={h for o in occs for h in o.hosts} or ({trunc.line.host} - {None}),
+                  count=sum(o.count for o in occs) or 1,
+                  detail=(TRUNCATED_WHY + " NCCL returns ncclInvalidUsage for it, and refuses the communicator's "
+                          f"next call as invalid usage. (the evidence: line {trunc.line.lineno}.)"),
+                  fix=TRUNCATED_FIX,
+                  evidence={"last_error": trunc.line.text[:200], "received": sizes[0], "expected": sizes[1],
+                            "nccl_result": "ncclInvalidUsage"})
+        return
     if not (dup and dup.count) and net and net.count:
         # ncclInvalidUsage is NCCL's return code, not its cause: NCCL's own WARN, which torch repeats after "Last
         # error:", names it. "Bootstrap : no socket interface found" (NVIDIA/nccl src/bootstrap.cc, bootstrapNetInit:
@@ -411,20 +439,6 @@ def two_ranks_one_gpu(job: Job):
         # one GPU (round 16 wave 2, b105_25: NeMo on several nodes): said as such
         said = net.first[0]
         why = said.line.text.split("NCCL WARN", 1)[-1].strip()[:120]
-        from .nccl import TRUNCATED_FIX, TRUNCATED_WHY, truncated
-        sizes = truncated(said.line.text)
-        if sizes:
-            # NCCL's 'message truncated' is a collective mismatch between ranks, not the network set-up (round 17,
-            # issue 24, b110_01: then 'Attempt to use communicator before the previous operation returned ncclSuccess')
-            yield hit(job, "error", f"NCCL got a message of another size than it expected ('message truncated': "
-                      f"received {sizes[0]} bytes where {sizes[1]} were expected): the ranks' collectives differ",
-                      at=said.line, stage=1, ranks=set(inval.ranks) | set(net.ranks), hosts=net.hosts,
-                      count=inval.count + net.count,
-                      detail=(TRUNCATED_WHY + " NCCL then refused the communicator's next call as invalid usage. "
-                              f"(the evidence: line {said.line.lineno}.)"),
-                      fix=TRUNCATED_FIX,
-                      evidence={"last_error": said.line.text[:200], "received": sizes[0], "expected": sizes[1]})
-            return
         yield hit(job, "error", f"NCCL refused the set-up as invalid usage (ncclInvalidUsage): its last error is "
                   f"'{why}': NCCL's network set-up failed, not two ranks on one GPU", at=said.line, stage=1,
                   ranks=set(inval.ranks) | set(net.ranks), hosts=net.hosts, count=inval.count + net.count,

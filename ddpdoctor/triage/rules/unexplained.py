@@ -31,7 +31,7 @@ _MPI_BANNER = re.compile(r"Primary job\s+terminated normally, but (\d+) process(
 _METAL_ASSERT = re.compile(r"(?:MetalPerformanceShaders|\bMPS\w*|\bMTL\w*)\S*\.mm:\d+: failed assertion `([^']{1,200})")
 
 
-def _known_banner(line: Line):
+def _known_banner(line: Line, job: Optional[Job] = None):
     """(title, meaning, fix) for a failure line whose own words say what happened, or None."""
     m = _METAL_ASSERT.search(line.text)
     if m:
@@ -55,7 +55,7 @@ def _known_banner(line: Line):
                 "Exit code: N') name its rank when printed.",
                 "mpirun --tag-output ...   # every output line prefixed with [jobid,rank]: the failed rank's error is named\n"
                 "mpirun --output-filename logs/ ...   # one file per rank")
-    return _reported_death(line)
+    return _reported_death(line, job)
 
 
 # Who reports a lost worker, node or job in the catalogue's process_died entries (round 16 wave 3): the entry's id
@@ -67,16 +67,21 @@ _REPORTERS = (("dlrover.", "DLRover's job master reported a node failed"),
               ("ray.", "Ray reported a worker process died (killed or crashed)"))
 
 
-def _reported_death(line: Line):
+def _reported_death(line: Line, job: Optional[Job] = None):
     """(title, meaning, fix) for a catalogued process_died line (a worker, node or job lost, as its reporter says), or
     for a work_unit_failed_caught line: a framework that caught an exception in one unit of its work (an AutoML model's
     fit, an optuna trial) and went on; its end line after it ("Training complete. Models trained: []") is no health
     (round 24, issue 24: b217_16)."""
     for m in catalogue.match_all(line.text):
         if m.cls == "work_unit_failed_caught":
-            return ("a framework caught an exception in one unit of its work and skipped it (its message is on the "
-                    "line after it); an end line after it does not show the work succeeded",
-                    m.entry["meaning"], m.entry["fix"])
+            # the exception is the cause: its own "Type: message" in the line (a group of the entry's pattern), else
+            # the line after it, where AutoGluon logs str(e) without its type (Job.caught_message)
+            f = m.fields
+            said = (f"{f['exc']}: {f['message']}" if f.get("exc") and f.get("message") else f.get("error") or
+                    (job.caught_message.get((line.src, line.lineno)) if job is not None else None))
+            cause = f": {said.strip()[:140]}" if said else " (its message is on the line after it)"
+            return ("a framework caught an exception in one unit of its work and skipped it" + cause
+                    + "; an end line after it does not show the work succeeded", m.entry["meaning"], m.entry["fix"])
         if m.cls != "process_died":
             continue
         for prefix, title in _REPORTERS:
@@ -139,6 +144,11 @@ def failure_lines(job: Job) -> List[tuple]:
             rank, host = int(own.group("rank")), host or own.group("host")
         if rank is None:
             rank = _env_rank(job, line)
+        if rank is None:
+            said = job.prose_rank(line)
+            if said is not None:
+                rank = said[0]
+                job.cache.setdefault("prose_rank", {})[(line.src, line.lineno)] = said[1]
         out.append((rank, host, line))
     # a traceback's header pasted without the prefix its frames carry ("Traceback (most recent call last):" then
     # "[rank2]:   File ..."): the header is that rank's, not a process of its own
@@ -363,15 +373,18 @@ def unexplained_failure(job: Job):
     elif bad_exits and bad_exits[0].where is not None:
         line = bad_exits[0].where
     at_line = f" (line {first['line']})" if first.get("line") else ""
-    known = _known_banner(line) if line is not None and first.get("rank") is None else None
+    guessed = job.cache.get("prose_rank", {}).get((line.src, line.lineno)) if line is not None else None
+    guess = (f" (rank {first['rank']} is a guess: the reporter's words name it, line {guessed.lineno}, and the "
+             "failure line names none)") if guessed is not None and first.get("rank") is not None else ""
+    known = (_known_banner(line, job) if line is not None and (first.get("rank") is None or guess) else None)
     if known:
         title, meaning, fix = known
-        yield hit(job, "warning", f"unexplained failure: {title}{at_line}", at=line, stage=4, ranks=ranks,
+        yield hit(job, "warning", f"unexplained failure: {title}{at_line}{guess}", at=line, stage=4, ranks=ranks,
                   hosts=[r["host"] for r in rows if r.get("host")], detail=meaning + " " + detail,
                   fix=fix + "\n" + _collect(job, hang=bool(job.timeout_table())),
                   evidence={"first_failure_lines": rows, "failed_ranks": ranks_text(ranks) if ranks else None})
         return
-    yield hit(job, "warning", f"unexplained failure: {who} failed first{at_line}, and no rule knows why", at=line, stage=4,
+    yield hit(job, "warning", f"unexplained failure: {who} failed first{at_line}, and no rule knows why{guess}", at=line, stage=4,
               ranks=ranks, hosts=[r["host"] for r in rows if r.get("host")], detail=detail,
               fix=_collect(job, hang=bool(job.timeout_table())),
               evidence={"first_failure_lines": rows, "failed_ranks": ranks_text(ranks) if ranks else None})
