@@ -1,0 +1,24 @@
+"""Round 33 (issue 25, round 24 of the project, lint33): classes of fr165's wrong and debatable findings, each with a
+trigger and a quiet fixture (fixtures/lint/r33/). Pure lint runs: no process is launched."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpdoctor.lint.api import lint_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "r33"
+
+
+def found(name: str, rid: str, preview: bool = True):
+    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)], preview=preview).findings
+            if f.id == rid]
+
+
+def test_lint042_a_read_compared_with_its_own_int_default_is_quiet():
+    # `os.environ.get("LOCAL_RANK", -1) != -1` asks whether the variable is set (fr165 Trackron, wrong)
+    assert found("env_presence_test_ok.py", "LINT042") == []
+
+
+def test_lint042_a_read_compared_with_another_int_than_its_default_keeps_the_warning():
+    assert found("env_default_other_int_bad.py", "LINT042") == [(8, "warning")]
