@@ -22,3 +22,13 @@ def test_lint042_a_read_compared_with_its_own_int_default_is_quiet():
 
 def test_lint042_a_read_compared_with_another_int_than_its_default_keeps_the_warning():
     assert found("env_default_other_int_bad.py", "LINT042") == [(8, "warning")]
+
+
+def test_lint026_a_caller_that_averages_through_a_project_helper_is_quiet():
+    # the caller waits on the SUM handles, then `average_grads(model, world_size)` divides every gradient
+    # (fr165 autokernel-halo-strix, wrong x2)
+    assert found("grad_sum_helper_averages_ok.py", "LINT026") == []
+
+
+def test_lint026_a_helper_that_does_not_divide_the_gradients_keeps_the_warning():
+    assert found("grad_sum_helper_clips_bad.py", "LINT026") == [(13, "warning")]
