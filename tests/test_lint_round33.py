@@ -32,3 +32,12 @@ def test_lint026_a_caller_that_averages_through_a_project_helper_is_quiet():
 
 def test_lint026_a_helper_that_does_not_divide_the_gradients_keeps_the_warning():
     assert found("grad_sum_helper_clips_bad.py", "LINT026") == [(13, "warning")]
+
+
+def test_lint024_a_save_load_round_trip_of_the_ranks_own_model_is_quiet():
+    # rank 0 saves the DDP model to a path and loads that same path back (fr165 accentedness-scalar-routing, wrong)
+    assert found("rank0_save_load_round_trip_ok.py", "LINT024") == []
+
+
+def test_lint024_a_load_of_another_file_after_a_save_keeps_the_warning():
+    assert found("rank0_load_other_file_bad.py", "LINT024") == [(22, "warning")]
