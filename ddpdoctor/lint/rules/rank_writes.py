@@ -746,13 +746,6 @@ def gated_functions(index: ModuleIndex, t=None) -> Set[int]:
 _METADATA = ("args", "training_args", "hparams", "opt", "opts", "cfg", "config")
 
 
-def _same_bytes_copy(entry: Optional[dict]) -> bool:
-    """Round 33 (lint33): a catalogued copy (`same_bytes`: shutil.copyfile/copy/copy2) run on every rank writes the
-    bytes of one source file, so every writer writes the same bytes and the destination ends whole: a note
-    (data/lint_writers.json same_bytes_copies: measured 1 right of 5 judged at first read, 4 debatable)."""
-    return bool(entry and entry.get("same_bytes"))
-
-
 def _metadata(call: Call) -> bool:
     """`torch.save(args, ".../training_args.bin")`, `torch.save({}, placeholder)`: a few bytes of
     metadata. Every rank writing it is a race on a file nobody reads back for weights: a note."""
@@ -1242,9 +1235,7 @@ def write_on_every_rank(t):
         log file whose logger receives every record of the script under a rank test is a note, a write inside a
         function names the function's ungated call sites of the same file (evidence `lines`), and a save helper of a
         project module that is not linted, handed a `state_dict()` on every rank (`save_checkpoint({'state_dict':
-        model.module.state_dict()}, is_best)`, data/lint_writers.json unread_save_helpers), is a note. Since round 33 (lint33) a
-        shutil copy (copyfile, copy, copy2) is a note: every rank writes the bytes of one source file
-        (data/lint_writers.json same_bytes_copies, measured 1 right of 5 judged at first read).
+        model.module.state_dict()}, is_best)`, data/lint_writers.json unread_save_helpers), is a note.
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
@@ -1329,12 +1320,11 @@ def write_on_every_rank(t):
             how = sharded(index)
         if last is not None and last.scope is call.scope and (last.ctx.branch == call.ctx.branch or exclusive(
                 last.ctx, call.ctx)) and call.line - (getattr(last.node, "end_lineno", None) or last.line) <= 2 and \
-                (_metadata(call) or helper_small or _same_bytes_copy(entry)) == last_small:
+                (_metadata(call) or helper_small) == last_small:
             last = call  # the next line of the same block writes too (`torch.save(a, p1); torch.save(b, p2)`)
             continue
         last = call
-        copied = _same_bytes_copy(entry) and not (_metadata(call) or helper_small)
-        small = last_small = _metadata(call) or helper_small or copied
+        small = last_small = _metadata(call) or helper_small
         through = _save_function_gated(call)
         through_text = "" if through is None else (
             " (save_function=accelerator.save writes the weights once; every rank writes config.json, "
@@ -1365,8 +1355,7 @@ def write_on_every_rank(t):
         yield t.finding(
             "warning" if warn else "info", call.node,
             f"{what} runs on every rank; only rank 0 should write it"
-            + (" (a copy of one source file: every rank writes the same bytes, a race, not lost work)" if copied else
-               " (a small metadata file: a race, not lost work)" if small else "")
+            + (" (a small metadata file: a race, not lost work)" if small else "")
             + through_text
             + (f" (in {api}, which nothing in the files linted calls: the caller decides)" if api else "")
             + ("" if warn or small or api else " (if it runs on every rank: " + why + ")"),
