@@ -21,7 +21,7 @@ def test_lint042_a_read_compared_with_its_own_int_default_is_quiet():
 
 
 def test_lint042_a_read_compared_with_another_int_than_its_default_keeps_the_warning():
-    assert found("env_default_other_int_bad.py", "LINT042") == [(8, "warning")]
+    assert found("env_default_other_int_bad.py", "LINT042") == [(9, "warning"), (11, "warning")]
 
 
 def test_lint026_a_caller_that_averages_through_a_project_helper_is_quiet():
