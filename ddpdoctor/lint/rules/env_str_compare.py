@@ -37,6 +37,27 @@ def _env_read(index, node: ast.AST) -> Optional[str]:
     return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "?"
 
 
+def _presence_test(index, read: ast.AST, other: ast.AST) -> bool:
+    """Round 33 (fr165 Trackron, judged wrong): `os.environ.get("LOCAL_RANK", -1) != -1` compares the read with its
+    own int default: the default comes back only when the variable is unset (collections.abc Mapping.get, which
+    os._Environ inherits; os.getenv returns environ.get(key, default)), and a set variable is a str, never equal to
+    it: the test asks "is the variable set?", and answers it rightly. Only a negative default, a sentinel no rank,
+    size or count takes: `os.environ.get("LOCAL_RANK", 0) == 0` reads as "rank 0" and stays reported (round 26's
+    fixtures r26/env_rank_or_*)."""
+    _, calls, _, _ = _facts()
+    if not (isinstance(read, ast.Call) and index.qual(read.func, index.module) in calls):
+        return False
+    default = read.args[1] if len(read.args) > 1 else next(
+        (k.value for k in read.keywords if k.arg in ("default", "value")), None)
+    if default is None:
+        return False
+    try:
+        value = ast.literal_eval(default)
+        return type(value) is int and value < 0 and value == ast.literal_eval(other)
+    except (ValueError, TypeError, SyntaxError):
+        return False
+
+
 def _int(node: ast.AST) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         node = node.operand
@@ -107,7 +128,8 @@ def environment_value_compared_with_int(t):
         `==` / `!=` between an int literal and a read of the environment (`os.environ[...]`, `os.getenv(...)`,
         `os.environ.get(...)`), directly or through a name bound once to such a read in the same function
         (`rank = os.getenv("LOCAL_RANK")` ... `if rank == 0:`). Quiet when the read is wrapped in `int(...)`, the name
-        is bound again (`rank = int(rank)`), or the comparison is with a str (`== "0"`). A note (round 26) when a rank
+        is bound again (`rank = int(rank)`), the comparison is with a str (`== "0"`), or with the read's own negative
+        int default (`os.environ.get("LOCAL_RANK", -1) != -1`: "is the variable set?", round 33). A note (round 26) when a rank
         test beside it decides the boolean (`... == 0 or accelerator.is_main_process`). A preview rule
         (round 20): a note by default, a warning with `--preview`.
 
@@ -142,6 +164,9 @@ def environment_value_compared_with_int(t):
                 var, via = _env_name(index, scope, side.id), side.id
             if var is None:
                 continue
+            read = side if via is None else scope.values.get(via)
+            if read is not None and _presence_test(index, read, other):
+                break
             shown = ast.unparse(node)
             always = "False" if isinstance(node.ops[0], ast.Eq) else "True"
             what = "rank" if var in ranks else "value"

@@ -101,6 +101,27 @@ def _sibling_divides_grads(scope: Scope) -> bool:
     return False
 
 
+def _divides_grads(scope: Scope) -> bool:
+    """The function's own statements divide or scale a gradient (`p.grad /= world_size`, `p.grad.div_(n)`)."""
+    for node in _averagings(scope):
+        target = node.target if isinstance(node, ast.AugAssign) else node.func.value \
+            if isinstance(node, ast.Call) else node.left
+        if _mentions_grad(target):
+            return True
+    return False
+
+
+def _helper_divides_grads(index, scope: Scope) -> Optional[str]:
+    """Round 33 (fr165 autokernel-halo-strix, LINT026 judged wrong x2): `scope` calls a function of the same file
+    whose own statements divide the gradients (`average_grads(model, world_size)`, with `p.grad /= world_size` in
+    it), after or around the SUM all-reduce: the project averages through a helper. Its name, or None."""
+    for call in scope.calls:
+        fn = index.function_of(call.node.func, scope)
+        if fn is not None and fn is not scope and _divides_grads(fn):
+            return fn.name
+    return None
+
+
 def _conditional_on_default(scope: Scope, node: ast.AST) -> Optional[str]:
     """The parameter with a default that an enclosing `if` of `node` tests (`if scale > 1: p.grad /= scale`), or
     None when the division is not under such a test."""
@@ -144,7 +165,8 @@ def gradients_summed_not_averaged(t):
         gradients, when nothing divides them afterwards: no `p.grad /= world_size`, `div_`, `mul_`, no division
         by a world size in the function or in its callers (a loss divided by the world size before the backward
         counts), nor a gradient division in another method of the same class (a hook sums,
-        `wait_for_reductions()` divides: round 15). When the division sits under a test of a parameter with a default (`def sync(model, scale=1):
+        `wait_for_reductions()` divides: round 15), nor a call, in the function or its callers, of a function of
+        the file that divides the gradients (`average_grads(model, world_size)`: round 33). When the division sits under a test of a parameter with a default (`def sync(model, scale=1):
         ... if scale > 1: p.grad /= scale`), the finding is at each call that leaves that parameter out. A
         preview rule (round 13): a note by default, a warning with `--preview`.
 
@@ -198,6 +220,9 @@ def gradients_summed_not_averaged(t):
             continue
         if any(_averagings(site.scope, totals) for _cix, site in callers):
             continue
+        if _helper_divides_grads(index, scope) or \
+                any(_helper_divides_grads(cix, site.scope) for cix, site in callers):
+            continue  # a helper of the project divides the gradients (round 33)
         if _sibling_divides_grads(scope):
             continue  # a hook sums, another method of its class divides the gradients (fr98 michael-diggin ddp3.py)
         yield t.finding(
