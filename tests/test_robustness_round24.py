@@ -35,3 +35,24 @@ def test_reasons_still_reads_the_assert_and_terminate_lines_it_read():
     r = aborts.reasons("terminate called after throwing an instance of 'c10::Error'\n  what():  " + "y" * (1 << 20)
                        + "\n" + "z" * (1 << 20) + " Assertion `q' failed.\n")
     assert [x["id"] for x in r] == ["libstdcxx.terminate_after_throwing"] and r[0]["what"] == "y" * 400
+
+
+def test_a_hostfile_is_read_only_when_it_is_a_regular_file(tmp_path):
+    """check -- deepspeed --hostfile FIFO: open() on a FIFO with no writer waits for ever (fifo(7)); the hostfile is
+    read with the non-blocking reader, and a FIFO or a folder is 'cannot be read' (None), a regular file is parsed."""
+    import os
+
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import read_hostfile
+
+    class NoBlockingRead(Sources):
+        def read(self, p, limit=-1):
+            raise AssertionError(f"blocking read of {p}")
+
+    good = tmp_path / "hostfile"
+    good.write_text("worker-0 slots=8\n")
+    assert read_hostfile(NoBlockingRead(), str(good))["hosts"] == {"worker-0": 8}
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert read_hostfile(Sources(), str(fifo)) is None
+    assert read_hostfile(Sources(), str(tmp_path)) is None
