@@ -56,3 +56,15 @@ def test_a_hostfile_is_read_only_when_it_is_a_regular_file(tmp_path):
     os.mkfifo(fifo)
     assert read_hostfile(Sources(), str(fifo)) is None
     assert read_hostfile(Sources(), str(tmp_path)) is None
+
+
+def test_a_hostfile_slot_count_of_thousands_of_digits_is_a_bad_entry(tmp_path):
+    """`worker-0 slots=<5,000 digits>`: int() refuses it (CPython >= 3.11's 4,300-digit limit) and the ValueError lost
+    every fact of the command after `--`; it is the runner's bad entry, the other hosts kept."""
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import read_hostfile
+
+    f = tmp_path / "hostfile"
+    f.write_text("worker-0 slots=" + "9" * 5000 + "\nworker-1 slots=8\n")
+    r = read_hostfile(Sources(), str(f))
+    assert r["hosts"] == {"worker-1": 8} and r["errors"] and r["errors"][0].startswith("bad entry: worker-0")

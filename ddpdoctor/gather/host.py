@@ -541,6 +541,8 @@ def read_hostfile(src: Sources, path: str):
             errors.append(f"bad entry: {line[:200]}")
         elif m.group(1) in hosts:
             errors.append(f"repeated host: {m.group(1)}")
+        elif len(m.group(2)) > 18:  # robust24: int() refuses 4,300+ digits (CPython >= 3.11) and the whole launch's
+            errors.append(f"bad entry: {line[:200]}")  # facts were lost; the runner's own int() fails on it too
         else:
             hosts[m.group(1)] = int(m.group(2))
     return {"path": path, "hosts": hosts, "errors": errors}
