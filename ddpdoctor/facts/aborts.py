@@ -11,6 +11,10 @@ from typing import List, Optional
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "abort_texts.json"
 MAX_REASONS = 4  # the last ones: a job's stderr can hold one per rank, and the newest are nearest the end
+# robust24: each line is searched in its first MAX_LINE characters. The patterns come from a data file and a regex
+# search costs up to (length x matches tried) on one line: a what() of 1 MiB (a tensor printed in an error) held
+# `ddpdoctor run` at the job's end for ever. Every text the file names is far shorter (what() is kept to 400).
+MAX_LINE = 16 * 1024
 
 
 @functools.lru_cache(maxsize=1)
@@ -26,7 +30,7 @@ def reasons(text: str) -> List[dict]:
     "meaning", and where the what() text is a catalogued message (facts.messages): "message_id", "fix"}."""
     if "terminate called" not in text and "Assertion `" not in text:
         return []  # the common case, without a regex over the whole stderr
-    lines = text.splitlines()
+    lines = [x[:MAX_LINE] for x in text.splitlines()]
     out = []
     for i, line in enumerate(lines):
         for e in _entries():

@@ -525,8 +525,9 @@ def deepspeed_hostfile(src: Sources):
 
 def read_hostfile(src: Sources, path: str):
     """The DeepSpeed hostfile at `path` parsed as runner.py's _parse_hostfile reads it: {path, hosts, errors}, or None
-    when it cannot be read."""
-    text = src.read(path, 64 * 1024)
+    when it cannot be read. Read only when it is a regular file (Sources.read_regular: robust24, a FIFO named by
+    --hostfile held check until its gatherer's deadline, 16 s, and /dev/zero has no end)."""
+    text = src.read_regular(path, 64 * 1024)
     if text is None:
         return None
     hosts: dict = {}
@@ -540,6 +541,8 @@ def read_hostfile(src: Sources, path: str):
             errors.append(f"bad entry: {line[:200]}")
         elif m.group(1) in hosts:
             errors.append(f"repeated host: {m.group(1)}")
+        elif len(m.group(2)) > 18:  # robust24: int() refuses 4,300+ digits (CPython >= 3.11) and the whole launch's
+            errors.append(f"bad entry: {line[:200]}")  # facts were lost; the runner's own int() fails on it too
         else:
             hosts[m.group(1)] = int(m.group(2))
     return {"path": path, "hosts": hosts, "errors": errors}
