@@ -16,9 +16,18 @@ _SOURCE = ("pytorch/pytorch torch/distributed/distributed_c10d.py (async_op: 'As
            "to True') and docs/source/distributed.md 'Synchronous and asynchronous collective operations' (wait())")
 
 
-def _device_synchronized_after(scope, line: int) -> bool:
+def _last_sync(scope, memo: dict) -> int:
+    """The line of the scope's last `torch.cuda.synchronize()` call (0: none), read once per scope: one scan per
+    function, not one per dropped handle (robust24: 10,000 dropped handles took 41 s, quadratic)."""
+    key = id(scope)
+    if key not in memo:
+        memo[key] = max((c.line for c in scope.calls if (c.qual or "").endswith("cuda.synchronize")), default=0)
+    return memo[key]
+
+
+def _device_synchronized_after(scope, line: int, memo: dict) -> bool:
     """`torch.cuda.synchronize()` later in the same function: the device waits for every stream, NCCL's included."""
-    return any((c.qual or "").endswith("cuda.synchronize") and c.line > line for c in scope.calls)
+    return _last_sync(scope, memo) > line
 
 
 @rule("LINT044", "async-collective-handle-dropped")
@@ -53,11 +62,12 @@ def async_collective_handle_dropped(t):
     if not cands:
         return
     by_node = {id(c.node): c for c in cands}
+    memo: dict = {}
     for node in ast.walk(index.tree):
         if not (isinstance(node, ast.Expr) and id(node.value) in by_node):
             continue
         call = by_node[id(node.value)]
-        if call.scope is not None and _device_synchronized_after(call.scope, call.line):
+        if call.scope is not None and _device_synchronized_after(call.scope, call.line, memo):
             continue
         yield t.finding(
             "warning", call.node,
