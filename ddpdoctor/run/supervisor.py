@@ -1646,17 +1646,18 @@ class Supervisor:
         node says about it (kills.KillEvidence), or what to read there. A rank that aborted itself (SIGABRT, no Python
         exception, no launcher teardown): the abort messages the job's stderr holds (facts.aborts: the C++ runtime's
         "terminate called after throwing", glibc's failed assert), which say why."""
-        err = None
+        def self_aborted(end: dict) -> bool:
+            return end.get("signal") == "SIGABRT" and not end.get("exception") and not end.get("terminated_by")
+
+        if self.stderr_tee is not None and not getattr(self, "watchdog_t", None):
+            ends = [r.get("end") or {} for r in sec.get("ranks") or []]
+            mine = [e for e in ends if e and self_aborted(e)]
+            if mine:  # the job's stderr read once, for every rank that aborted itself
+                err = aborts.reasons(self.stderr_tee.text(wait_s=0.3))
+                for end in mine if err else ():
+                    end["abort"] = {"reasons": err, "aborted": len(mine)}
         for r in sec.get("ranks") or []:
             end = r.get("end") or {}
-            if (end and end.get("signal") == "SIGABRT" and not end.get("exception") and not end.get("terminated_by")
-                    and self.stderr_tee is not None and not getattr(self, "watchdog_t", None)):
-                if err is None:
-                    err = aborts.reasons(self.stderr_tee.text(wait_s=0.3))
-                if err:
-                    end["abort"] = {"reasons": err, "aborted": sum(  # the ranks that aborted themselves
-                        1 for x in sec.get("ranks") or [] if (x.get("end") or {}).get("signal") == "SIGABRT"
-                        and not (x.get("end") or {}).get("terminated_by") and not (x.get("end") or {}).get("exception"))}
             if end and getattr(self, "watchdog_t", None) and end.get("signal") == "SIGABRT" and not end.get("exception"):
                 end["kill"] = {"cause": "nccl-watchdog", "text": "the abort of torch's NCCL watchdog, after its "
                                "collective timed out (RUN016 above reads its Flight Recorder dumps)",
