@@ -278,3 +278,11 @@ def bash_only_lines(text: str, limit: int = 5) -> list:
         if len(out) >= limit:
             break
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def deepspeed_remote_loader_variables() -> tuple:
+    """The dynamic loader's variables (glibc's elf/rtld.c process_envvars: LD_LIBRARY_PATH, LD_PRELOAD) that DeepSpeed's
+    multi-node runner does not forward to the other hosts (data/launchers.json deepspeed_remote_loader_variables)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return tuple(json.load(fh).get("deepspeed_remote_loader_variables", {}).get("names") or ())

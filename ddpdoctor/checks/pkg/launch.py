@@ -180,7 +180,8 @@ def deepspeed_remote_environment(snap):
     What it checks
         With deepspeed installed, a hostfile of two hosts or more, and this shell not a rank itself:
         the variables set here that the other hosts need - settings the catalogue knows (torch,
-        CUDA, transformers, accelerate, tokenizers, DeepSpeed) and experiment trackers' (WANDB_*,
+        CUDA, transformers, accelerate, tokenizers, DeepSpeed), the dynamic loader's LD_LIBRARY_PATH
+        and LD_PRELOAD (glibc's elf/rtld.c), and experiment trackers' (WANDB_*,
         HF_*...) - whose names start with none of the prefixes the runner forwards (MLFLOW, PYTHON,
         MV2, UCX, and NCCL from the CUDA accelerator) and that no .deepspeed_env file lists. And, as a
         note, the interpreter path (sys.executable) and directory the runner will use on every host.
@@ -226,12 +227,16 @@ def deepspeed_remote_environment(snap):
                    subjects=["pkg:deepspeed", f"path:{python}"], evidence={"python": python, "hosts": hosts[:16]})
     from ddpdoctor.facts import settings as catalog  # noqa: PLC0415
 
+    from ddpdoctor.facts.launchers import deepspeed_remote_loader_variables  # noqa: PLC0415
+
+    loader = set(deepspeed_remote_loader_variables())
     listed = set(((snap["host"].get("deepspeed_env") or {}).get("names")) or [])
     settings, trackers = [], []
     for name in sorted(env):
         if name in listed or name in DS_SET_PER_RANK or name.startswith(DS_EXPORTED_PREFIXES):
             continue
-        if catalog.lookup(name) is not None and not name.startswith(("PET_", "TORCHELASTIC_")):
+        if ((catalog.lookup(name) is not None and not name.startswith(("PET_", "TORCHELASTIC_")))
+                or (name in loader and str(env.get(name) or "").strip(": "))):
             settings.append(name)
         elif name.startswith(DS_TRACKER_PREFIXES):
             trackers.append(name)
@@ -259,7 +264,11 @@ def deepspeed_remote_environment(snap):
                          "would train differently" if settings else "")
                       + ("; " if settings and trackers else "")
                       + (f"{', '.join(trackers[:8])} would be missing on the other hosts" if trackers else "") + ". "
-                      "`--launcher slurm` (srun --export=ALL) and mpich, impi or mvapich (Hydra's mpirun passes the "
+                      + (f"{' and '.join(n for n in settings if n in loader)} decide(s) which shared libraries the "
+                         "dynamic loader finds (glibc's elf/rtld.c): a folder added here by `module load` or an "
+                         "activated environment is not searched on the other hosts unless their own login shell "
+                         "sets it. " if any(n in loader for n in settings) else "")
+                      + "`--launcher slurm` (srun --export=ALL) and mpich, impi or mvapich (Hydra's mpirun passes the "
                       "whole environment) carry them; check does not see deepspeed's command line, so it cannot tell "
                       "which launcher you pass (multinode_runner.py)."),
               fix="printf '%s\\n' " + " ".join(f'"{n}=${n}"' for n in names[:8]) + " >> ~/.deepspeed_env",
