@@ -49,3 +49,53 @@ def test_loader_variable_names_come_from_the_data_file_with_their_sources():
     assert set(deepspeed_remote_loader_variables()) == {"LD_LIBRARY_PATH", "LD_PRELOAD"}
     assert {s["repo"] for s in data["sources"]} == {"bminor/glibc", "deepspeedai/DeepSpeed"}
     assert all(len(s["commit"]) == 40 for s in data["sources"])
+
+
+# -- PKG030: an accelerate older than the installed transformers' own ACCELERATE_MIN_VERSION (transformers
+# utils/import_utils.py @71e0f4e7: 0.26.0; TrainingArguments._setup_devices raises ImportError below it;
+# data/transformers_floors.json) --
+
+FLOOR = {"accelerate": "0.26.0", "from": "transformers/utils/import_utils.py"}
+
+
+def _pkg030(**versions):
+    return findings_of(make_snapshot(packages=dict(versions, transformers_floors=FLOOR)), "PKG030")
+
+
+def test_accelerate_below_the_installed_transformers_floor_is_a_warning_naming_the_floor():
+    [f] = _pkg030(transformers="4.46.0", accelerate="0.21.0")
+    assert f.severity == "warning" and "accelerate 0.21.0" in f.title and "accelerate>=0.26.0" in f.title
+    assert "requires `accelerate>=0.26.0`" in f.detail and f.fix == 'pip install -U "accelerate>=0.26.0"'
+
+
+def test_accelerate_at_or_above_the_floor_or_without_a_floor_is_quiet():
+    assert _pkg030(transformers="4.46.0", accelerate="0.26.0") == []
+    assert _pkg030(transformers="4.46.0", accelerate="1.2.1") == []
+    assert _pkg030(transformers="4.46.0") == []  # accelerate not installed: not judged here
+    old = make_snapshot(packages={"transformers": "4.30.0", "accelerate": "0.19.0"})  # a release without the constant
+    assert findings_of(old, "PKG030") == []
+
+
+def test_floor_is_parsed_from_the_module_text():
+    from ddpdoctor.gather.packages import parse_transformers_floors as parse
+
+    assert parse('TORCH_FX_REQUIRED_VERSION = version.parse("1.10")\n\nACCELERATE_MIN_VERSION = "0.26.0"\n') == "0.26.0"
+    assert parse("x = 1\nACCELERATE_MIN_VERSION = '1.1.0'\n") == "1.1.0"
+    assert parse('def f(min_version: str = ACCELERATE_MIN_VERSION):\n    pass\n') is None
+    assert parse('    ACCELERATE_MIN_VERSION = "9.9.9"  # not module level\n') is None
+    assert parse("") is None
+
+
+def test_floor_is_read_through_the_real_call_path_from_the_installed_transformers():
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    from ddpdoctor.gather.packages import transformers_floors
+
+    got = transformers_floors()
+    from transformers.utils import import_utils  # the constant transformers itself compares with
+
+    assert got["accelerate"] == import_utils.ACCELERATE_MIN_VERSION and got["from"].startswith("transformers/utils/")

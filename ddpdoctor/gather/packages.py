@@ -142,6 +142,8 @@ FIELDS = {
     "torch_installs.dists[].version": STR, "torch_installs.dists[].location": STR, "torch_installs.conda": LIST,
     "torch_installs.conda[]": STR, "torch_installs.cwd_shadow": STR,
     "torch_installs.conda_builds": LIST, "torch_installs.conda_builds[]": STR,
+    # check33 (PKG030): the oldest accelerate the installed transformers accepts (its own ACCELERATE_MIN_VERSION)
+    "transformers_floors": OBJ, "transformers_floors.accelerate": STR, "transformers_floors.from": STR,
 }
 
 
@@ -234,6 +236,10 @@ def gather_packages(src: Sources) -> dict:
         omp = openmp_runtimes()
         if omp is not None:
             out["openmp_runtimes"] = omp
+    if versions.get("transformers"):
+        floors = transformers_floors()
+        if floors:
+            out["transformers_floors"] = floors
     installs = torch_installs()
     if installs:
         out["torch_installs"] = installs
@@ -716,6 +722,37 @@ def torch_installs(cwd: Optional[str] = None, dists=None, conda_names=None) -> d
     except OSError:
         pass
     return out
+
+
+def parse_transformers_floors(text: str) -> Optional[str]:
+    """The literal of a module-level `ACCELERATE_MIN_VERSION = "x.y.z"` (transformers' utils/import_utils.py), or None."""
+    import re
+
+    m = re.search(r"""^ACCELERATE_MIN_VERSION\s*=\s*["']([0-9][0-9A-Za-z.+-]*)["']""", text or "", re.M)
+    return m.group(1) if m else None
+
+
+def transformers_floors() -> dict:
+    """{'accelerate': floor, 'from': file} from the installed transformers' own ACCELERATE_MIN_VERSION (the default of
+    its is_accelerate_available(), which every Trainer checks: data/transformers_floors.json). Read as text, never
+    imported; {} when absent (transformers releases before the constant) or unreadable."""
+    import glob
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("transformers")
+        base = str(dist.locate_file("transformers/utils"))
+    except Exception:  # noqa: BLE001 - no dist-info, an odd install
+        return {}
+    for path in [os.path.join(base, "import_utils.py")] + sorted(glob.glob(os.path.join(base, "import_utils", "*.py"))):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                floor = parse_transformers_floors(fh.read())
+        except OSError:
+            continue
+        if floor:
+            return {"accelerate": floor, "from": os.path.relpath(path, os.path.dirname(os.path.dirname(base)))}
+    return {}
 
 
 def deepspeed_build() -> dict:

@@ -8,7 +8,9 @@ DeepSpeed's multi-node launch, are displayed under "launcher"). One module per t
                                 torch without torch.distributed / NCCL; older than accelerate needs; NumPy 2 under a NumPy-1.x torch; two torch installs
     launch       PKG006 ENV014 ENV018
                                 DeepSpeed's multi-node launch: pdsh and the hostfile, ssh keys, the remote environment
-    releases     PKG010         releases with a known defect
+    releases     PKG010 PKG025 PKG030
+                                releases with a known defect; a triton other than torch pins; an accelerate older than
+                                transformers accepts
     extensions   PKG012 PKG014 PKG018 PKG020 PKG026
                                 compiled extensions built for another torch; the CUDA toolkit of a JIT build; apex and mmcv
                                 without their compiled extensions; an extension needing a newer libstdc++

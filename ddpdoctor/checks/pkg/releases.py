@@ -1,5 +1,5 @@
 """PKG010: torch and NCCL releases with a known defect (ddpdoctor/data/known_defects.json); PKG025: a triton other than
-the one torch pins."""
+the one torch pins; PKG030: an accelerate older than the installed transformers accepts."""
 from __future__ import annotations
 
 from typing import Optional
@@ -225,3 +225,46 @@ def triton_vs_torch_pin(snap):
                                                           if others else "") + "   # then pip check"),
                       subjects=[f"pkg:{name}", "pkg:torch"] + [f"pkg:{o.split()[0]}" for o in others],
                       evidence={"pinned": {name: pin}, "installed": have, "others": others, "torch": torch})
+
+
+@check("PKG030", "accelerate-older-than-transformers-needs", family="packages", needs=("packages",))
+def accelerate_older_than_transformers_needs(snap):
+    """The installed accelerate is older than the installed transformers accepts.
+
+    What it checks
+        The accelerate version against the installed transformers' own floor, ACCELERATE_MIN_VERSION
+        (read as text from its utils/import_utils.py: gather/packages.py transformers_floors;
+        ddpdoctor/data/transformers_floors.json), when both are installed.
+
+    Why it matters
+        transformers lists accelerate only as an extra (transformers[torch]), so upgrading
+        transformers alone never upgrades an accelerate that is already installed, and pip does not
+        complain. transformers compares at run time: is_accelerate_available() is False below the
+        floor, and every Trainer (TrainingArguments._setup_devices, on every rank) raises
+        ImportError "Using the `Trainer` with `PyTorch` requires `accelerate>=...`".
+
+    Example
+        transformers 4.46 (ACCELERATE_MIN_VERSION 0.26.0) with accelerate 0.21.0.
+
+    Fix
+        pip install -U "accelerate>=<the floor>"
+    """
+    from ddpdoctor.facts.torch_floors import release  # noqa: PLC0415
+
+    packages = snap.get("packages") or {}
+    versions = packages.get("versions") or {}
+    floors = packages.get("transformers_floors") or {}
+    acc, tf, floor = versions.get("accelerate"), versions.get("transformers"), floors.get("accelerate")
+    have, need = release(acc), release(floor)
+    if not tf or not have or not need or have >= need:
+        return
+    where = floors.get("from") or "transformers/utils/import_utils.py"
+    yield warning(f"accelerate {acc} is older than transformers {tf} accepts (accelerate>={floor})",
+                  detail=(f"transformers {tf} sets ACCELERATE_MIN_VERSION = \"{floor}\" ({where}); below it "
+                          "is_accelerate_available() is False, and creating a Trainer raises ImportError: \"Using the "
+                          f"`Trainer` with `PyTorch` requires `accelerate>={floor}`\" on every rank "
+                          "(training_args.py, TrainingArguments._setup_devices). transformers declares accelerate "
+                          "only as an extra, so pip does not check an accelerate that is already installed."),
+                  fix=f'pip install -U "accelerate>={floor}"',
+                  subjects=["pkg:accelerate", "pkg:transformers"],
+                  evidence={"accelerate": acc, "transformers": tf, "floor": floor, "from": where})
