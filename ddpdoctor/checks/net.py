@@ -188,6 +188,58 @@ def socket_ifname_invalid(snap):
                           evidence={"GLOO_SOCKET_IFNAME": gloo, "why_multi_node": spread})
 
 
+_TCP_URL = re.compile(r"tcp://[^\s'\"]+")
+
+
+def _url_error(url: str) -> Optional[str]:
+    """urllib's own error for a tcp:// URL whose host is an unbracketed IPv6 literal (what torch's tcp:// rendezvous
+    meets at `urlparse(url).port`), or None when the URL parses or its host is not such a literal."""
+    from urllib.parse import urlparse  # noqa: PLC0415
+
+    netloc = url[len("tcp://"):].split("/")[0].split("?")[0].rpartition("@")[2]
+    if netloc.startswith("[") or netloc.count(":") < 2:
+        return None
+    try:
+        host = netloc.rsplit(":", 1)[0] if not _is_ipv6(netloc) else netloc
+        if not _is_ipv6(host):
+            return None
+        urlparse(url).port
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text.split("%")[0]).version == 6
+    except ValueError:
+        return False
+
+
+def _bracketed(url: str) -> str:
+    netloc = url[len("tcp://"):].split("/")[0]
+    host, _, port = netloc.rpartition(":") if not _is_ipv6(netloc) else (netloc, "", "")
+    return url.replace(netloc, f"[{host}]" + (f":{port}" if port else ""), 1)
+
+
+def _unbracketed_ipv6_urls(snap) -> list:
+    """(where, url, urllib's error) for each tcp:// URL with an unbracketed IPv6 host in the recorded launch commands'
+    options (a script's --dist-url / --init-method; the environment gather keeps no variable that holds one)."""
+    seen, out = set(), []
+    places = []
+    for cmd in (((snap.get("launch") or {}).get("commands")) or []) if "launch" in snap else []:
+        for field in ("options", "script_options"):
+            for k, v in sorted((cmd.get(field) or {}).items()):
+                places.append((f"--{k} of {cmd.get('program') or cmd.get('launcher') or 'the command'}", v))
+    for where, value in places:
+        for url in _TCP_URL.findall(str(value or "")):
+            err = _url_error(url)
+            if err and url not in seen:
+                seen.add(url)
+                out.append((where, url, err))
+    return out
+
+
 @check("NET002", "master-addr-unreachable", family="network", needs=("env", "network"), reads=("launch",), catalogue=("C6", "A2"))
 def master_addr_unreachable(snap):
     """MASTER_ADDR does not resolve, or is a loopback address in a multi-node job.
@@ -196,6 +248,11 @@ def master_addr_unreachable(snap):
         MASTER_ADDR resolves (with a 2-second deadline, so a dead DNS server cannot hang the
         doctor), and is not 127.0.0.1/localhost/::1 when the job spans several nodes. Outside
         torchrun, global rank 0 must run on the host MASTER_ADDR names: it starts the store there.
+        An IPv6 MASTER_ADDR: kept in URL brackets ('[fd00::5]'), an error, since env:// hands it to
+        TCPStore unchanged as a host name (torch/distributed/rendezvous.py); bare, a note that a
+        tcp:// URL built from it needs the brackets urllib's urlparse requires
+        (data/launchers.json master_addr_ipv6); and any tcp:// URL with a bare IPv6 host in a
+        recorded command's options (a script's --dist-url): an error, urlparse fails.
 
     Why it matters
         Every rank connects to MASTER_ADDR:MASTER_PORT to rendezvous. An unresolvable name fails
@@ -246,6 +303,15 @@ def master_addr_unreachable(snap):
         starts (volcano-sh/volcano#2952).
     """
     env = launch_env(snap)  # PET_* with a recorded torchrun command over them (facts.launch)
+    urls = _unbracketed_ipv6_urls(snap)
+    for where, url, err in urls[:4]:
+        yield error(f"The tcp:// URL {url} ({where}) names an IPv6 host without brackets: init_process_group cannot "
+                    "parse it",
+                    detail=(f"A tcp:// init_method is read with urllib's urlparse, which splits an unbracketed host at "
+                            f"its first ':'; here it raises \"ValueError: {err}\" before any connection "
+                            "(torch/distributed/rendezvous.py _tcp_rendezvous_handler, `result.port`)."),
+                    fix=f"{_bracketed(url)}   # or init_method=\"env://\" with MASTER_ADDR set to the bare address",
+                    subjects=[f"url:{url}"], evidence={"url": url, "where": where, "error": err})
     yield from _rdzv_endpoint_loopback(snap, env)
     yield from _rdzv_endpoint_unresolved(snap, env)
     addr = env.get("MASTER_ADDR")
@@ -254,9 +320,20 @@ def master_addr_unreachable(snap):
         return
     res = snap["network"].get("master_addr") or {}
     try:
-        literal = ipaddress.ip_address(addr.strip().strip("[]"))
+        literal = ipaddress.ip_address(addr.strip().strip("[]").split("%")[0])
     except ValueError:
         literal = None
+    bare = addr.strip().strip("[]")
+    if literal is not None and literal.version == 6 and addr.strip().startswith("[") and addr.strip().endswith("]"):
+        yield error(f"MASTER_ADDR={addr!r} keeps the brackets of a URL: env:// hands it to TCPStore as a host name, "
+                    "which does not resolve",
+                    detail=("init_method env:// (the default under every launcher) passes MASTER_ADDR to TCPStore "
+                            "unchanged (torch/distributed/rendezvous.py _env_rendezvous_handler); brackets belong "
+                            "only inside a URL (tcp://[addr]:port), so the store looks up the name "
+                            f"{addr.strip()!r}" + (f" and gets {res['error']!r}" if res.get("error") else "") + "."),
+                    fix=f"export MASTER_ADDR={bare}",
+                    subjects=["MASTER_ADDR", f"host:{addr}"], evidence={"MASTER_ADDR": addr, "error": res.get("error")})
+        return
     if literal is not None and literal.version == 6 and literal.is_link_local and "%" not in addr:
         yield error(f"MASTER_ADDR={addr!r} is a link-local IPv6 address without its interface (%<iface>)",
                     detail=("A link-local address (fe80::/10) exists on every interface, so a socket needs the scope id to "
@@ -271,6 +348,22 @@ def master_addr_unreachable(snap):
                     fix='export MASTER_ADDR=<resolvable hostname or IP of rank 0>   # check with: getent hosts "$MASTER_ADDR"',
                     subjects=["MASTER_ADDR", f"host:{addr}"], evidence={"MASTER_ADDR": addr, "error": res["error"]})
         return
+    if literal is not None and literal.version == 6 and not urls:
+        from ddpdoctor.facts.launchers import master_addr_ipv6  # noqa: PLC0415
+
+        port = env.get("MASTER_PORT") or "29500"
+        url = f"tcp://{bare}:{port}"
+        rest = url[len("tcp://"):].partition(":")[2]
+        yield info(f"MASTER_ADDR={addr!r} is an IPv6 address: env:// takes it as it is, but a tcp:// URL built from it "
+                   "needs brackets",
+                   detail=("torch's env:// rendezvous passes MASTER_ADDR to TCPStore unchanged, so the launchers' "
+                           "default works. A script or library that builds init_method=f\"tcp://{MASTER_ADDR}:{port}\" "
+                           f"gets {url}, which urllib's urlparse cannot split: init_process_group fails with \""
+                           + str(master_addr_ipv6().get("tcp_url_error") or "").replace("{rest}", rest)
+                           + "\" before any connection (torch/distributed/rendezvous.py _tcp_rendezvous_handler). "
+                           "A guess: check does not see the init_method the script passes."),
+                   fix=f'init_method=f"tcp://[{bare}]:{port}"   # or init_method="env://", which needs no brackets',
+                   subjects=["MASTER_ADDR", f"host:{addr}"], evidence={"MASTER_ADDR": addr, "guess": True})
     yield from _rank0_not_on_master(snap, addr)
     yield from _names_on_another_network(snap, addr, res)
     spread = multi_node(snap)

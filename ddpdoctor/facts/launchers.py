@@ -286,3 +286,10 @@ def deepspeed_remote_loader_variables() -> tuple:
     multi-node runner does not forward to the other hosts (data/launchers.json deepspeed_remote_loader_variables)."""
     with open(DATA, encoding="utf-8") as fh:
         return tuple(json.load(fh).get("deepspeed_remote_loader_variables", {}).get("names") or ())
+
+
+@functools.lru_cache(maxsize=1)
+def master_addr_ipv6() -> dict:
+    """How torch's env:// and tcp:// rendezvous read an IPv6 MASTER_ADDR (data/launchers.json master_addr_ipv6)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return json.load(fh).get("master_addr_ipv6", {})
