@@ -163,3 +163,44 @@ def _with_option(url):
 def test_bracketed_or_ipv4_tcp_urls_are_quiet():
     for url in ("tcp://[fd00:10::5]:23456", "tcp://10.0.0.5:23456", "tcp://node-0:23456", "env://"):
         assert findings_of(_with_option(url), "NET002") == [], url
+
+
+# -- NET021: on AWS EFA, the variables aws-ofi-nccl's EFA cheatsheet (doc/efa-env-var.md @2daf7d30;
+# data/efa_settings.json) says not to use (RDMAV_*) or not to need --
+
+EFA = {"rdma_devices": ["rdmap16s27", "rdmap32s27"], "rdma_drivers": {"rdmap16s27": "efa", "rdmap32s27": "efa"},
+       "net_plugins": ["/opt/amazon/ofi-nccl/lib/libnccl-net.so"]}
+IB = {"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
+      "rdma_ports": {"mlx5_0:1": {"link_layer": "InfiniBand", "state": "ACTIVE"}}}
+
+
+def _net021(env, pci=EFA):
+    return findings_of(make_snapshot(env=env, pci=pci), "NET021")
+
+
+def test_rdmav_fork_safe_on_efa_is_a_warning_quoting_the_plugins_document():
+    got = _net021({"RDMAV_FORK_SAFE": "1", "NCCL_PROTO": "simple", "FI_PROVIDER": "efa"})
+    [w] = [f for f in got if f.severity == "warning"]
+    assert "RDMAV_FORK_SAFE=1" in w.title and "rdmap16s27" in w.title and "can break things" in w.detail
+    assert w.fix.startswith("unset RDMAV_FORK_SAFE")
+    [n] = [f for f in got if f.severity == "info"]
+    assert "NCCL_PROTO=simple" in n.title and "FI_PROVIDER=efa" in n.title and "aws-ofi-nccl<=1.5.0" in n.detail
+
+
+def test_efa_note_only_for_the_values_the_rows_are_about():
+    [n] = _net021({"FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_SOCKET_NTHREADS": "4", "NCCL_PROTO": "LL128",
+                   "FI_EFA_USE_HUGE_PAGE": "0"})
+    assert n.severity == "info" and set(n.evidence["settings"]) == {"FI_EFA_USE_DEVICE_RDMA", "NCCL_SOCKET_NTHREADS"}
+
+
+def test_the_same_settings_off_efa_or_none_set_are_quiet():
+    env = {"RDMAV_FORK_SAFE": "1", "NCCL_PROTO": "simple", "NCCL_MIN_CHANNELS": "32"}
+    assert _net021(env, pci=IB) == []
+    assert _net021(env, pci={"rdma_devices": []}) == []
+    assert _net021({"NCCL_DEBUG": "WARN", "FI_EFA_USE_HUGE_PAGE": "0", "FI_EFA_FORK_SAFE": "0"}) == []
+
+
+def test_rdmav_variables_are_gathered():
+    from ddpdoctor.gather.env import relevant
+
+    assert relevant("RDMAV_FORK_SAFE") and relevant("RDMAV_HUGEPAGES_SAFE")

@@ -2217,3 +2217,60 @@ def interfaces_share_subnet(snap):
                subjects=[f"iface:{a[0]}", f"iface:{b[0]}"] + ([var] if var else []),
                evidence={"pairs": [{"a": x[0], "a_address": x[1], "b": y[0], "b_address": y[1], "network": str(x[2])}
                                    for x, y in pairs[:4]], "chosen_by": var, "why_multi_node": spread})
+
+
+@check("NET021", "efa-settings-the-plugin-advises-against", family="network", needs=("env", "pci"))
+def efa_settings_the_plugin_advises_against(snap):
+    """On a host with AWS EFA devices, a variable aws-ofi-nccl's EFA cheatsheet says not to use, or not to need.
+
+    What it checks
+        With EFA devices here (RDMA devices whose ports' link layer is neither InfiniBand nor
+        Ethernet, kernel driver efa): each set variable a row of the plugin's own document
+        (aws/aws-ofi-nccl doc/efa-env-var.md; ddpdoctor/data/efa_settings.json) is about. RDMAV_*
+        (RDMAV_FORK_SAFE): a warning, the document says do not use. The rest (FI_EFA_USE_DEVICE_RDMA=1,
+        FI_EFA_FORK_SAFE=1, FI_PROVIDER=efa and NCCL_PROTO=simple, needed only by plugin releases up to
+        1.5/1.6; NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD, not applicable; NCCL_MIN_CHANNELS /
+        NCCL_BUFFSIZE, best left to the default): one note.
+
+    Why it matters
+        RDMAV_FORK_SAFE=1 is rdma-core's fork protection, not libfabric's: it "looks the same" as
+        FI_EFA_FORK_SAFE but behaves differently and "can break things" on newer kernels. The others
+        are settings copied from old recipes: NCCL_PROTO=simple keeps NCCL off its LL/LL128
+        protocols on every collective, and a raised NCCL_MIN_CHANNELS splits messages until EFA
+        starves for data.
+
+    Example
+        RDMAV_FORK_SAFE=1 NCCL_PROTO=simple FI_PROVIDER=efa on a p5.48xlarge.
+
+    Fix
+        unset RDMAV_FORK_SAFE (and the variables of the note, unless the plugin is older than 1.7)
+    """
+    from ddpdoctor.facts.net import efa_advice  # noqa: PLC0415
+
+    pci = snap.get("pci") or {}
+    if pci.get("unavailable"):
+        return
+    drivers = pci.get("rdma_drivers") or {}
+    efa = [d for d in _skipped_by_nccl_ib(pci) if drivers.get(d) in ("efa", None)]
+    if not efa:
+        return
+    advice = efa_advice(env_of(snap))
+    harmful = [(n, v, r) for n, v, r in advice if r["verdict"] == "harmful"]
+    unneeded = [(n, v, r) for n, v, r in advice if r["verdict"] != "harmful"]
+    where = "aws/aws-ofi-nccl doc/efa-env-var.md"
+    for name, value, row in harmful[:4]:
+        yield warning(f"{name}={value} is set on a host with EFA devices ({', '.join(efa[:4])}): the aws-ofi-nccl "
+                      "EFA cheatsheet says not to use it",
+                      detail=f"{where}: \"{row['says']}\"",
+                      fix=f"unset {name}   # FI_EFA_FORK_SAFE is libfabric's setting, and recent plugins set it themselves",
+                      subjects=[name] + [f"rdma:{d}" for d in efa[:4]],
+                      evidence={name: value, "devices": efa[:8]})
+    if unneeded:
+        names = [f"{n}={v}" for n, v, _ in unneeded]
+        yield info(f"{', '.join(names[:6])}{' ...' if len(names) > 6 else ''}: settings the aws-ofi-nccl EFA cheatsheet "
+                   "says are not needed on EFA with current releases",
+                   detail=" ".join(f"{n}: \"{r['says']}\"" for n, _, r in unneeded[:8])
+                   + f" ({where}; check does not know the plugin's release, so these are left to you.)",
+                   fix="unset " + " ".join(n for n, _, _ in unneeded[:8]) + "   # unless aws-ofi-nccl here is older than 1.7",
+                   subjects=[n for n, _, _ in unneeded[:16]],
+                   evidence={"settings": {n: v for n, v, _ in unneeded}, "devices": efa[:8]})

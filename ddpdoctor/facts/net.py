@@ -359,3 +359,35 @@ def nccl_p2p_level_sys(snap, gpus_on_node: int) -> bool:
     raw = str(((snap.get("packages") or {}).get("versions") or {}).get("torch") or "").split("+")[0]
     torch = tuple(int(x) for x in re.findall(r"\d+", raw)[:2])
     return len(torch) == 2 and torch < TORCH_BUNDLING_NCCL_2_23
+
+
+def efa_settings_rows() -> list:
+    """data/efa_settings.json's rows (aws-ofi-nccl doc/efa-env-var.md): what the plugin's EFA cheatsheet says of each
+    variable."""
+    import functools  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    @functools.lru_cache(maxsize=1)
+    def _load(path):
+        with open(path, encoding="utf-8") as fh:
+            return tuple(json.load(fh)["rows"])
+
+    return list(_load(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                                   "efa_settings.json")))
+
+
+def efa_advice(env: dict) -> list:
+    """(name, value, row) for each set variable a row of the EFA cheatsheet is about (an exact name before a prefix)."""
+    out = []
+    rows = efa_settings_rows()
+    for name in sorted(env):
+        value = str(env.get(name) or "").strip()
+        if not value:
+            continue
+        row = next((r for r in rows if name in (r.get("names") or [])), None) or \
+            next((r for r in rows if r.get("prefix") and name.startswith(r["prefix"])), None)
+        if row is None or (row.get("values") and value.lower() not in row["values"]):
+            continue
+        out.append((name, value, row))
+    return out

@@ -11,6 +11,8 @@ PREFIXES = (
     "MASTER_", "LOCAL_", "TORCHELASTIC_", "PET_", "NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "MKL_",
     "RAYON_", "HF_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "ACCELERATE_", "MV2_", "KMP_", "OPENBLAS_",
     "TOKENIZERS_", "TRANSFORMERS_", "NVIDIA_", "UCX_", "FI_", "DEEPSPEED_", "DS_", "PYTORCH_", "WANDB_",
+    # check33 (NET021): rdma-core's RDMAV_* (RDMAV_FORK_SAFE), which aws-ofi-nccl's EFA cheatsheet says not to use
+    "RDMAV_",
 )
 EXACT = {"RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
          "NODE_RANK", "CROSS_RANK", "CROSS_SIZE", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHASHSEED",
