@@ -204,3 +204,51 @@ def test_rdmav_variables_are_gathered():
     from ddpdoctor.gather.env import relevant
 
     assert relevant("RDMAV_FORK_SAFE") and relevant("RDMAV_HUGEPAGES_SAFE")
+
+
+# -- SYS012: RLIMIT_STACK unlimited under an NCCL older than 2.28.3 (NVIDIA/nccl runtime_and_mpi_issues.rst 'Stack
+# size' @5067397c; src/init.cc setCpuStackSize @f1308997 = 2.28.3-1; data/nccl_stack_limit.json) --
+
+UNLIMITED = {"RLIMIT_STACK": {"soft": None, "hard": None}}
+EIGHT_MB = {"RLIMIT_STACK": {"soft": 8388608, "hard": None}}
+
+
+def _sys012(rlimits, nccl=None, env=None, gpus=None):
+    packages = {"torch": "2.5.1"}
+    if nccl:
+        packages["nvidia-nccl-cu12"] = nccl
+    return findings_of(make_snapshot(host={"rlimits": rlimits}, packages=packages, env=env or {}, gpus=gpus), "SYS012")
+
+
+def test_unlimited_stack_under_an_nccl_before_2_28_3_is_a_warning_naming_both():
+    [f] = _sys012(UNLIMITED, nccl="2.21.5")
+    assert f.severity == "warning" and "NCCL 2.21.5" in f.title and "2.28.3" in f.title
+    assert f.fix.startswith("ulimit -s 8192") and "2 MB" in f.detail
+
+
+def test_unlimited_stack_with_ncclss_own_fix_switched_off_is_a_warning():
+    [f] = _sys012(UNLIMITED, nccl="2.28.3", env={"NCCL_SET_CPU_STACK_SIZE": "0"})
+    assert f.severity == "warning" and "NCCL_SET_CPU_STACK_SIZE=0" in f.title
+
+
+def test_finite_stack_or_an_nccl_that_fixes_it_is_quiet():
+    assert _sys012(EIGHT_MB, nccl="2.21.5") == []
+    assert _sys012(UNLIMITED, nccl="2.28.3") == []
+    assert _sys012(UNLIMITED, nccl="2.29.2") == []
+    assert _sys012({}, nccl="2.21.5") == []  # not recorded: nothing claimed
+    assert _sys012(UNLIMITED) == []          # no NCCL known and no GPU: nothing to judge
+
+
+def test_unknown_nccl_on_a_gpu_host_is_a_note():
+    [f] = _sys012(UNLIMITED, gpus={"devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]})
+    assert f.severity == "info" and "not recorded" in f.title
+
+
+def test_the_gather_records_the_stack_limit_as_the_process_has_it():
+    import resource
+
+    from ddpdoctor.gather.host import rlimits
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
+    got = rlimits()["RLIMIT_STACK"]["soft"]
+    assert got == (None if soft == resource.RLIM_INFINITY else soft)

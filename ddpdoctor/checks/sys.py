@@ -849,3 +849,65 @@ def checkpoint_disk_full(snap):
                           subjects=[f"path:{d.get('path')}", f"arg:{str(d.get('option')).lstrip('-')}"],
                           evidence={"save_dir": d})
             return
+
+
+@check("SYS012", "stack-limit-unlimited-under-nccl", family="system", needs=("host",), reads=("env", "packages", "gpus"))
+def stack_limit_unlimited_under_nccl(snap):
+    """The stack limit is unlimited under an NCCL that leaves its threads glibc's 2 MB fallback.
+
+    What it checks
+        RLIMIT_STACK (the soft `ulimit -s`) is unlimited and the NCCL torch loads is older than
+        2.28.3, or NCCL_SET_CPU_STACK_SIZE=0 switches off the fix that release brought
+        (ddpdoctor/data/nccl_stack_limit.json). With the NCCL release unknown on a GPU host: a note.
+
+    Why it matters
+        glibc takes RLIMIT_STACK as the default stack of new threads except when it is unlimited:
+        then new threads get 2 MB (pthread_create(3)). NCCL's topology search is recursive and may
+        need more than that while a communicator is created; NCCL's troubleshooting guide reports
+        crashes with `ulimit -s unlimited` (a segmentation fault in ncclCommInitRank, MNNVL systems
+        especially). NCCL 2.28.3 raises its threads' default to 8 MB itself.
+
+    Example
+        ulimit -s unlimited in a job script or /etc/security/limits.conf, with torch's NCCL 2.21.5.
+
+    Fix
+        ulimit -s 8192 (on every node, before the launcher), or an NCCL >= 2.28.3.
+    """
+    from ddpdoctor.facts.net import nccl_loaded, nccl_stack_limit  # noqa: PLC0415
+    from ddpdoctor.facts.torch_floors import release  # noqa: PLC0415
+
+    lim = ((snap["host"].get("rlimits") or {}).get("RLIMIT_STACK"))
+    if not isinstance(lim, dict) or "soft" not in lim or lim.get("soft") is not None:
+        return  # not recorded, or a finite limit (None is how the gather writes "unlimited")
+    data = nccl_stack_limit()
+    fixed = release(data["fixed_in"])
+    version, where = nccl_loaded(snap)
+    env = env_of(snap)
+    switched_off = str(env.get(data["param"], "")).strip() == "0"
+    shown = ".".join(str(p) for p in version) if version else None
+    src = "NVIDIA/nccl docs/userguide/source/troubleshooting/runtime_and_mpi_issues.rst, 'Stack size'"
+    detail = ("glibc gives new threads RLIMIT_STACK as their stack, except when it is unlimited: then 2 MB. NCCL's graph "
+              "search may need more while a communicator is created, and NCCL reports crashes with `ulimit -s "
+              f"unlimited` ({src}). From {data['fixed_in']} NCCL raises its threads' default stack to "
+              f"{data['safe_kb']} KB itself (src/init.cc setCpuStackSize, INFO \"{data['nccl_info']}\"), unless "
+              f"{data['param']}=0.")
+    fix = "ulimit -s 8192   # in the job script, before the launcher, on every node"
+    if version and (release(shown) or (0,)) >= fixed:
+        if switched_off:
+            yield warning(f"the stack limit is unlimited and {data['param']}=0 turns off NCCL {shown}'s own fix: its "
+                          "threads get glibc's 2 MB fallback stack", detail=detail,
+                          fix=f"unset {data['param']}; or {fix}", subjects=[data["param"]],
+                          evidence={"RLIMIT_STACK": "unlimited", "nccl": shown, "nccl_from": where})
+        return
+    if version:
+        yield warning(f"the stack limit is unlimited (ulimit -s) under NCCL {shown}, older than {data['fixed_in']}: "
+                      "NCCL's threads get glibc's 2 MB fallback stack and communicator creation can crash",
+                      detail=detail, fix=fix + f"; or an NCCL >= {data['fixed_in']}", subjects=[],
+                      evidence={"RLIMIT_STACK": "unlimited", "nccl": shown, "nccl_from": where})
+        return
+    gpus = snap.get("gpus") if "gpus" in snap else None
+    if isinstance(gpus, dict) and gpus.get("devices"):
+        yield info("the stack limit is unlimited (ulimit -s): an NCCL older than "
+                   f"{data['fixed_in']} gives its threads glibc's 2 MB fallback stack (which NCCL runs here is not "
+                   "recorded)", detail=detail, fix=fix, subjects=[],
+                   evidence={"RLIMIT_STACK": "unlimited", "nccl": None})

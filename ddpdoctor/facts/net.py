@@ -391,3 +391,13 @@ def efa_advice(env: dict) -> list:
             continue
         out.append((name, value, row))
     return out
+
+
+def nccl_stack_limit() -> dict:
+    """data/nccl_stack_limit.json: from which NCCL release it raises its threads' stack itself, and its switch."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "nccl_stack_limit.json"),
+              encoding="utf-8") as fh:
+        return json.load(fh)

@@ -196,7 +196,8 @@ def rlimits() -> dict:
     except ImportError:  # Windows
         return {}
     out = {}
-    for name in ("RLIMIT_NOFILE", "RLIMIT_MEMLOCK", "RLIMIT_NPROC"):
+    # check33 (SYS012): RLIMIT_STACK, whose "unlimited" gives NCCL's threads glibc's 2 MB fallback stack
+    for name in ("RLIMIT_NOFILE", "RLIMIT_MEMLOCK", "RLIMIT_NPROC", "RLIMIT_STACK"):
         if hasattr(resource, name):
             soft, hard = resource.getrlimit(getattr(resource, name))
             out[name] = {"soft": None if soft == resource.RLIM_INFINITY else soft,
