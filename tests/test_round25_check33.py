@@ -252,3 +252,51 @@ def test_the_gather_records_the_stack_limit_as_the_process_has_it():
     soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
     got = rlimits()["RLIMIT_STACK"]["soft"]
     assert got == (None if soft == resource.RLIM_INFINITY else soft)
+
+
+# -- NET022: HPE Slingshot (CXI) NICs in a job across hosts against HPE's NCCL application note
+# (ryanhankins/shs-ccl-docs nccl/nccl_tuning_guide.md @1e588596; data/cxi_settings.json) --
+
+CXI = {"cxi_devices": ["cxi0", "cxi1", "cxi2", "cxi3"], "rdma_devices": []}
+TWO_NODES = {"RANK": "0", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "nid001", "MASTER_PORT": "29500",
+             "TORCHELASTIC_RUN_ID": "j1", "GROUP_RANK": "0"}
+HPE_SETTINGS = {"FI_MR_CACHE_MONITOR": "userfaultfd", "FI_CXI_DISABLE_HOST_REGISTER": "1",
+                "FI_CXI_DEFAULT_CQ_SIZE": "131072", "FI_CXI_RDZV_PROTO": "alt_read", "FI_CXI_RX_MATCH_MODE": "hybrid",
+                "FI_CXI_RDZV_EAGER_SIZE": "0", "FI_CXI_DEFAULT_TX_SIZE": "2048", "NCCL_NET_GDR_LEVEL": "PHB",
+                "NCCL_NET": "AWS Libfabric"}
+
+
+def _net022(env, pci=CXI):
+    return findings_of(make_snapshot(env=dict(TWO_NODES, **env), pci=pci), "NET022")
+
+
+def test_slingshot_job_without_the_mandatory_libfabric_settings_is_a_warning_and_a_note():
+    got = _net022({"FI_MR_CACHE_MONITOR": "memhooks"})
+    [w] = [f for f in got if f.severity == "warning"]
+    assert "FI_MR_CACHE_MONITOR=memhooks" in w.title and "FI_CXI_DISABLE_HOST_REGISTER=(unset)" in w.title
+    assert "may cause deadlocks" in w.detail
+    assert w.fix == "export FI_MR_CACHE_MONITOR=userfaultfd FI_CXI_DISABLE_HOST_REGISTER=1"
+    [n] = [f for f in got if f.severity == "info"]
+    assert "FI_CXI_DEFAULT_CQ_SIZE" in n.title and "NCCL_NET='AWS Libfabric'" in n.fix
+
+
+def test_the_notes_values_and_larger_queues_are_quiet():
+    assert _net022(HPE_SETTINGS) == []
+    assert _net022(dict(HPE_SETTINGS, FI_MR_CACHE_MONITOR="kdreg2", FI_CXI_DEFAULT_CQ_SIZE="262144")) == []
+
+
+def test_no_slingshot_nic_or_one_host_is_quiet():
+    assert _net022({}, pci={"cxi_devices": [], "rdma_devices": []}) == []
+    one = findings_of(make_snapshot(env={"RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4",
+                                         "TORCHELASTIC_RUN_ID": "j1"}, pci=CXI), "NET022")
+    assert one == []
+
+
+def test_cxi_devices_are_gathered_from_the_drivers_class(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.pci import cxi_devices
+
+    (tmp_path / "sys" / "class" / "cxi_user" / "cxi0").mkdir(parents=True)
+    (tmp_path / "sys" / "class" / "cxi_user" / "cxi1").mkdir(parents=True)
+    assert cxi_devices(Sources(root=str(tmp_path))) == ["cxi0", "cxi1"]
+    assert cxi_devices(Sources(root=str(tmp_path / "none"))) == []

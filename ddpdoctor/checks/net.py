@@ -2274,3 +2274,66 @@ def efa_settings_the_plugin_advises_against(snap):
                    fix="unset " + " ".join(n for n, _, _ in unneeded[:8]) + "   # unless aws-ofi-nccl here is older than 1.7",
                    subjects=[n for n, _, _ in unneeded[:16]],
                    evidence={"settings": {n: v for n, v, _ in unneeded}, "devices": efa[:8]})
+
+
+@check("NET022", "slingshot-libfabric-settings", family="network", needs=("env", "pci"), reads=("network",))
+def slingshot_libfabric_settings(snap):
+    """On HPE Slingshot (CXI NICs) in a job across hosts, a libfabric or NCCL setting HPE's note calls mandatory is
+    not set as it says.
+
+    What it checks
+        With CXI NICs here (/sys/class/cxi_user) and a job across hosts: each variable of HPE's
+        application note for NCCL over Slingshot (ddpdoctor/data/cxi_settings.json) against its
+        recommended value. FI_MR_CACHE_MONITOR (userfaultfd or kdreg2) and
+        FI_CXI_DISABLE_HOST_REGISTER=1: a warning, the note names deadlocks and stale registrations;
+        the rest (FI_CXI_DEFAULT_CQ_SIZE, FI_CXI_RDZV_PROTO, FI_CXI_RX_MATCH_MODE,
+        FI_CXI_RDZV_EAGER_SIZE, FI_CXI_DEFAULT_TX_SIZE, NCCL_NET_GDR_LEVEL, NCCL_NET): one note.
+
+    Why it matters
+        NCCL reaches Slingshot through aws-ofi-nccl and libfabric's cxi provider, which registers
+        memory itself and relies on a cache monitor to drop stale registrations; NCCL's many small
+        messages exercise it as MPI codes do not. HPE calls these settings mandatory: the host-register
+        allocations the provider makes otherwise "may cause deadlocks", the monitor detects changes
+        between virtual and physical pages, the queue sizes matter for large jobs, and without
+        NCCL_NET="AWS Libfabric" a plugin that fails to load falls back to sockets silently.
+
+    Example
+        torchrun across 4 nodes of a Slingshot cluster with only LD_LIBRARY_PATH set for the plugin.
+
+    Fix
+        export FI_MR_CACHE_MONITOR=userfaultfd FI_CXI_DISABLE_HOST_REGISTER=1 FI_CXI_DEFAULT_CQ_SIZE=131072 ...
+    """
+    from ddpdoctor.facts.net import cxi_settings_off, multi_node  # noqa: PLC0415
+
+    pci = snap.get("pci") or {}
+    cxi = [d for d in pci.get("cxi_devices") or [] if d]
+    spread = multi_node(snap) if cxi else None
+    if pci.get("unavailable") or not cxi or not spread:
+        return
+    off = cxi_settings_off(env_of(snap))
+    note = "HPE Slingshot application note for NCCL (ryanhankins/shs-ccl-docs nccl/nccl_tuning_guide.md)"
+
+    def shown(row, value):
+        want = f">= {row['at_least']}" if "at_least" in row else " or ".join(row["want"])
+        return f"{row['name']}={value if value is not None else '(unset)'} (wants {want})"
+
+    def export(row):
+        return f"{row['name']}={row['at_least'] if 'at_least' in row else row['want'][0]}".replace("AWS Libfabric",
+                                                                                                 "'AWS Libfabric'")
+
+    hard = [(r, v) for r, v in off if r["severity"] == "warning"]
+    soft = [(r, v) for r, v in off if r["severity"] != "warning"]
+    if hard:
+        yield warning(f"{', '.join(shown(r, v) for r, v in hard)} on a Slingshot host ({', '.join(cxi[:4])}) of a job "
+                      f"across hosts ({spread}): HPE calls these libfabric settings mandatory for NCCL",
+                      detail=" ".join(f"{r['name']}: \"{r['says']}\"" for r, _ in hard) + f" ({note}.)",
+                      fix="export " + " ".join(export(r) for r, _ in hard),
+                      subjects=[r["name"] for r, _ in hard] + [f"cxi:{d}" for d in cxi[:4]],
+                      evidence={"settings": {r["name"]: v for r, v in hard}, "devices": cxi[:8], "why_multi_node": spread})
+    if soft:
+        yield info(f"{len(soft)} more setting(s) HPE's Slingshot note recommends for NCCL are not as it says: "
+                   + ", ".join(r["name"] for r, _ in soft[:8]),
+                   detail=" ".join(f"{shown(r, v)}: \"{r['says']}\"" for r, v in soft) + f" ({note}.)",
+                   fix="export " + " ".join(export(r) for r, _ in soft),
+                   subjects=[r["name"] for r, _ in soft],
+                   evidence={"settings": {r["name"]: v for r, v in soft}, "devices": cxi[:8]})

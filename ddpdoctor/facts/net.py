@@ -401,3 +401,28 @@ def nccl_stack_limit() -> dict:
     with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "nccl_stack_limit.json"),
               encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def cxi_settings_rows() -> list:
+    """data/cxi_settings.json's rows: the settings HPE's Slingshot application note for NCCL calls mandatory."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "cxi_settings.json"),
+              encoding="utf-8") as fh:
+        return list(json.load(fh)["rows"])
+
+
+def cxi_settings_off(env: dict) -> list:
+    """(row, value set or None) for each row of the Slingshot note the environment does not meet."""
+    out = []
+    for row in cxi_settings_rows():
+        value = env.get(row["name"])
+        text = str(value).strip() if value is not None else ""
+        if "at_least" in row:
+            ok = text.isdigit() and int(text) >= row["at_least"]
+        else:
+            ok = text.lower() in {str(w).lower() for w in row["want"]}
+        if not ok:
+            out.append((row, value))
+    return out

@@ -128,6 +128,8 @@ FIELDS = {
     "bridges.*.acs.ctl_raw": INT, "bridges.*.acs.ctl.*": BOOL, "bridges.*.acs.reason": STR,
     # issue 26
     "gpus.*.driver": STR, "nvswitches": LIST, "nvswitches[]": STR, "nccl_virtual_topology": BOOL, "net_plugins": LIST, "net_plugins[]": STR,
+    # check33 (NET022): HPE Slingshot NICs, /sys/class/cxi_user
+    "cxi_devices": LIST, "cxi_devices[]": STR,
     "rdma_drivers": OBJ, "rdma_drivers.*": STR, "verbs_providers": OBJ, "verbs_providers.libibverbs": LIST,
     "verbs_providers.libibverbs[]": STR, "verbs_providers.libraries": LIST, "verbs_providers.libraries[]": STR,
     "verbs_providers.config": LIST, "verbs_providers.config[]": STR, "verbs_providers.ld_so_conf": BOOL,
@@ -237,7 +239,16 @@ def gather_pci(src: Sources) -> dict:
             "rdma_virtual_functions": rdma_virtual_functions(src, rdma),
             "rdma_verbs": rdma_verbs(src, rdma),
             "rdma_drivers": rdma_drivers(src, rdma), "verbs_providers": verbs_providers(src) if rdma else None,
-            "gdr": gdr_modules(src) if rdma else None, "amd_gpus": amd_gpus(src)}
+            "gdr": gdr_modules(src) if rdma else None, "amd_gpus": amd_gpus(src), "cxi_devices": cxi_devices(src)}
+
+
+def cxi_devices(src: Sources) -> list:
+    """HPE Slingshot (CXI) NICs: the cxi driver's /sys/class/cxi_user devices (HewlettPackard/shs-cxi-driver
+    cxi/cxi_user_core.c, class "cxi_user"; data/cxi_settings.json). [] when there are none."""
+    try:
+        return sorted(os.listdir(src.path("/sys/class/cxi_user")))
+    except OSError:
+        return []
 
 
 def rdma_verbs(src: Sources, devices: list) -> dict:
