@@ -300,3 +300,13 @@ def test_cxi_devices_are_gathered_from_the_drivers_class(tmp_path):
     (tmp_path / "sys" / "class" / "cxi_user" / "cxi1").mkdir(parents=True)
     assert cxi_devices(Sources(root=str(tmp_path))) == ["cxi0", "cxi1"]
     assert cxi_devices(Sources(root=str(tmp_path / "none"))) == []
+
+
+def test_slingshot_known_by_its_hsn_interfaces_when_the_driver_class_was_not_recorded():
+    ifaces = [{"name": "lo", "up": True, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+              {"name": "hsn0", "up": True, "addresses": [{"family": "ipv4", "address": "10.150.0.5"}]}]
+    got = findings_of(make_snapshot(env=TWO_NODES, pci={"rdma_devices": []}, network={"interfaces": ifaces}), "NET022")
+    assert [f.severity for f in got] == ["warning", "info"] and "hsn0" in got[0].title
+    ifaces[1]["name"] = "eth1"  # no Slingshot interface, no cxi device: quiet
+    assert findings_of(make_snapshot(env=TWO_NODES, pci={"rdma_devices": []}, network={"interfaces": ifaces}),
+                       "NET022") == []

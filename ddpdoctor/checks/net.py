@@ -2282,7 +2282,8 @@ def slingshot_libfabric_settings(snap):
     not set as it says.
 
     What it checks
-        With CXI NICs here (/sys/class/cxi_user) and a job across hosts: each variable of HPE's
+        With CXI NICs here (/sys/class/cxi_user; when that was not recorded, Slingshot's hsn<N> host
+        interfaces, the names the note gives NCCL_SOCKET_IFNAME) and a job across hosts: each variable of HPE's
         application note for NCCL over Slingshot (ddpdoctor/data/cxi_settings.json) against its
         recommended value. FI_MR_CACHE_MONITOR (userfaultfd or kdreg2) and
         FI_CXI_DISABLE_HOST_REGISTER=1: a warning, the note names deadlocks and stale registrations;
@@ -2307,6 +2308,11 @@ def slingshot_libfabric_settings(snap):
 
     pci = snap.get("pci") or {}
     cxi = [d for d in pci.get("cxi_devices") or [] if d]
+    if not cxi and "network" in snap:
+        # the Slingshot host interfaces the note names (NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3), when the cxi driver's
+        # class was not recorded (a snapshot from before it was gathered)
+        cxi = [str(i.get("name")) for i in (snap["network"].get("interfaces") or [])
+               if isinstance(i, dict) and re.match(r"^hsn\d+$", str(i.get("name") or ""))]
     spread = multi_node(snap) if cxi else None
     if pci.get("unavailable") or not cxi or not spread:
         return
