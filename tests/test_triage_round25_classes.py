@@ -1,0 +1,65 @@
+"""Round 25 (issue 24, triage33): classes from the sources, each with a trigger and a quiet fixture.
+
+- A Python script run by a shell, not by python (`bash train.py`, `sh run.py`, a .py launched as a program with no `#!`
+  line): the shell's own words for the Python lines it took as commands are a launch failure (LOG023) that names the
+  script: bash's "train.py: line 1: import: command not found" (execute_cmd.c) and "train.py: line 6: syntax error near
+  unexpected token `('" (parse.y report_syntax_error), dash's "train.py: 1: import: not found" (src/exec.c) and
+  'train.py: 6: Syntax error: "(" unexpected' (src/parser.c synexpect), zsh's "train.py:1: command not found: import"
+  (Src/exec.c) and ImageMagick's "import: unable to open X server" (MagickWand/import.c: its `import` ran). The texts
+  are those bash 5.2.15 and dash 0.5.12 print for a .py (reproduced; data/messages.json records the sources).
+  A shell script's own syntax error, or a helper command that is not found, is not this class.
+"""
+from triage_loud import brief as _ids, loud_findings as _found
+
+_STEPS = "".join(f"step {i} loss 0.{i:02d}\n" for i in range(1, 6))
+_END = "Training completed.\n"
+
+# what `bash train.py` and `sh train.py` print for a .py whose lines are: import os / import torch / from torch import
+# nn / import torch.distributed as dist / (blank) / def main(): ... (bash 5.2.15, dash 0.5.12-2)
+_BASH = ("train.py: line 1: import: command not found\ntrain.py: line 2: import: command not found\n"
+         "train.py: line 3: from: command not found\ntrain.py: line 4: import: command not found\n"
+         "train.py: line 6: syntax error near unexpected token `('\ntrain.py: line 6: `def main():'\n")
+_DASH = ("train.py: 1: import: not found\ntrain.py: 2: import: not found\ntrain.py: 3: from: not found\n"
+         "train.py: 4: import: not found\ntrain.py: 6: Syntax error: \"(\" unexpected\n")
+
+
+def test_a_python_script_run_by_bash_or_dash_is_a_launch_failure_naming_the_script(tmp_path):
+    for text in (_BASH, _DASH, "+ srun ./pretrain.py\n" + _BASH.replace("train.py", "/home/u/exp/pretrain.py")):
+        f = _found(tmp_path, text)
+        assert f and f[0].id == "LOG023" and f[0].severity == "error", (text[:60], _ids(f))
+        assert "run by a shell" in f[0].title and "train.py" in f[0].title, _ids(f)
+        assert "python train.py" in f[0].fix and "#!/usr/bin/env python3" in f[0].fix, f[0].fix
+
+
+def test_the_shells_syntax_error_alone_at_a_python_line_is_the_same_class(tmp_path):
+    # the lines before it cut away, or the script's first lines were comments and assignments the shell accepted
+    for line in ("train.py: line 6: syntax error near unexpected token `('", "main.py: 14: Syntax error: \"(\" unexpected",
+                 "run_glue.py: line 41: syntax error: unexpected end of file"):
+        f = _found(tmp_path, "starting job on node01\n" + line + "\n")
+        assert f and f[0].id == "LOG023" and "run by a shell" in f[0].title, (line, _ids(f))
+        assert "line:2" in f[0].subjects, f[0].subjects
+
+
+def test_zsh_and_imagemagicks_import_are_the_same_class(tmp_path):
+    for line in ("train.py:1: command not found: import", "zsh:1: command not found: from",
+                 "import: unable to open X server `' @ error/import.c/ImportImageCommand/359.",
+                 "import-im6.q16: unable to open X server `' @ error/import.c/ImportImageCommand/346."):
+        f = _found(tmp_path, line + "\n")
+        assert f and f[0].id == "LOG023" and "run by a shell" in f[0].title, (line, _ids(f))
+
+
+def test_a_python_script_run_by_a_shell_past_a_large_log_head_is_read(tmp_path):
+    pad = "".join(f"module load step {i}: ok\n" for i in range(40000))
+    for text in (_BASH, _DASH):
+        f = _found(tmp_path, pad + text)
+        assert f and f[0].id == "LOG023" and "run by a shell" in f[0].title, _ids(f)
+
+
+def test_a_shell_scripts_own_syntax_error_or_a_missing_helper_is_not_this_class(tmp_path):
+    # a .sh with a shell syntax error is a broken shell script, not Python read by a shell; a helper not found before
+    # a job that trained is no launch failure at all
+    for text in ("run.sh: line 6: syntax error near unexpected token `('\nrun.sh: line 6: `foo (ls)'\n",
+                 "bash: nvidia-smi: command not found\n" + _STEPS + _END,
+                 "+ python train.py --lr 1e-4\nimport torch ok\nfrom config: lr=1e-4\n" + _STEPS + _END):
+        f = _found(tmp_path, text)
+        assert not any("run by a shell" in x.title for x in f), (text[:60], _ids(f))
