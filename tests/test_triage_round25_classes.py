@@ -63,3 +63,40 @@ def test_a_shell_scripts_own_syntax_error_or_a_missing_helper_is_not_this_class(
                  "+ python train.py --lr 1e-4\nimport torch ok\nfrom config: lr=1e-4\n" + _STEPS + _END):
         f = _found(tmp_path, text)
         assert not any("run by a shell" in x.title for x in f), (text[:60], _ids(f))
+
+
+# --- every fatal signal's death read the same way ----------------------------------------------------------------------
+# bash's foreground report is strsignal(termsig) then " (core dumped)" (jobs.c); srun's _task_finish prints
+# "%s: %s %s: %s%s" with strsignal() and " (core dumped)" (SchedMD/slurm src/srun/launch.c @284c3b95); CPython's
+# faulthandler opens its dump with "Fatal Python error: <name>" and a blank line (Modules/faulthandler.c)
+_FH = ("Fatal Python error: {what}\n\nCurrent thread 0x00007f3a2b4c5740 (most recent call first):\n"
+       '  File "/opt/conda/lib/python3.10/site-packages/torch/__init__.py", line 290 in _load_global_deps\n'
+       '  File "train.py", line 3 in <module>\n')
+
+
+def test_sigill_sigfpe_sigabrt_in_the_shells_and_sruns_words_are_a_signal_death(tmp_path):
+    for line, sig in (("Illegal instruction (core dumped)", "SIGILL"), ("Illegal instruction", "SIGILL"),
+                      ("Floating point exception (core dumped)", "SIGFPE"), ("Aborted (core dumped)", "SIGABRT"),
+                      ("srun: error: node07: task 3: Illegal instruction (core dumped)", "SIGILL"),
+                      ("srun: error: node07: tasks 0-1: Floating point exception", "SIGFPE")):
+        f = _found(tmp_path, "+ python train.py --epochs 3\nloading data\n" + line + "\n")
+        assert f and f[0].id == "LOG004" and f[0].severity == "error", (line, _ids(f))
+        assert sig in f[0].title and "line:3" in f[0].subjects, (line, _ids(f), f[0].subjects)
+        if line.startswith("srun"):
+            assert "rank 3" in f[0].title or "rank 0" in f[0].title, _ids(f)
+
+
+def test_a_log_that_opens_with_faulthandlers_header_is_the_crash_not_a_title(tmp_path):
+    # the header, then a blank line: the shape of an issue's untagged title, but CPython's own output
+    for what, sig in (("Illegal instruction", "SIGILL"), ("Floating point exception", "SIGFPE"), ("Aborted", "SIGABRT")):
+        f = _found(tmp_path, _FH.format(what=what))
+        assert f and f[0].id == "LOG004" and sig in f[0].title and "train.py:3" in f[0].title, (what, _ids(f))
+
+
+def test_the_words_of_a_signal_inside_a_program_line_or_without_their_core_note_are_no_death(tmp_path):
+    # click's "Aborted!" (a prompt declined), a bare "Aborted" (many programs' own word), a sentence that names the
+    # signal: none is the shell's report of a process that died
+    for line in ("Aborted!", "Aborted", "note: Illegal instruction checks passed for avx2 kernels",
+                 "compiled without Floating point exception traps"):
+        f = _found(tmp_path, "+ python train.py\n" + line + "\n" + _STEPS + _END)
+        assert not any(x.id in ("LOG004", "LOG028") for x in f), (line, _ids(f))

@@ -841,6 +841,11 @@ class Job:
             return True
         if any(ev.kind in _RUN_FAILURE_KINDS for ev in evs):
             return True
+        if t.startswith("Fatal Python error: "):
+            # CPython's own fatal-error header (Python/pylifecycle.c fatal_error; faulthandler's for a fatal signal,
+            # data/python_faulthandler.json), which a blank line follows: the interpreter's output, never a writer's
+            # title (round 25, issue 24: a log opening with "Fatal Python error: Illegal instruction" read as healthy)
+            return True
         if t[:1] in "#`>|" or not t.strip():
             return False   # a heading, a fence, a quote, a table: the writer's
         return bool(('", line ' in t and 'File "' in t) or _RICH_FRAME.match(t) or t.startswith("│ ❱ ")
@@ -1088,7 +1093,8 @@ class Job:
         elif kind == "shell_signal":
             # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text
             # (or its translation under the job's locale: signatures.SIGNAL_OF_TEXT, data/strsignal.json)
-            rank = self._shell_death(line, d, SIGNAL_OF_TEXT[str(d.get("what") or d.get("bare"))], "shell", rank)
+            rank = self._shell_death(line, d, SIGNAL_OF_TEXT[str(d.get("what") or d.get("bare") or d.get("bare_en")
+                                                                 or d.get("bare_abrt"))], "shell", rank)
         elif kind == "zsh_signal":
             # zsh's report of a job that died on a signal (Src/jobs.c printjob, its own texts: data/strsignal.json "zsh");
             # an interrupt it printed no line for
@@ -1127,8 +1133,7 @@ class Job:
             self.exits.append(Exit(None, None, line.host, code, sig, None, line.ts, line, "IDE (PyCharm)"))
         elif kind == "srun_task":
             what = str(d["what"])
-            sig = {"Out Of Memory": "SIGKILL", "Killed": "SIGKILL", "Segmentation fault": "SIGSEGV",
-                   "Aborted": "SIGABRT", "Bus error": "SIGBUS"}.get(what)
+            sig = {"Out Of Memory": "SIGKILL", "Killed": "SIGKILL"}.get(what) or SIGNAL_OF_TEXT.get(what)
             code = -SIGNUM[sig] if sig else int(d.get("code") or 1)
             for r in _task_list(str(d["tasks"])):
                 self.ranks.add(r)
