@@ -74,9 +74,10 @@ _FH = ("Fatal Python error: {what}\n\nCurrent thread 0x00007f3a2b4c5740 (most re
        '  File "train.py", line 3 in <module>\n')
 
 
-def test_sigill_sigfpe_sigabrt_in_the_shells_and_sruns_words_are_a_signal_death(tmp_path):
+def test_sigill_and_sigfpe_in_the_shells_and_sruns_words_are_a_signal_death(tmp_path):
     for line, sig in (("Illegal instruction (core dumped)", "SIGILL"), ("Illegal instruction", "SIGILL"),
-                      ("Floating point exception (core dumped)", "SIGFPE"), ("Aborted (core dumped)", "SIGABRT"),
+                      ("Floating point exception (core dumped)", "SIGFPE"),
+                      ("srun: error: node07: task 3: Aborted (core dumped)", "SIGABRT"),
                       ("srun: error: node07: task 3: Illegal instruction (core dumped)", "SIGILL"),
                       ("srun: error: node07: tasks 0-1: Floating point exception", "SIGFPE")):
         f = _found(tmp_path, "+ python train.py --epochs 3\nloading data\n" + line + "\n")
@@ -100,3 +101,22 @@ def test_the_words_of_a_signal_inside_a_program_line_or_without_their_core_note_
                  "compiled without Floating point exception traps"):
         f = _found(tmp_path, "+ python train.py\n" + line + "\n" + _STEPS + _END)
         assert not any(x.id in ("LOG004", "LOG028") for x in f), (line, _ids(f))
+
+
+def test_a_death_on_a_signal_the_cpu_raises_says_what_the_cpu_refused(tmp_path):
+    # arch/x86/kernel/traps.c: #UD (invalid opcode) is SIGILL, #DE (divide error) is SIGFPE (data/fatal_signals.json)
+    for text, words, cmd in (("Illegal instruction (core dumped)\n", "does not implement", "/proc/cpuinfo"),
+                             (_FH.format(what="Illegal instruction"), "does not implement", "/proc/cpuinfo"),
+                             ("Floating point exception\n", "division by zero", "zero size")):
+        f = _found(tmp_path, "+ python train.py\n" + text)
+        assert f and f[0].id == "LOG004", _ids(f)
+        assert words in f[0].detail and "an inference" in f[0].detail if "SIGILL" in f[0].title else words in f[0].detail, \
+            f[0].detail
+        assert cmd in f[0].fix, f[0].fix
+
+
+def test_a_death_on_a_signal_the_process_raised_itself_carries_no_cpu_trap(tmp_path):
+    for text in ("srun: error: node07: task 3: Aborted (core dumped)\n", _FH.format(what="Aborted")):
+        f = _found(tmp_path, "+ python train.py\n" + text)
+        assert f and f[0].id == "LOG004" and "SIGABRT" in f[0].title, _ids(f)
+        assert "does not implement" not in f[0].detail and "/proc/cpuinfo" not in f[0].fix, f[0].detail

@@ -1093,8 +1093,7 @@ class Job:
         elif kind == "shell_signal":
             # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text
             # (or its translation under the job's locale: signatures.SIGNAL_OF_TEXT, data/strsignal.json)
-            rank = self._shell_death(line, d, SIGNAL_OF_TEXT[str(d.get("what") or d.get("bare") or d.get("bare_en")
-                                                                 or d.get("bare_abrt"))], "shell", rank)
+            rank = self._shell_death(line, d, SIGNAL_OF_TEXT[str(d.get("what") or d.get("bare") or d.get("bare_en"))], "shell", rank)
         elif kind == "zsh_signal":
             # zsh's report of a job that died on a signal (Src/jobs.c printjob, its own texts: data/strsignal.json "zsh");
             # an interrupt it printed no line for

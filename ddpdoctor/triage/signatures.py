@@ -220,10 +220,12 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:: (?:line \d+:|%s) *(?P<pid>\d+) +(?P<what>Aborted|Segmentation fault|Bus error|Illegal instruction|"
          r"Floating point exception|%s)(?: *(?:\(core dumped\)|%s))?(?: +(?P<cmd>\S.*))?|^(?P<bare>%s)(?: *(?:\(core dumped\)|%s))?"
          # the English foreground report alone on its line (bash jobs.c: strsignal(termsig), then " (core dumped)"):
-         # SIGILL's and SIGFPE's words are no other program's; "Aborted" only with its "(core dumped)" (a program's own
-         # "Aborted" is common). "Segmentation fault" and "Bus error" alone are the segfault and bus_error kinds' (round
-         # 25, issue 24: a bare "Illegal instruction (core dumped)" was read as an unexplained failure)
-         r"|^(?P<bare_en>Illegal instruction|Floating point exception)(?: \(core dumped\))?|^(?P<bare_abrt>Aborted) \(core dumped\))$"
+         # SIGILL's and SIGFPE's words are no other program's, and the CPU raises them (arch/x86/kernel/traps.c: #UD,
+         # #DE), so the death is the failure. "Aborted (core dumped)" alone is left to the line before it (abort() is
+         # raised by the process after it printed why: a glog "Check failed", "terminate called"). "Segmentation
+         # fault" and "Bus error" alone are the segfault and bus_error kinds' (round 25, issue 24: a bare "Illegal
+         # instruction (core dumped)" was read as an unexplained failure)
+         r"|^(?P<bare_en>Illegal instruction|Floating point exception)(?: \(core dumped\))?)$"
          % (BASH_LINE_ALT, SIGNAL_ALT_OTHER, CORE_ALT, SIGNAL_ALT_OTHER, CORE_ALT))),
     # zsh's report of a job that died on a signal: its own lower-case texts (Src/signames2.awk: "segmentation fault",
     # "abort", "killed", ...; data/strsignal.json "zsh"), after "zsh: " for the foreground job or "[N]  + " (and the
