@@ -120,3 +120,34 @@ def test_a_death_on_a_signal_the_process_raised_itself_carries_no_cpu_trap(tmp_p
         f = _found(tmp_path, "+ python train.py\n" + text)
         assert f and f[0].id == "LOG004" and "SIGABRT" in f[0].title, _ids(f)
         assert "does not implement" not in f[0].detail and "/proc/cpuinfo" not in f[0].fix, f[0].detail
+
+
+# --- a bare exception whose cause is the frame that raised it (data/bare_exceptions.json) -----------------------------
+# torch/utils/data/distributed.py @9299e326, DistributedSampler.__iter__: `assert len(indices) == self.num_samples`
+def _sampler_tb(path="/opt/conda/lib/python3.10/site-packages/torch/utils/data/distributed.py", exc="AssertionError"):
+    return ("[rank1]: Traceback (most recent call last):\n"
+            '[rank1]:   File "/work/train.py", line 88, in <module>\n[rank1]:     for batch in loader:\n'
+            '[rank1]:   File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/sampler.py", line 283, in __iter__\n'
+            "[rank1]:     for idx in self.sampler:\n"
+            f'[rank1]:   File "{path}", line 109, in __iter__\n'
+            "[rank1]:     assert len(indices) == self.num_samples\n"
+            f"[rank1]: {exc}\n")
+
+
+def test_a_bare_assert_in_distributedsampler_is_named_by_its_check(tmp_path):
+    for path in ("/opt/conda/lib/python3.10/site-packages/torch/utils/data/distributed.py",
+                 r"C:\Python310\Lib\site-packages\torch\utils\data\distributed.py"):
+        f = _found(tmp_path, _sampler_tb(path))
+        assert f and f[0].id == "LOG004" and "rank 1" in f[0].title, _ids(f)
+        assert "DistributedSampler" in f[0].title and "len()" in f[0].title, _ids(f)
+        assert "length changed after the sampler was built" in f[0].detail, f[0].detail
+        assert "DistributedSampler(dataset" in f[0].fix, f[0].fix
+
+
+def test_an_assert_with_its_message_or_in_a_copied_sampler_is_not_read_as_torchs(tmp_path):
+    # torch 2.13's form names its numbers (the message says it); a project's own copy of the sampler is its own check
+    for text in (_sampler_tb(exc="AssertionError: Number of subsampled indices (3) does not match num_samples (4)"),
+                 _sampler_tb(path="/work/mmdet/datasets/samplers/distributed.py")):
+        f = _found(tmp_path, text)
+        assert f and f[0].id == "LOG004" and "AssertionError" in f[0].title, _ids(f)
+        assert "DistributedSampler's own check" not in f[0].title and "length changed" not in f[0].detail, _ids(f)

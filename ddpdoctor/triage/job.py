@@ -1181,6 +1181,11 @@ class Job:
             echo = "CalledProcessError" in text and any(x.where is not None and x.where.src == line.src and x.where.lineno < line.lineno
                                                           for x in self.exits)
             if not _CONSEQUENCE.search(text) and not after_timeout and not echo:
+                tb = self._tb.get(key)
+                if tb:
+                    # the traceback's innermost frame (file, function): where a bare exception's cause is told by the
+                    # frame, not the message (facts.bare_exceptions)
+                    ev.data.setdefault("tb_inner", tb[-1])
                 lst = self.exceptions.setdefault(rank, [])
                 if len(lst) < KEEP:
                     lst.append((ev, self._frames.get(key)))

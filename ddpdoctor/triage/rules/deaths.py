@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
 from ..signatures import entry_of
-from ...facts import fatal_signals as _cpu_traps, wrappers
+from ...facts import bare_exceptions as _bare, fatal_signals as _cpu_traps, wrappers
 from ..verdict import INF, KIND_RULE, own_events, any_specific, escalated_kills, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
 from . import first_seen, hit, launcher_failure, ranks_text, rule, who_exited
 
@@ -482,7 +482,9 @@ def rank_failed(job: Job):
         data/fatal_signals.json from arch/x86/kernel/traps.c). The earliest one is the root cause. A wrapper that only carries a cause
         raised elsewhere (Ray's RayTaskError(X), ActorDiedError, TrainingFailedError, TuneError:
         data/wrapper_exceptions.json) is read by the cause's own exception line, the wrapper folded into it;
-        a wrapper with no cause in the log, not even by its class's name, is left to LOG028.
+        a wrapper with no cause in the log, not even by its class's name, is left to LOG028. An exception with no
+        message raised in a framework frame whose check is known (DistributedSampler's bare asserts in
+        torch/utils/data/distributed.py: data/bare_exceptions.json) is named by that check.
 
     Why it matters
         torchrun's "Root Cause (first observed failure)" orders ranks by when their exit was noticed,
@@ -567,6 +569,14 @@ def rank_failed(job: Job):
                         + sentence).strip()
             extra = {**extra, "wrapped_by": {"exception": wtype, "line": wrapper.line.lineno}}
         said = f": {msg[:160]}" if msg else " (no message: the class alone)"
+        inner = ev.data.get("tb_inner") if not msg and wrapper is None else None
+        bare = _bare.of(etype, inner[0], inner[1]) if inner else None
+        if bare is not None:
+            # a framework's own bare check, told by the frame that raised it (data/bare_exceptions.json)
+            said = f" (raised in {bare['file']} {bare['func']}, no message): {bare['what']}"
+            sentence = (bare["meaning"] + " " + sentence).strip()
+            extra = {**extra, "bare_exception": {"file": bare["file"], "func": bare["func"],
+                                                 "source": bare["source"]["repo"] + "@" + bare["source"]["commit"][:8]}}
         yield hit(job, "error", f"{who} failed with {etype}{where}{said}{guess}", at=ev.line, stage=0,
                   ranks=[rank] if rank is not None else [], hosts=[job.rank_host[rank]] if rank in job.rank_host else [],
                   detail=(f"{'This is the earliest failure in the logs. ' if rank == root else ''}"
@@ -580,7 +590,7 @@ def rank_failed(job: Job):
                              f"traceback's frames stop with no exception line of their own: the exception is taken to "
                              f"be its (an inference from the traceback). " if cut_rank is not None else "")
                           + sentence).strip(),
-                  fix=_GENERIC_FIX,
+                  fix=(bare["fix"] + "\n" + _GENERIC_FIX) if bare is not None else _GENERIC_FIX,
                   evidence={"exception": etype, "message": msg[:500], "frame": frame, **extra,
                             **({"rank_from_launcher_exit": local} if local is not None else {}),
                             **({"rank_from_cut_traceback": cut_rank} if cut_rank is not None else {})})
