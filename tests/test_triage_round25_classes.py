@@ -151,3 +151,39 @@ def test_an_assert_with_its_message_or_in_a_copied_sampler_is_not_read_as_torchs
         f = _found(tmp_path, text)
         assert f and f[0].id == "LOG004" and "AssertionError" in f[0].title, _ids(f)
         assert "DistributedSampler's own check" not in f[0].title and "length changed" not in f[0].detail, _ids(f)
+
+
+# --- Ray Tune's errored-trials report names the failing trial and its error file --------------------------------------
+# ray-project/ray python/ray/tune/experimental/output.py @0ff7fa55 (AIR_TABULATE_TABLEFMT's '│' rows) and
+# progress_reporter.py @5c1ff57b (psql's '|' rows): "Number of errored trials: N", then Trial name / # failures / error file
+_TUNE_NEW = ("Trial status: 3 TERMINATED | 1 ERROR\nCurrent time: 2024-05-01 10:00:00. Total running time: 1min 2s\n"
+             "Number of errored trials: 1\n"
+             "╭──────────────────────────────────────────────────────────────────────────────╮\n"
+             "│ Trial name               # failures   error file                              │\n"
+             "├──────────────────────────────────────────────────────────────────────────────┤\n"
+             "│ train_fn_3c2a1_00002              1   /root/ray_results/train_fn/train_fn_3c2a1_00002/error.txt │\n"
+             "╰──────────────────────────────────────────────────────────────────────────────╯\n")
+_TUNE_OLD = ("== Status ==\nMemory usage on this node: 10.2/62.8 GiB\n"
+             "Number of trials: 4/4 (1 ERROR, 3 TERMINATED)\nNumber of errored trials: 1\n"
+             "+----------------------------+--------------+-----------------------------------------------------+\n"
+             "| Trial name                 |   # failures | error file                                          |\n"
+             "|----------------------------+--------------+-----------------------------------------------------|\n"
+             "| train_cifar_86dca_00014    |            1 | /tmp/ray_results/train_cifar_86dca_00014/error.txt  |\n"
+             "+----------------------------+--------------+-----------------------------------------------------+\n")
+
+
+def test_ray_tunes_errored_trials_report_names_the_trial_and_its_error_file(tmp_path):
+    for text, trial, where in ((_TUNE_NEW, "train_fn_3c2a1_00002", "line:3"), (_TUNE_OLD, "train_cifar_86dca_00014", "line:4")):
+        f = _found(tmp_path, "Trial train_fn finished iteration 1\n" + text)
+        assert f and f[0].id == "LOG028", _ids(f)
+        assert f"trial {trial} errored (1 failure" in f[0].title and "error.txt" in f[0].title, _ids(f)
+        assert f"line:{int(where.split(':')[1]) + 1}" in f[0].subjects, f[0].subjects
+        assert "FailureConfig(fail_fast=True)" in f[0].fix, f[0].fix
+
+
+def test_a_tune_run_whose_trials_all_ended_is_not_this_class(tmp_path):
+    text = ("Trial status: 4 TERMINATED\nNumber of errored trials: 0\n"
+            "Trial train_fn_00000 completed after 10 iterations at 2024-05-01 10:00:00. Total running time: 1min 2s\n"
+            + _STEPS + _END)
+    f = _found(tmp_path, text)
+    assert not any("errored" in x.title for x in f), _ids(f)
