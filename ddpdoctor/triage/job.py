@@ -54,6 +54,9 @@ _CONSEQUENCE = re.compile(
     # ProcessGroupGloo::monitoredBarrier (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp): rank 0 names the ranks that
     # never reached the barrier, and a rank that reached it reports rank 0's failure: the named ranks are the story
     r"|failed to pass monitoredBarrier in|successfully reached monitoredBarrier, but received errors")
+# a data row of Ray Tune's errored-trials table: trial name, failures (a "*" when the trial was retried), error file
+_TUNE_ERRORED_ROW = re.compile(r"^[|│]\s*(?P<trial>[^\s|│]+)\s*(?:\||\s)\s*(?P<n>\d+)\*?\s*(?:\||\s)\s*"
+                               r"(?P<file>[^\s|│]+)\s*[|│]$")
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 # torchrun's failure table and the watchdog's exception, compiled at import (served by ddpdoctor.recache's cache)
@@ -231,6 +234,7 @@ class Job:
         # next line without its type (AutoGluon's _train_and_save logs str(e) there): file -> that line, and
         # (file, line number) -> the next line's text, the failure's cause in LOG028's title (round 24, triage32)
         self._caught_open: Dict[int, Line] = {}
+        self._errored_table: Dict[int, Line] = {}   # file -> Ray Tune's "Number of errored trials" line, its table open
         self.caught_message: Dict[tuple, str] = {}
         # stream -> last line read whatever the reader's fast path: in a file's head, or carrying a keyword. Only
         # these say when a rank went quiet, so a big log and a small one are judged alike.
@@ -390,10 +394,18 @@ class Job:
             w = self._caught_open.pop(line.src, None)
             if w is not None and line.lineno == w.lineno + 1 and t.strip():
                 self.caught_message[(w.src, w.lineno)] = t.strip()[:160]
+        if self._errored_table:
+            self._errored_row(line)
         if "fail" in t:
             evs = list(evs)
             if any(ev.kind == "work_unit_failed_caught" for ev in evs):
                 self._caught_open[line.src] = line
+                self._caught_first(line)
+        elif "errored trials" in t:
+            evs = list(evs)
+            if any(ev.kind == "work_unit_failed_caught" for ev in evs):
+                self._errored_table[line.src] = line
+                self._caught_first(line)
         if self.usage_open and line.src in self.usage_open:
             self._after_usage(line)
         if t[:1] not in (" ", "\t", "") and "rror" not in t:
@@ -841,6 +853,11 @@ class Job:
             return True
         if any(ev.kind in _RUN_FAILURE_KINDS for ev in evs):
             return True
+        if t.startswith("Fatal Python error: "):
+            # CPython's own fatal-error header (Python/pylifecycle.c fatal_error; faulthandler's for a fatal signal,
+            # data/python_faulthandler.json), which a blank line follows: the interpreter's output, never a writer's
+            # title (round 25, issue 24: a log opening with "Fatal Python error: Illegal instruction" read as healthy)
+            return True
         if t[:1] in "#`>|" or not t.strip():
             return False   # a heading, a fence, a quote, a table: the writer's
         return bool(('", line ' in t and 'File "' in t) or _RICH_FRAME.match(t) or t.startswith("│ ❱ ")
@@ -961,6 +978,32 @@ class Job:
         self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig,
                                int(d["pid"]) if d.get("pid") else None, line.ts, line, shell))
         return rank
+
+    def _caught_first(self, line: Line) -> None:
+        """A framework's report of the unit of work that failed (work_unit_failed_caught: optuna's trial, Ray Tune's
+        errored trials) is its stream's first failure line where the one before it was a failure by its words alone (a
+        status line's count, "Trial status: 1 ERROR | 3 TERMINATED"): the report names the unit and its error."""
+        key = self._stream(line)
+        if key in self._fail_by_words and key not in self.survived:
+            self.first_fail[key] = line
+            self._fail_by_words.discard(key)
+
+    def _errored_row(self, line: Line) -> None:
+        """The first row of Ray Tune's errored-trials table under "Number of errored trials: N" (ray-project/ray
+        python/ray/tune/experimental/output.py @0ff7fa55: headers "Trial name", "# failures", "error file"; '│' rows
+        with columns apart by spaces, or psql's '|' rows in progress_reporter.py): the failing unit and where its
+        traceback is, kept as the caught failure's message (LOG028's title). The table ends within a few lines."""
+        w = self._errored_table.get(line.src)
+        if w is None:
+            return
+        m = _TUNE_ERRORED_ROW.match(line.text.strip())
+        if m and m.group("trial") != "Trial":
+            n = int(m.group("n"))
+            self.caught_message[(w.src, w.lineno)] = (f"trial {m.group('trial')} errored ({n} failure{'s' if n != 1 else ''}; "
+                                                      f"its traceback is in {m.group('file')[:100]})")
+            del self._errored_table[line.src]
+        elif line.lineno - w.lineno > 6:
+            del self._errored_table[line.src]
 
     def _after_usage(self, line: Line) -> None:
         """A line after an open usage banner in its file: the banner's own wrapped lines (argparse indents them under
@@ -1088,7 +1131,7 @@ class Job:
         elif kind == "shell_signal":
             # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text
             # (or its translation under the job's locale: signatures.SIGNAL_OF_TEXT, data/strsignal.json)
-            rank = self._shell_death(line, d, SIGNAL_OF_TEXT[str(d.get("what") or d.get("bare"))], "shell", rank)
+            rank = self._shell_death(line, d, SIGNAL_OF_TEXT[str(d.get("what") or d.get("bare") or d.get("bare_en"))], "shell", rank)
         elif kind == "zsh_signal":
             # zsh's report of a job that died on a signal (Src/jobs.c printjob, its own texts: data/strsignal.json "zsh");
             # an interrupt it printed no line for
@@ -1127,8 +1170,7 @@ class Job:
             self.exits.append(Exit(None, None, line.host, code, sig, None, line.ts, line, "IDE (PyCharm)"))
         elif kind == "srun_task":
             what = str(d["what"])
-            sig = {"Out Of Memory": "SIGKILL", "Killed": "SIGKILL", "Segmentation fault": "SIGSEGV",
-                   "Aborted": "SIGABRT", "Bus error": "SIGBUS"}.get(what)
+            sig = {"Out Of Memory": "SIGKILL", "Killed": "SIGKILL"}.get(what) or SIGNAL_OF_TEXT.get(what)
             code = -SIGNUM[sig] if sig else int(d.get("code") or 1)
             for r in _task_list(str(d["tasks"])):
                 self.ranks.add(r)
@@ -1177,6 +1219,11 @@ class Job:
             echo = "CalledProcessError" in text and any(x.where is not None and x.where.src == line.src and x.where.lineno < line.lineno
                                                           for x in self.exits)
             if not _CONSEQUENCE.search(text) and not after_timeout and not echo:
+                tb = self._tb.get(key)
+                if tb:
+                    # the traceback's innermost frame (file, function): where a bare exception's cause is told by the
+                    # frame, not the message (facts.bare_exceptions)
+                    ev.data.setdefault("tb_inner", tb[-1])
                 lst = self.exceptions.setdefault(rank, [])
                 if len(lst) < KEEP:
                     lst.append((ev, self._frames.get(key)))

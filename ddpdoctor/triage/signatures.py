@@ -218,7 +218,14 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("shell_signal", ("Aborted", "Segmentation fault", "Bus error", "Illegal instruction", "Floating point exception")
      + SIGNAL_TEXTS_OTHER,
      _re(r"(?:: (?:line \d+:|%s) *(?P<pid>\d+) +(?P<what>Aborted|Segmentation fault|Bus error|Illegal instruction|"
-         r"Floating point exception|%s)(?: *(?:\(core dumped\)|%s))?(?: +(?P<cmd>\S.*))?|^(?P<bare>%s)(?: *(?:\(core dumped\)|%s))?)$"
+         r"Floating point exception|%s)(?: *(?:\(core dumped\)|%s))?(?: +(?P<cmd>\S.*))?|^(?P<bare>%s)(?: *(?:\(core dumped\)|%s))?"
+         # the English foreground report alone on its line (bash jobs.c: strsignal(termsig), then " (core dumped)"):
+         # SIGILL's and SIGFPE's words are no other program's, and the CPU raises them (arch/x86/kernel/traps.c: #UD,
+         # #DE), so the death is the failure. "Aborted (core dumped)" alone is left to the line before it (abort() is
+         # raised by the process after it printed why: a glog "Check failed", "terminate called"). "Segmentation
+         # fault" and "Bus error" alone are the segfault and bus_error kinds' (round 25, issue 24: a bare "Illegal
+         # instruction (core dumped)" was read as an unexplained failure)
+         r"|^(?P<bare_en>Illegal instruction|Floating point exception)(?: \(core dumped\))?)$"
          % (BASH_LINE_ALT, SIGNAL_ALT_OTHER, CORE_ALT, SIGNAL_ALT_OTHER, CORE_ALT))),
     # zsh's report of a job that died on a signal: its own lower-case texts (Src/signames2.awk: "segmentation fault",
     # "abort", "killed", ...; data/strsignal.json "zsh"), after "zsh: " for the foreground job or "[N]  + " (and the
@@ -262,8 +269,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
          r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)|(?P<addr3>[\w.\-]+):(?P<port3>\d+)))?"
          r"(?:.*?Connect timeout \[(?P<addr4>[^\]]+)\]:(?P<port4>\d+))?")),
     ("srun_task", ("srun: error:",),
+     # srun's _task_finish (SchedMD/slurm src/srun/launch.c @284c3b95): error("%s: %s %s: %s%s", hosts, task_str, tasks,
+     # strsignal(WTERMSIG(rc)), core_str) for a task dead on any signal: each fatal signal's glibc text, SIGILL's and
+     # SIGFPE's too (round 25, issue 24)
      _re(r"srun: error: (?P<host>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>Out Of Memory|Killed|Segmentation fault"
-         r"|Aborted|Bus error|Exited with exit code (?P<code>\d+))")),
+         r"|Aborted|Bus error|Illegal instruction|Floating point exception|Exited with exit code (?P<code>\d+))")),
     # (torch 2.x names the count num_workers_joined and drops the colon after "rank"; torch >= 2.2 logs the wait at
     # DEBUG as "... process group for {s} secondsrank: ..." -- torch/distributed/distributed_c10d.py
     # _store_based_barrier, pytorch/pytorch @6170845 and the 1.x text "worker_count")

@@ -505,7 +505,12 @@ def launch_misconfigured(job: Job):
         own option: pmodels/mpich src/pm/hydra/lib/utils/args.c), bash's "torchrun: command not found" and dash's
         "/bin/sh: 1: torchrun: not found" for the launcher or python (bash execute_cmd.c, dash src/exec.c), zsh's
         "zsh: command not found: torchrun" (Src/exec.c) and fish's "fish: Unknown command: torchrun"
-        (share/functions/fish_command_not_found.fish), and Open MPI's "There are not enough slots available in the
+        (share/functions/fish_command_not_found.fish), and a Python script run by a shell (`bash train.py`, a .py
+        launched as a program with no `#!` line): the shell's own words for its Python lines, "train.py: line 1:
+        import: command not found" (bash), "train.py: 1: import: not found" (dash), "command not found: import"
+        (zsh), "train.py: line 6: syntax error near unexpected token `('" (bash parse.y), 'train.py: 6: Syntax
+        error: "(" unexpected' (dash src/parser.c) and ImageMagick's "import: unable to open X server" (its
+        `import` command ran: MagickWand/import.c), and Open MPI's "There are not enough slots available in the
         system to satisfy the N slots" (mpirun -np above its slots: orte/mca/rmaps/base/help-orte-rmaps-base.txt), and
         CPython's "python: can't open file 'x.py': [Errno 2] ..." (Modules/main.c: the script's path is wrong where
         the launcher started it), and argparse's rejection of a command line (CPython Lib/argparse.py @8ea6cc14,
@@ -585,6 +590,19 @@ def launch_misconfigured(job: Job):
                  if got < want else
                  f"{got} hosts joined a TPU runtime whose host topology ({ev.data['topology']}) has {want}: hosts of "
                  "separate TPUs cannot form one slice (use one pod slice, its own hosts only)")
+    elif (ev.data.get("py_word") or str(ev.data.get("py_script") or "").endswith(".py")
+          or ev.data.get("entry") == "imagemagick.import.no_x_server"):
+        # a .py read by a shell (bash execute_cmd.c / parse.y, dash src/exec.c / src/parser.c, zsh Src/exec.c,
+        # ImageMagick's import: data/messages.json): its Python lines were taken as commands; no rank started
+        path = str(ev.data.get("py_script") or ev.data.get("py_prefix") or "")
+        path = path if path.endswith(".py") else ""
+        word = ev.data.get("py_word") or ("import" if "X server" in text else None)
+        said = (f"`{word}` is no command" if word != "import" or "X server" not in text else
+                "`import` ran ImageMagick's screen grabber")
+        title = (f"a Python script was run by a shell, not by python: {path or 'the script'}'s lines were read as "
+                 f"shell commands ({said})" if word else
+                 f"a Python script was run by a shell, not by python: {path} failed as a shell script (a shell's "
+                 "syntax error at a Python line)")
     elif ev.data.get("launcher_cmd"):
         # bash's "command not found" (execute_cmd.c) / dash's "<line>: not found" (src/exec.c) for the launcher itself
         title = (f"the launch never started a rank: the shell found no `{ev.data['launcher_cmd']}` on its PATH "

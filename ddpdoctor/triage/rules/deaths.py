@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
 from ..signatures import entry_of
-from ...facts import wrappers
+from ...facts import bare_exceptions as _bare, fatal_signals as _cpu_traps, wrappers
 from ..verdict import INF, KIND_RULE, own_events, any_specific, escalated_kills, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
 from . import first_seen, hit, launcher_failure, ranks_text, rule, who_exited
 
@@ -254,6 +254,20 @@ def _fault_hit(job: Job, dump: dict, who: str, what: str, extra: dict, sentence:
                          **extra})
 
 
+def _cpu_trap(finding, signal: str):
+    """A death on a signal the CPU raises (SIGILL: an instruction it does not implement; SIGFPE: an integer division
+    by zero; data/fatal_signals.json, arch/x86/kernel/traps.c) with what that signal means and its fix; any other
+    finding as it is."""
+    row = _cpu_traps.of(signal)
+    if row is None:
+        return finding
+    import dataclasses
+    ev = dict(finding.evidence or {})
+    ev["cpu_trap"] = row["trap"]
+    return dataclasses.replace(finding, detail=(finding.detail + " " + row["meaning"]).strip(),
+                               fix=row["fix"] + "\n" + finding.fix, evidence=ev)
+
+
 _SEGV_FIX = ("PYTHONFAULTHANDLER=1 torchrun ...   # prints the Python stack of the crashing thread\n"
              "pip install --force-reinstall --no-build-isolation <extension>   # rebuild against the installed torch\n"
              "ddpdoctor check   # on each node: torch/CUDA/NCCL versions and packages")
@@ -461,10 +475,16 @@ def rank_failed(job: Job):
         other than SIGKILL/SIGSEGV/SIGTERM (e.g. SIGABRT, SIGBUS), and CPython faulthandler's dump of
         such a signal ("Fatal Python error: Aborted", "Floating point exception", "Illegal instruction",
         then the crashing thread's frames; no Traceback header): a crash at that thread's innermost frame
-        of the program's own code. The earliest one is the root cause. A wrapper that only carries a cause
+        of the program's own code. Every format of such a death is read the same (torchrun's exitcode -4,
+        srun's "task 3: Illegal instruction (core dumped)", bash's bare "Illegal instruction (core dumped)",
+        faulthandler's dump); a death on a signal the CPU raises says what it refused (SIGILL: an
+        instruction it does not implement, #UD; SIGFPE: an integer division by zero, #DE;
+        data/fatal_signals.json from arch/x86/kernel/traps.c). The earliest one is the root cause. A wrapper that only carries a cause
         raised elsewhere (Ray's RayTaskError(X), ActorDiedError, TrainingFailedError, TuneError:
         data/wrapper_exceptions.json) is read by the cause's own exception line, the wrapper folded into it;
-        a wrapper with no cause in the log, not even by its class's name, is left to LOG028.
+        a wrapper with no cause in the log, not even by its class's name, is left to LOG028. An exception with no
+        message raised in a framework frame whose check is known (DistributedSampler's bare asserts in
+        torch/utils/data/distributed.py: data/bare_exceptions.json) is named by that check.
 
     Why it matters
         torchrun's "Root Cause (first observed failure)" orders ranks by when their exit was noticed,
@@ -549,6 +569,14 @@ def rank_failed(job: Job):
                         + sentence).strip()
             extra = {**extra, "wrapped_by": {"exception": wtype, "line": wrapper.line.lineno}}
         said = f": {msg[:160]}" if msg else " (no message: the class alone)"
+        inner = ev.data.get("tb_inner") if not msg and wrapper is None else None
+        bare = _bare.of(etype, inner[0], inner[1]) if inner else None
+        if bare is not None:
+            # a framework's own bare check, told by the frame that raised it (data/bare_exceptions.json)
+            said = f" (raised in {bare['file']} {bare['func']}, no message): {bare['what']}"
+            sentence = (bare["meaning"] + " " + sentence).strip()
+            extra = {**extra, "bare_exception": {"file": bare["file"], "func": bare["func"],
+                                                 "source": bare["source"]["repo"] + "@" + bare["source"]["commit"][:8]}}
         yield hit(job, "error", f"{who} failed with {etype}{where}{said}{guess}", at=ev.line, stage=0,
                   ranks=[rank] if rank is not None else [], hosts=[job.rank_host[rank]] if rank in job.rank_host else [],
                   detail=(f"{'This is the earliest failure in the logs. ' if rank == root else ''}"
@@ -562,7 +590,7 @@ def rank_failed(job: Job):
                              f"traceback's frames stop with no exception line of their own: the exception is taken to "
                              f"be its (an inference from the traceback). " if cut_rank is not None else "")
                           + sentence).strip(),
-                  fix=_GENERIC_FIX,
+                  fix=(bare["fix"] + "\n" + _GENERIC_FIX) if bare is not None else _GENERIC_FIX,
                   evidence={"exception": etype, "message": msg[:500], "frame": frame, **extra,
                             **({"rank_from_launcher_exit": local} if local is not None else {}),
                             **({"rank_from_cut_traceback": cut_rank} if cut_rank is not None else {})})
@@ -586,20 +614,21 @@ def rank_failed(job: Job):
             continue
         dump = fault_dump(job, rank, e.signal)
         if dump is not None and dump.get("frame"):
-            yield _fault_hit(job, dump, who_exited(e, rank), f"{e.signal} (exit {e.code})", extra, sentence,
-                             ranks=[rank] if rank is not None else [], hosts=[e.host] if e.host else [], ts=e.ts,
-                             evidence=_exit_evidence(e))
+            yield _cpu_trap(_fault_hit(job, dump, who_exited(e, rank), f"{e.signal} (exit {e.code})", extra, sentence,
+                                       ranks=[rank] if rank is not None else [], hosts=[e.host] if e.host else [],
+                                       ts=e.ts, evidence=_exit_evidence(e)), e.signal)
             continue
         cmd = _SHELL_CMD.search(e.where.text) if (rank is None and e.source == "shell" and e.where is not None) else None
         ran = f" (the shell ran: {cmd.group(1)[:80]})" if cmd else ""
-        yield hit(job, "error", f"{who_exited(e, rank)} died on {e.signal} (exit {e.code}){ran}", at=e.where, stage=0,
+        yield _cpu_trap(hit(job, "error", f"{who_exited(e, rank)} died on {e.signal} (exit {e.code}){ran}", at=e.where, stage=0,
                   ranks=[rank] if rank is not None else [],
                   hosts=[e.host] if e.host else [], ts=e.ts,
                   detail=(f"{who_exited(e, rank, cap=True)} ended on a signal, without a Python exception in the logs. "
                           + ("SIGABRT usually comes from a C++ exception (`terminate called after throwing`) "
                              "or a failed assertion in a native library. " if e.signal == "SIGABRT" else "")
                           + sentence).strip(),
-                  fix=_GENERIC_FIX.replace("The exception above", "The crash"), evidence={**_exit_evidence(e), **extra})
+                  fix=_GENERIC_FIX.replace("The exception above", "The crash"), evidence={**_exit_evidence(e), **extra}),
+                        e.signal)
     # CPython faulthandler's dump of a fatal signal other than SIGSEGV (LOG003's) that no exit line reports
     # (Modules/faulthandler.c: SIGABRT, SIGBUS, SIGILL, SIGFPE; data/python_faulthandler.json): the process crashed in
     # native code under the crashing thread's innermost frame of its own code
@@ -614,15 +643,16 @@ def rank_failed(job: Job):
         extra, sentence = fold(job, "LOG004", [rank])
         who = f"rank {rank}" if rank is not None else "a process"
         if dump.get("frame"):
-            yield _fault_hit(job, dump, who, f"{dump['signal']} ({dump['what']})", extra, sentence)
+            yield _cpu_trap(_fault_hit(job, dump, who, f"{dump['signal']} ({dump['what']})", extra, sentence), dump["signal"])
         else:
-            yield hit(job, "error", f"{who} crashed with {dump['signal']} ({dump['what']}): Python's faulthandler caught it",
+            yield _cpu_trap(hit(job, "error", f"{who} crashed with {dump['signal']} ({dump['what']}): Python's faulthandler caught it",
                       at=dump["line"], stage=0, ranks=[rank] if rank is not None else [],
                       detail=(f"Python's faulthandler printed \"Fatal Python error: {dump['what']}\" (line "
                               f"{dump['line'].lineno}): the process died of {dump['signal']} in native code, with no Python "
                               "exception; its stack of the program's own code is not in these lines. " + sentence).strip(),
                       fix=_GENERIC_FIX.replace("The exception above", "The crash"),
-                      evidence={"faulthandler": {"signal": dump["signal"], "innermost": dump.get("top")}, **extra})
+                      evidence={"faulthandler": {"signal": dump["signal"], "innermost": dump.get("top")}, **extra}),
+                            dump["signal"])
     # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
     if not reported and not any_specific(job) and not set(job.dead_ranks()) - escalated_kills(job):
         # a rank whose own traceback is here (a consequence's, reported by another rule) is not "without traceback"

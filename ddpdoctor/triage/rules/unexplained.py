@@ -237,8 +237,10 @@ def unexplained_failure(job: Job):
         launcher's summary, `Killed`, a C++ `terminate called`, an `NCCL WARN` line that NCCL then traces back as
         an error (`init.cc:1079 -> 3`), an error line in a rank's output, or a framework's caught exception in one
         unit of its work (AutoGluon's "Exception caused M to fail during training... Skipping this model.", optuna's
-        "Trial N failed with parameters: ... because of the following error"), which an end line after it does not
-        make healthy ("Training complete. Models trained: []"). The rank is the line's prefix, else the rank the line
+        "Trial N failed with parameters: ... because of the following error", Ray Tune's "Number of errored trials:
+        N" with its table's first trial and error file: ray python/ray/tune/experimental/output.py), which an end line
+        after it does not make healthy ("Training complete. Models trained: []"); such a report is its stream's
+        failure line where the line before it failed by its words alone ("Trial status: 1 ERROR"). The rank is the line's prefix, else the rank the line
         names ("error on rank 3", LAMMPS's "ERROR on proc 34:"), else the RANK=N its process printed earlier in a
         file that claims no other rank. (A log that only stops, mid-training
         or in the set-up, with nothing after it, is LOG029's: an excerpt ends the same way.) When one is
