@@ -89,3 +89,59 @@ def test_zero_grad_and_the_schedulers_step_are_bracketed_on_torchs_own_classes(m
     assert calls == ["zero_grad", "step"]
     recorder._patch_zero_grad(types.SimpleNamespace(Optimizer=Optimizer))  # once only
     assert len(recorder._ARMED) == 2
+
+
+def _job(part="collective", share=(0.7, 0.68), step=(40.0, 40.5), steps=30, backend="gloo", straggler=None,
+         stall=False):
+    """The end of a 2-rank job as `ddpdoctor run` records it: each rank's split summary (start-up left out)."""
+    from run_factory import rank, section
+
+    rs = []
+    for r in (0, 1):
+        sp = {"steps": steps, "split_steps": steps, "step_ms": {"median": step[r], "p95": step[r] * 1.2}}
+        for p in ("data", "compute", "collective", "optimizer", "other"):
+            sp[p] = {"median": step[r] * 0.05, "p95": step[r] * 0.06}
+        sp[part] = {"median": step[r] * share[r], "p95": step[r] * share[r] * 1.1}
+        rs.append(rank(r, "exited", split=sp, framework={"backend": backend, "pg_world": 2}))
+    return section(rs, stall=stall, straggler=straggler)
+
+
+def test_run030_every_rank_blocked_in_collectives_with_no_straggler_is_the_jobs_pace():
+    """Trigger: 68-70% of every rank's step in collectives, no straggler, a gloo group: a warning that says why DDP
+    can be slower than one GPU, the sources, no_sync and the compression hook; gloo named first."""
+    from run_factory import findings
+
+    [f] = findings(_job(), "RUN030")
+    assert f.severity == "warning" and f.title.startswith("the collectives set the pace: every rank spends 68% or more")
+    assert "no rank is slower than the others" in f.title and "rank 0: 28.0 of 40.0 ms (70%)" in f.detail
+    assert "backend: gloo" in f.detail and "no_sync" in f.fix and "fp16_compress_hook" in f.fix
+    assert f.fix.splitlines()[0].startswith("# the group runs on gloo") and "@cf30153c" in f.detail
+    [g] = findings(_job(backend="nccl"), "RUN030")
+    assert "gloo" not in g.fix.splitlines()[0] and "backend: nccl" in g.detail
+
+
+def test_run030_stays_quiet_under_the_bar_with_a_straggler_a_stall_or_few_steps():
+    """Quiet: one rank under half the step; a straggler (its wait is RUN020's); a stall; 8 measured steps. A straggler
+    named only for the job's start-up does not hide it."""
+    from run_factory import findings
+
+    assert findings(_job(share=(0.7, 0.4)), "RUN030") == []
+    assert findings(_job(straggler={"ranks": [1], "cause": {}}), "RUN030") == []
+    assert findings(_job(stall=True), "RUN030") == []
+    assert findings(_job(steps=8), "RUN030") == []
+    assert [f.id for f in findings(_job(straggler={"ranks": [1], "startup": {"slow_steps": [1, 5]}}), "RUN030")] \
+        == ["RUN030"]
+    assert findings(_job(part="compute", share=(0.9, 0.9)), "RUN030") == []  # compute-bound: the work itself
+
+
+def test_run031_the_loops_own_code_between_steps_is_the_jobs_pace():
+    """Trigger: 60% of every rank's step outside data, compute, collectives and the optimizer (runcol25 j9's class:
+    a wait in the loop's code or a wrapper around the loader); quiet at 30%, and RUN029/RUN030 stay quiet on it."""
+    from run_factory import findings
+
+    [f] = findings(_job(part="other", share=(0.6, 0.62)), "RUN031")
+    assert f.title.startswith("the loop's own code between steps sets the pace: every rank spends 60% or more")
+    assert "py-spy dump" in f.fix and "wrapper around the DataLoader" in f.detail
+    assert findings(_job(part="other", share=(0.3, 0.3)), "RUN031") == []
+    assert findings(_job(part="other", share=(0.6, 0.62)), "RUN029") == []
+    assert findings(_job(part="other", share=(0.6, 0.62)), "RUN030") == []

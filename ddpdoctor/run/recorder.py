@@ -1596,6 +1596,7 @@ def _framework_facts() -> dict:
         dist = sys.modules.get("torch.distributed")
         if dist is not None and dist.is_available() and dist.is_initialized():
             out["pg_world"] = dist.get_world_size()
+            out["backend"] = str(dist.get_backend())  # RUN030: gloo on GPUs
     except Exception:  # noqa: BLE001
         pass
     try:
