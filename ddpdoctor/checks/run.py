@@ -13,7 +13,7 @@ from typing import List, Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.redact import redact_text
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts import left_alone, model_mismatch, setup_hang
+from ddpdoctor.facts import left_alone, model_mismatch, pace, setup_hang
 from ddpdoctor.facts import steps as stepsplit
 from ddpdoctor.facts import teardown
 
@@ -2441,22 +2441,11 @@ def input_bound(snap):
     sec = _run(snap)
     if sec.get("stall") or sec.get("death") or not sec.get("ranks"):
         return
-    rows = [r for r in sec["ranks"] if isinstance((r.get("split") or {}).get("data"), dict)]
-    if len(rows) < 1 or len(rows) < len([r for r in sec["ranks"] if r.get("rank") is not None]):
-        return  # a rank without a split: not every rank is known to wait
-    shares = {}
-    for r in rows:
-        sp = r["split"]
-        med = (sp.get("data") or {}).get("median")
-        step = (sp.get("step_ms") or {}).get("median")
-        if not isinstance(med, (int, float)) or not step or (sp.get("split_steps") or 0) < INPUT_MIN_STEPS:
-            return
-        shares[r.get("rank")] = (med, step)
-    if min(m / s for m, s in shares.values()) < INPUT_BOUND_SHARE:
+    paced = pace.shares(sec["ranks"], "data", INPUT_BOUND_SHARE, INPUT_MIN_STEPS)
+    if paced is None:
         return
-    lo = min(m / s for m, s in shares.values())
-    med = sorted(m for m, _ in shares.values())[len(shares) // 2]
-    step = sorted(s for _, s in shares.values())[len(shares) // 2]
+    shares, rows, lo = paced["shares"], paced["rows"], paced["low"]
+    med, step = pace.medians(shares)
     dl = next((r.get("dataloader") for r in rows if r.get("dataloader")), None) or {}
     workers = dl.get("workers")
     facts = []
@@ -2469,7 +2458,7 @@ def input_bound(snap):
     at = dl.get("at")
     where = f" at {str(at).rsplit('/', 1)[-1]}" if at else ""
     ranks = [{"rank": k} for k in sorted(shares, key=lambda x: (x is None, x))]
-    steps = min(r["split"].get("split_steps") or 0 for r in rows)
+    steps = paced["steps"]
     title = (f"the input pipeline sets the pace: every rank waits for its next batch {lo:.0%} or more of the step "
              f"(data {med:.0f} of {step:.0f} ms median, {_ranks(ranks)})")
     detail = (f"Over {steps} measured steps per rank (start-up left out), the data part is "
@@ -2490,3 +2479,99 @@ def input_bound(snap):
     yield warning(title, detail=detail, fix=fix, subjects=subjects,
                   evidence={"data_share": {str(k): round(m / s, 4) for k, (m, s) in shares.items()},
                             "steps": steps, "dataloader": dl, "bar": INPUT_BOUND_SHARE})
+
+
+def _paced_by(sec: dict, part: str) -> Optional[dict]:
+    """The shares of `part` when it sets the pace of a job with no stall, no death and no straggler (a straggler's
+    wait is RUN020's; one named only for the job's start-up is not one): facts.pace over data/step_pace.json."""
+    if sec.get("stall") or sec.get("death") or not sec.get("ranks"):
+        return None
+    s = sec.get("straggler")
+    if s and not s.get("startup"):
+        return None
+    k = pace.knowledge()[part]
+    return pace.shares(sec["ranks"], part, k["bar"], k["min_steps"])
+
+
+def _pace_finding(paced: dict, part: str, title_head: str, extra: str = "", fix_first: Optional[str] = None):
+    k = pace.knowledge()[part]
+    sh = paced["shares"]
+    med, step = pace.medians(sh)
+    rs = pace.ordered(sh)
+    title = (f"{title_head}: every rank spends {paced['low']:.0%} or more of its step {k['what']} ({part} {med:.0f} of "
+             f"{step:.0f} ms median, {_ranks([{'rank': r} for r, _ in rs])}), and no rank is slower than the others")
+    detail = (f"Over {paced['steps']} measured steps per rank (start-up left out), the {part} part is "
+              + "; ".join(f"rank {r}: {m:.1f} of {s:.1f} ms ({m / s:.0%})" for r, (m, s) in rs) + ". "
+              + k["why"] + (" " + extra if extra else "") + " (Sources: " + "; ".join(k["sources"]) + ".)")
+    fixes = ([fix_first] if fix_first else []) + k["fixes"]
+    return warning(title, detail=detail, fix="\n".join(f"# {x}" for x in fixes),
+                   subjects=[f"rank:{r}" for r, _ in rs if r is not None],
+                   evidence={f"{part}_share": {str(r): round(m / s, 4) for r, (m, s) in rs},
+                             "steps": paced["steps"], "bar": k["bar"]})
+
+
+@check("RUN030", "collective-bound", family=FAMILY, when=("run",), needs=("run",), catalogue=("F5", "F6", "F13"))
+def collective_bound(snap):
+    """Every rank spends most of its step blocked in collectives, and no rank is slower: communication sets the pace.
+
+    What it checks
+        At the end of a job, each rank's step split over its measured steps (start-up left out): the
+        collective part's median against the step's median. Every rank at or above half the step, over
+        at least 10 measured steps, with no stall, no death and no straggler (a straggler's wait is
+        RUN020's). The process group's backend comes with it.
+
+    Why it matters
+        This is the answer to "why is DDP slower than one GPU / than DataParallel": each step's
+        all-reduce sends the model's gradients whatever the batch, and when the compute per step is
+        small, the job waits on the interconnect. More GPUs make it worse, not better.
+
+    Example
+        model = DDP(model)            # 300M parameters, per-rank batch 2, 8 GPUs over 10 GbE
+        for x, y in loader: loss_fn(model(x), y).backward(); opt.step()
+
+    Fix
+        # more work per all-reduce: accumulate N micro-batches inside model.no_sync(), or a larger batch
+        # fewer bytes: model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        # on GPUs: backend="nccl" and a fast interconnect (NCCL_DEBUG=INFO: NET/IB, not NET/Socket)
+    """
+    sec = _run(snap)
+    paced = _paced_by(sec, "collective")
+    if paced is None:
+        return
+    backends = sorted({str((r.get("framework") or {}).get("backend")) for r in paced["rows"]
+                       if (r.get("framework") or {}).get("backend")})
+    extra = f"The process group's backend: {', '.join(backends)}." if backends else ""
+    first = None
+    if backends == ["gloo"]:
+        first = ("the group runs on gloo: on GPUs, init_process_group(backend=\"nccl\") "
+                 "(gloo is torch's backend for CPU training)")
+    yield _pace_finding(paced, "collective", "the collectives set the pace", extra, first)
+
+
+@check("RUN031", "between-steps-bound", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))
+def between_steps_bound(snap):
+    """Every rank spends most of its step in the loop's own code between steps, and no rank is slower.
+
+    What it checks
+        At the end of a job, each rank's step split over its measured steps (start-up left out): the
+        "other" part (outside the DataLoader's fetch, forward, backward, collectives and the optimizer
+        step) against the step's median. Every rank at or above half the step, over at least 10
+        measured steps, with no stall, no death and no straggler.
+
+    Why it matters
+        The model and the GPUs idle while the loop logs, saves, evaluates or waits in a wrapper around
+        the loader at every step. Faster hardware or more ranks change nothing; the loop does.
+
+    Example
+        for step, batch in enumerate(loader):
+            ...; optimizer.step()
+            torch.save(model.state_dict(), "last.pt")     # every step
+
+    Fix
+        # save, log and evaluate every N steps; find the line with py-spy dump --pid <a rank's pid>
+    """
+    sec = _run(snap)
+    paced = _paced_by(sec, "other")
+    if paced is None:
+        return
+    yield _pace_finding(paced, "other", "the loop's own code between steps sets the pace")

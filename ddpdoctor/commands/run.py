@@ -171,8 +171,11 @@ def build_report(sup):
         report.findings.extend(judge(Snapshot(sections={"run": sec}), command="run", only={"RUN012"}, when="run").findings)
     # the launch itself: `accelerate launch --num_processes N` that starts one process (RUN025)
     report.findings.extend(judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN025"}, when="run").findings)
-    # the job's pace: every rank waiting for its batches most of the step (RUN029), judged over the whole job's split
-    report.findings.extend(judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN029"}, when="run").findings)
+    # the job's pace: every rank waiting for its batches (RUN029), in collectives (RUN030) or in the loop's own code
+    # (RUN031) most of the step, judged over the whole job's split (once: a verdict of the supervisor's is not repeated)
+    seen = {(f.id, tuple(f.subjects)) for f in report.findings}
+    report.findings.extend(f for f in judge(Snapshot(sections={"run": run_sec}), command="run", only=set(PACE_IDS),
+                                            when="run").findings if (f.id, tuple(f.subjects)) not in seen)
     # a failed job that no stall or death finding explains is said to be unexplained (never "no stall, no death")
     unexplained = judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings
     own = own_failures(sup, run_sec)
@@ -298,6 +301,12 @@ def from_job_output(text: str) -> list:
     return out
 
 
+# the job's pace when no rank is slower (facts.pace): told apart from stalls and deaths, each in the summary line
+PACE_IDS = ("RUN029", "RUN030", "RUN031")
+PACE_WORDS = {"RUN029": "the input pipeline sets the pace", "RUN030": "the collectives set the pace",
+              "RUN031": "the loop's own code between steps sets the pace"}
+
+
 def _summary(sup, report) -> None:
     from ..model.redact import redact_text
 
@@ -305,12 +314,12 @@ def _summary(sup, report) -> None:
     unexplained = [f for f in report.findings if f.id == "RUN022"]
     held = [f for f in report.findings if f.id == "RUN023"]
     launch = [f for f in report.findings if f.id == "RUN025"]
-    paced = [f for f in report.findings if f.id == "RUN029"]
+    paced = [f for f in report.findings if f.id in PACE_IDS]
     # RUN021 (the ranks train alone) is a set-up finding, like RUN025: told apart, never counted as a stall or death
     # (round 21, runcol21: a healthy Trainer job that trained each rank alone read "1 stall/death finding(s)")
     alone = [f for f in report.findings if f.id == "RUN021"]
     run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN021", "RUN022",
-                                                                                  "RUN023", "RUN025", "RUN029")]
+                                                                                  "RUN023", "RUN025") + PACE_IDS]
     told = [f for f in report.findings if f.id in set((report.extra.get("run") or {}).get("from_job_output") or ())]
     ended = [f for f in report.findings if f.id == "RUN024" and ((f.evidence or {}).get("rendezvous") or {}).get("ended")]
     pre = [f for f in report.findings if not f.id.startswith("RUN") and f not in told]
@@ -346,7 +355,7 @@ def _summary(sup, report) -> None:
         from ..run.text import render_findings
 
         click.echo(render_findings(paced, "ddpdoctor run: the job's pace", report.extra.get("run") or {}), err=True)
-        parts.append("the input pipeline sets the pace (RUN029)")
+        parts.append("; ".join(PACE_WORDS[f.id] + f" ({f.id})" for f in paced))
     if slow:
         parts.append(f"{len(slow)} straggler finding(s)")
     # said where nothing else was found: beside a stall or a death the job's problem is told (and its stalled step

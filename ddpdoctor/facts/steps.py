@@ -7,8 +7,12 @@
     collective  blocked in collectives: user-level calls (barrier, all_reduce, the Trainer's gather of
                 token counts), DDP's buffer sync, and the end of backward while DDP waits for its
                 gradient all-reduces
-    optimizer   gradient clipping and optimizer.step (and the time between the last backward and it)
-    other       everything else (the loop, logging, callbacks, scheduler, zero_grad)
+    optimizer   gradient clipping and optimizer.step (and the time between the last backward and it),
+                zero_grad and the scheduler's step, and in a Trainer what runs between its optimizer step and
+                its on_step_end
+    other       everything else: the loop's own code between steps (logging, saving, callbacks, a metric's
+                sync, a wrapper around the DataLoader's iterator); round 25: in a hand-written loop the time
+                after optimizer.step() until the next batch is here, no longer the optimizer's
 plus the main thread's CPU time in the step. A step record is the tuple
     (step, batches, t_end, data_ms, compute_ms, collective_ms, optimizer_ms, other_ms, cpu_ms).
 The split is sampled: on short steps `run` measures it every k-th step only (k a power of two, the
@@ -876,7 +880,8 @@ def held_text(s: dict) -> str:
 
 PART_WORDS = {"data": "data part (waiting for the DataLoader)", "compute": "compute part (forward and backward)",
               "optimizer": "optimizer part (clipping and optimizer.step)",
-              "other": "other part (outside data, forward, backward and optimizer: logging, saving, callbacks)"}
+              "other": "other part (outside data, forward, backward and optimizer: the loop's own code between steps, "
+                       "logging, saving, callbacks, a wrapper around the DataLoader)"}
 
 
 def long_part_text(s: dict) -> str:

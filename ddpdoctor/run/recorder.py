@@ -41,8 +41,12 @@ ENV_SPLIT_EVERY = "DDPDOCTOR_RUN_SPLIT_EVERY"  # measure the split every N steps
 # optimizer step follows (gradient clipping, the step itself) and "other" if a forward does
 # (gradient accumulation), as the probe counts it.
 # TAIL: after the optimizer step, until the Trainer's on_step_end (scheduler, zero_grad, the
-# optimizer-step callbacks) or, in a hand-written loop, the next batch or forward: the optimizer's,
-# as the probe counts it; a data or compute span that starts there ends it.
+# optimizer-step callbacks: the optimizer's, step_callbacks_begin moves it there) or, in a hand-written
+# loop, the next batch or forward: "other", the loop's own code between steps (logging, saving, a
+# metric's sync, a wrapper around the loader), with zero_grad and the scheduler's step bracketed as the
+# optimizer's (_patch_zero_grad, _patch_scheduler). Round 25: the probe's convention (all of it the
+# optimizer's) put a wait in the loop's code between steps (runcol25 j9/j11: a wrapper around the
+# loader's __next__, outside ddpdoctor's) into the optimizer part, where no rule looks for it.
 DATA, COMPUTE, COLL, OPTIM, OTHER, AFTER_BW, TAIL = range(7)
 NPARTS = 7
 
@@ -359,6 +363,13 @@ def _sp(part: int, _pc=time.perf_counter) -> int:
     return prev
 
 
+def split_parts(acc: list) -> tuple:
+    """A sampled step's accumulated spans as the record's five parts (data, compute, collective, optimizer, other):
+    the time between a backward and the optimizer step (clipping) is the optimizer's; the tail after the optimizer
+    step that nothing claimed (a hand-written loop's own code until its next batch or forward) is "other"."""
+    return (acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM] + acc[AFTER_BW], acc[OTHER] + acc[TAIL])
+
+
 def _split_period(step_s: float, typ: float = 0.0) -> int:
     """k: the split is measured every k-th step (a power of two) after a step of `step_s` seconds.
     The last step, not a moving average: a delay that makes steps long (a straggler) is measured from
@@ -430,8 +441,7 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
         acc = S.sp_acc
         acc[S.sp] += t - S.sp_t
         if S.ring:
-            rec = (n, nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM] + acc[AFTER_BW] + acc[TAIL],
-                   acc[OTHER], used)
+            rec = (n, nb, now, *split_parts(acc), used)
     elif S.ring:
         rec = (n, nb, now, _nan, _nan, _nan, _nan, d, _nan)
     per_step = S.nb / cnt
@@ -914,9 +924,13 @@ def _patch_accelerate_loaders(mod) -> None:
 
 
 def step_callbacks_begin() -> None:
-    """The Trainer's on_step_end: the optimizer's tail ends, the rest of the step is "other"."""
+    """The Trainer's on_step_end: the optimizer's tail (the Trainer's scheduler step and zero_grad) ends and is the
+    optimizer's; the rest of the step is "other"."""
     if S.spl and S.sp == TAIL and _ident() == S.main:
         _sp(OTHER)
+        acc = S.sp_acc
+        acc[OPTIM] += acc[TAIL]
+        acc[TAIL] = 0.0
 
 
 def _on_optimizer_pre(optimizer, args, kwargs) -> None:
@@ -1582,6 +1596,7 @@ def _framework_facts() -> dict:
         dist = sys.modules.get("torch.distributed")
         if dist is not None and dist.is_available() and dist.is_initialized():
             out["pg_world"] = dist.get_world_size()
+            out["backend"] = str(dist.get_backend())  # RUN030: gloo on GPUs
     except Exception:  # noqa: BLE001
         pass
     try:
@@ -1607,6 +1622,26 @@ def _patch_optimizer(mod) -> None:
         key = getattr(handle, "id", None)
         if hooks is not None and key is not None and hooks.get(key) is _on_optimizer_pre:
             _ARMED_PRE[:] = [hooks, key, _on_optimizer_pre]  # else it stays, and checks S.spl
+
+
+def _patch_zero_grad(mod) -> None:
+    """Optimizer.zero_grad: the optimizer's part of a sampled step (swapped in by _arm), wherever the loop calls it."""
+    cls = getattr(mod, "Optimizer", None)
+    fn = getattr(cls, "zero_grad", None) if cls is not None else None
+    if fn is None or getattr(fn, "__ddpdoctor_wrapped__", False):
+        return
+    cls.zero_grad = _wrap_span(fn, OPTIM)
+    arm_with(cls, "zero_grad", cls.zero_grad, fn)
+
+
+def _patch_scheduler(mod) -> None:
+    """LRScheduler.step (torch/optim/lr_scheduler.py; the schedulers that do not override it): the optimizer's part."""
+    cls = getattr(mod, "LRScheduler", None)
+    fn = cls.__dict__.get("step") if cls is not None else None
+    if not callable(fn) or getattr(fn, "__ddpdoctor_wrapped__", False):
+        return
+    cls.step = _wrap_span(fn, OPTIM)
+    arm_with(cls, "step", cls.step, fn)
 
 
 _DL_GEN = "_ddpdoctor_dl"  # the attribute each DataLoader iterator the attach counts carries (see S.dl_id)
@@ -1913,9 +1948,15 @@ def _recording(fn):
     return run
 
 
+def _patch_optimizer_and_zero_grad(mod) -> None:
+    _patch_optimizer(mod)
+    _patch_zero_grad(mod)
+
+
 PATCHES = {
     "torch.distributed.distributed_c10d": _patch_c10d,
-    "torch.optim.optimizer": _patch_optimizer,
+    "torch.optim.optimizer": _patch_optimizer_and_zero_grad,
+    "torch.optim.lr_scheduler": _patch_scheduler,
     "torch.utils.data.dataloader": _patch_dataloader,
     "accelerate.state": _patch_accelerate_state,
     "torch.multiprocessing.spawn": _patch_spawn,

@@ -1,0 +1,147 @@
+"""Round 25 (run29): the time a hand-written loop spends after optimizer.step() until its next batch is the loop's
+own ("other"), not the optimizer's; zero_grad and the scheduler's step stay the optimizer's; a Trainer's tail up to
+its on_step_end stays the optimizer's. runcol25's j9/j11: a wait in a wrapper around the loader's iterator (outside
+ddpdoctor's own hook) read as "optimizer (clipping and optimizer.step)", where no rule looks for a wait."""
+import types
+
+import pytest
+
+from ddpdoctor.run import recorder
+
+
+def _keep_state(monkeypatch, S) -> None:
+    for name in type(S).__slots__:
+        if hasattr(S, name):
+            monkeypatch.setattr(S, name, getattr(S, name))
+
+
+@pytest.fixture
+def sampled_tail(monkeypatch):
+    """The recorder as a sampled step leaves it after the optimizer's post hook: the tail open, a fake clock."""
+    S = recorder.S
+    _keep_state(monkeypatch, S)
+    clock = [100.0]
+    for name, value in (("spl", True), ("sp", recorder.TAIL), ("sp_t", 100.0), ("sp_acc", [0.0] * recorder.NPARTS),
+                        ("off", False), ("kind", "proc"), ("main", recorder._ident()), ("is_compiling", None)):
+        setattr(S, name, value)
+    monkeypatch.setattr(recorder._sp, "__defaults__", (lambda: clock[0],))
+    return S, clock
+
+
+def _tick(clock, s):
+    clock[0] += s
+
+
+def test_a_wait_before_the_loaders_own_fetch_is_the_loops_time_not_the_optimizers(sampled_tail):
+    S, clock = sampled_tail
+
+    def batches():
+        _tick(clock, 0.01)  # the loader's own fetch: data
+        yield 1
+
+    zero_grad = recorder._wrap_span(lambda: _tick(clock, 0.002), recorder.OPTIM)
+    _tick(clock, 0.5)  # a wrapper around the loader's iterator sleeps before calling it (outside ddpdoctor's hook)
+    assert next(recorder._DataIter(batches())) == 1
+    assert S.sp == recorder.OTHER  # the tail ended at the fetch; what follows until the forward is the loop's
+    zero_grad()
+    _tick(clock, 0.003)
+    recorder._sp(recorder.OTHER)
+    data, compute, coll, optim, other = recorder.split_parts(S.sp_acc)
+    assert data == pytest.approx(0.01) and optim == pytest.approx(0.002)
+    assert other == pytest.approx(0.503) and compute == coll == 0.0
+
+
+def test_a_trainers_tail_up_to_on_step_end_stays_the_optimizers(sampled_tail):
+    S, clock = sampled_tail
+    _tick(clock, 0.004)  # the Trainer's scheduler step and zero_grad, after its optimizer step
+    recorder.step_callbacks_begin()
+    assert S.sp == recorder.OTHER
+    _tick(clock, 0.02)  # its logging and callbacks
+    recorder._sp(recorder.OTHER)
+    *_, optim, other = recorder.split_parts(S.sp_acc)
+    assert optim == pytest.approx(0.004) and other == pytest.approx(0.02)
+
+
+def test_clipping_between_backward_and_step_is_the_optimizers():
+    acc = [0.0] * recorder.NPARTS
+    acc[recorder.AFTER_BW], acc[recorder.OPTIM], acc[recorder.TAIL] = 0.003, 0.01, 0.2
+    assert recorder.split_parts(acc) == (0.0, 0.0, 0.0, pytest.approx(0.013), pytest.approx(0.2))
+
+
+def test_zero_grad_and_the_schedulers_step_are_bracketed_on_torchs_own_classes(monkeypatch):
+    """The patches find what they wrap on the installed torch (an assertion that fails if torch moves them), and on
+    a stand-in module they install a wrapper that _arm swaps in and out."""
+    import torch.optim.lr_scheduler as lrs
+    import torch.optim.optimizer as opt
+
+    assert callable(opt.Optimizer.__dict__.get("zero_grad")) and callable(lrs.LRScheduler.__dict__.get("step"))
+    monkeypatch.setattr(recorder, "_ARMED", [])
+    calls = []
+    Optimizer = type("Optimizer", (), {"zero_grad": lambda self: calls.append("zero_grad")})
+    LRScheduler = type("LRScheduler", (), {"step": lambda self: calls.append("step")})
+    recorder._patch_zero_grad(types.SimpleNamespace(Optimizer=Optimizer))
+    recorder._patch_scheduler(types.SimpleNamespace(LRScheduler=LRScheduler))
+    assert getattr(Optimizer.zero_grad, "__ddpdoctor_wrapped__", False)
+    assert getattr(LRScheduler.step, "__ddpdoctor_wrapped__", False)
+    assert [(o, n) for o, n, *_ in recorder._ARMED] == [(Optimizer, "zero_grad"), (LRScheduler, "step")]
+    Optimizer().zero_grad()
+    LRScheduler().step()
+    assert calls == ["zero_grad", "step"]
+    recorder._patch_zero_grad(types.SimpleNamespace(Optimizer=Optimizer))  # once only
+    assert len(recorder._ARMED) == 2
+
+
+def _job(part="collective", share=(0.7, 0.68), step=(40.0, 40.5), steps=30, backend="gloo", straggler=None,
+         stall=False):
+    """The end of a 2-rank job as `ddpdoctor run` records it: each rank's split summary (start-up left out)."""
+    from run_factory import rank, section
+
+    rs = []
+    for r in (0, 1):
+        sp = {"steps": steps, "split_steps": steps, "step_ms": {"median": step[r], "p95": step[r] * 1.2}}
+        for p in ("data", "compute", "collective", "optimizer", "other"):
+            sp[p] = {"median": step[r] * 0.05, "p95": step[r] * 0.06}
+        sp[part] = {"median": step[r] * share[r], "p95": step[r] * share[r] * 1.1}
+        rs.append(rank(r, "exited", split=sp, framework={"backend": backend, "pg_world": 2}))
+    return section(rs, stall=stall, straggler=straggler)
+
+
+def test_run030_every_rank_blocked_in_collectives_with_no_straggler_is_the_jobs_pace():
+    """Trigger: 68-70% of every rank's step in collectives, no straggler, a gloo group: a warning that says why DDP
+    can be slower than one GPU, the sources, no_sync and the compression hook; gloo named first."""
+    from run_factory import findings
+
+    [f] = findings(_job(), "RUN030")
+    assert f.severity == "warning" and f.title.startswith("the collectives set the pace: every rank spends 68% or more")
+    assert "no rank is slower than the others" in f.title and "rank 0: 28.0 of 40.0 ms (70%)" in f.detail
+    assert "backend: gloo" in f.detail and "no_sync" in f.fix and "fp16_compress_hook" in f.fix
+    assert f.fix.splitlines()[0].startswith("# the group runs on gloo") and "@cf30153c" in f.detail
+    [g] = findings(_job(backend="nccl"), "RUN030")
+    assert "gloo" not in g.fix.splitlines()[0] and "backend: nccl" in g.detail
+
+
+def test_run030_stays_quiet_under_the_bar_with_a_straggler_a_stall_or_few_steps():
+    """Quiet: one rank under half the step; a straggler (its wait is RUN020's); a stall; 8 measured steps. A straggler
+    named only for the job's start-up does not hide it."""
+    from run_factory import findings
+
+    assert findings(_job(share=(0.7, 0.4)), "RUN030") == []
+    assert findings(_job(straggler={"ranks": [1], "cause": {}}), "RUN030") == []
+    assert findings(_job(stall=True), "RUN030") == []
+    assert findings(_job(steps=8), "RUN030") == []
+    assert [f.id for f in findings(_job(straggler={"ranks": [1], "startup": {"slow_steps": [1, 5]}}), "RUN030")] \
+        == ["RUN030"]
+    assert findings(_job(part="compute", share=(0.9, 0.9)), "RUN030") == []  # compute-bound: the work itself
+
+
+def test_run031_the_loops_own_code_between_steps_is_the_jobs_pace():
+    """Trigger: 60% of every rank's step outside data, compute, collectives and the optimizer (runcol25 j9's class:
+    a wait in the loop's code or a wrapper around the loader); quiet at 30%, and RUN029/RUN030 stay quiet on it."""
+    from run_factory import findings
+
+    [f] = findings(_job(part="other", share=(0.6, 0.62)), "RUN031")
+    assert f.title.startswith("the loop's own code between steps sets the pace: every rank spends 60% or more")
+    assert "py-spy dump" in f.fix and "wrapper around the DataLoader" in f.detail
+    assert findings(_job(part="other", share=(0.3, 0.3)), "RUN031") == []
+    assert findings(_job(part="other", share=(0.6, 0.62)), "RUN029") == []
+    assert findings(_job(part="other", share=(0.6, 0.62)), "RUN030") == []
