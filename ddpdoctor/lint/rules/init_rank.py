@@ -79,16 +79,31 @@ def _global_rank_value(value: Optional[ast.AST], scope, depth: int = 0) -> bool:
     SLURM_PROCID, ...: data/lint_env_types.json rank_scopes), `dist.get_rank()`, or a name assigned one."""
     if value is None or depth > 2:
         return False
+    while isinstance(value, ast.Call) and last_name(value.func) == "int" and len(value.args) == 1:
+        value = value.args[0]
     if env_variable_read(value) in rank_scopes()["global_rank"]:
         return True
     if isinstance(value, ast.Call) and last_name(value.func) == "get_rank" and not value.args:
         return True
+    if isinstance(value, ast.IfExp):
+        # `int(os.environ["RANK"]) if "RANK" in os.environ else 0` (round 25: round 24's held-out set C, LINT022 on a
+        # `local_rank` that holds the global rank): each arm the global rank or a constant (the one-process
+        # fallback, rank 0 of a world of one), one of them the global rank
+        arms = (value.body, value.orelse)
+        return all(_global_rank_value(a, scope, depth + 1) or _constant_int(a) for a in arms) and \
+            any(_global_rank_value(a, scope, depth + 1) for a in arms)
     if isinstance(value, ast.Name):
         s = scope
         while s is not None and value.id not in s.values:
             s = s.parent
         return s is not None and _global_rank_value(s.values[value.id], s, depth + 1)
     return False
+
+
+def _constant_int(node: ast.AST) -> bool:
+    while isinstance(node, ast.Call) and last_name(node.func) == "int" and len(node.args) == 1:
+        node = node.args[0]
+    return isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)
 
 
 def _holds_global_rank(call: Call, name: str) -> bool:
