@@ -87,6 +87,44 @@ def _asked(test: ast.AST) -> List[str]:
             if isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args and dotted(c.args[0])]
 
 
+def _other_bindings(scope_node: ast.AST, name: str, after: int) -> List[int]:
+    """Lines after `after` where a statement other than an assignment binds `name` anew: a `for` target, a `with ...
+    as name`, a walrus, `except ... as name` (`for model in [unwrap(model)]:`, `with unwrap(model) as model:`: round
+    25, the rebind ends the wrapper's reach whatever statement makes it). Plain names only."""
+    if "." in name:
+        return []
+    out = []
+    for node in ast.walk(scope_node):
+        targets = []
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        elif isinstance(node, ast.NamedExpr):
+            targets = [node.target]
+        elif isinstance(node, ast.ExceptHandler) and node.name == name and node.lineno > after:
+            out.append(node.lineno)
+        for target in targets:
+            if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(target)) \
+                    and node.lineno > after:
+                out.append(node.lineno)
+    return out
+
+
+def _other_arms(scope_node: ast.AST, wrap: ast.AST) -> List[Tuple[int, int]]:
+    """The line spans of the arms the wrap never runs before: for each `if` of the function whose one arm holds the
+    wrap, its other arm (`if distributed: model = DDP(model) else: model.gradient_checkpointing_enable()`: the plain
+    arm reads the unwrapped model; round 25, an exclusive branch read as if after the wrap)."""
+    out = []
+    for node in ast.walk(scope_node):
+        if not isinstance(node, ast.If) or not node.orelse:
+            continue
+        for held, other in ((node.body, node.orelse), (node.orelse, node.body)):
+            if any(n is wrap for st in held for n in ast.walk(st)):
+                out.append((other[0].lineno, getattr(other[-1], "end_lineno", other[-1].lineno)))
+    return out
+
+
 def _compiled_again(assign, name: str) -> bool:
     """`model = torch.compile(model)` after the wrap (round 26, fr148 Orolol/gptoughts estimate_mfu, generate): the
     OptimizedModule torch.compile returns forwards every unknown attribute to the module it compiled
@@ -159,8 +197,8 @@ def wrapper_attribute_access(t):
     for a, name, known, kind, how in wraps:
         scope = a.scope
         wrap_line = a.node.lineno
-        rebinds = sorted(x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line
-                         and not _compiled_again(x, name))
+        rebinds = sorted([x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line
+                          and not _compiled_again(x, name)] + _other_bindings(scope.node, name, wrap_line))
         end = rebinds[0] if rebinds else None
         # a text gate before the walk: the names read through `name.` after the wrap, all of them the wrapper's own
         # (`model.train()`, `model.module`, `model.parameters()`): nothing to report, no walk (bench_lint: a walk per
@@ -176,7 +214,7 @@ def wrapper_attribute_access(t):
             facts = memo[id(scope)] = _scope_facts(scope.node)
         loads, stores, guards = facts
         set_on_wrapper = {n.attr for n in stores.get(name, ())}
-        spans = guards.get(name, ())
+        spans = list(guards.get(name, ())) + _other_arms(scope.node, a.node)
         bad = []
         for n in loads.get(name, ()):
             line = n.lineno
