@@ -30,3 +30,12 @@ def test_lint036_a_read_in_the_arm_that_never_wraps_or_after_a_for_rebind_is_qui
 
 def test_lint036_a_read_after_the_if_whose_arm_wraps_keeps_the_warning():
     assert found("wrapper_after_the_if_bad.py", "LINT036") == [(12, "warning")]
+
+
+def test_lint036_the_wrapper_handed_to_a_helper_that_reads_through_it_is_a_warning():
+    # the mirror miss of round 24's held-out set C: the wrapped model reaches the read through a helper's parameter
+    assert found("wrapper_handed_to_helper_bad.py", "LINT036") == [(9, "warning")]
+
+
+def test_lint036_helpers_that_unwrap_or_get_the_wrapped_model_are_quiet():
+    assert found("wrapper_handed_to_helper_ok.py", "LINT036") == []
