@@ -39,3 +39,11 @@ def test_lint036_the_wrapper_handed_to_a_helper_that_reads_through_it_is_a_warni
 
 def test_lint036_helpers_that_unwrap_or_get_the_wrapped_model_are_quiet():
     assert found("wrapper_handed_to_helper_ok.py", "LINT036") == []
+
+
+def test_lint022_datasets_shard_and_split_by_node_given_the_local_rank_are_notes():
+    assert found("shard_local_rank_bad.py", "LINT022") == [(13, "info"), (14, "info")]
+
+
+def test_lint022_datasets_shard_given_the_global_rank_or_another_librarys_shard_is_quiet():
+    assert found("shard_global_rank_ok.py", "LINT022") == []
