@@ -47,3 +47,12 @@ def test_lint022_datasets_shard_and_split_by_node_given_the_local_rank_are_notes
 
 def test_lint022_datasets_shard_given_the_global_rank_or_another_librarys_shard_is_quiet():
     assert found("shard_global_rank_ok.py", "LINT022") == []
+
+
+def test_lint036_a_module_read_in_the_same_arm_does_not_hide_the_read_through_the_wrapper():
+    # fr166 Coriolis0120/latent_cot_rl (a miss): `model.module if hasattr(model, "module")` late in the block
+    assert found("wrapper_module_in_same_arm_bad.py", "LINT036") == [(14, "warning")]
+
+
+def test_lint036_a_module_read_in_the_other_arm_keeps_the_plain_arm_quiet():
+    assert found("wrapper_module_in_other_arm_ok.py", "LINT036") == []

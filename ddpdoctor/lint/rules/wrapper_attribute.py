@@ -73,11 +73,21 @@ def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
                 guards.setdefault(base, []).append(span)
             # an if whose other arm reads `x.module` knows x is wrapped in one arm only (`if cfg.distributed:
             # model.module.f() else: model.f()`, `x.module.f() if world_size > 1 else x.f()`: fr117 ReSET, INEST-IRL)
-            for c in ast.walk(node):
-                if isinstance(c, ast.Attribute) and c.attr == "module" and isinstance(c.value, (ast.Name, ast.Attribute)):
-                    base = dotted(c.value)
-                    if base:
-                        guards.setdefault(base, []).append(span)
+            # Only the OTHER arm (round 25, fr166 Coriolis0120/latent_cot_rl: a `model.module if hasattr(...)` at
+            # the end of the validation block hid the block's own `model.generate` read through DDP, a miss)
+            arms = ((node.body, node.orelse), (node.orelse, node.body)) if isinstance(node, ast.If) else \
+                (([node.body], [node.orelse]), ([node.orelse], [node.body]))
+            for arm, other in arms:
+                if not other:
+                    continue
+                other_span = (other[0].lineno, max(getattr(o, "end_lineno", None) or o.lineno for o in other))
+                for st in arm:
+                    for c in ast.walk(st):
+                        if isinstance(c, ast.Attribute) and c.attr == "module" and \
+                                isinstance(c.value, (ast.Name, ast.Attribute)):
+                            base = dotted(c.value)
+                            if base:
+                                guards.setdefault(base, []).append(other_span)
     return loads, stores, guards
 
 
