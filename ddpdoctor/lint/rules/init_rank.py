@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import ast
+import json
+import os
+from functools import lru_cache
 from typing import Optional
 
 from ..analysis import Call, ModuleIndex
@@ -79,16 +82,38 @@ def _global_rank_value(value: Optional[ast.AST], scope, depth: int = 0) -> bool:
     SLURM_PROCID, ...: data/lint_env_types.json rank_scopes), `dist.get_rank()`, or a name assigned one."""
     if value is None or depth > 2:
         return False
+    while isinstance(value, ast.Call) and last_name(value.func) == "int" and len(value.args) == 1:
+        value = value.args[0]
     if env_variable_read(value) in rank_scopes()["global_rank"]:
         return True
     if isinstance(value, ast.Call) and last_name(value.func) == "get_rank" and not value.args:
         return True
+    if isinstance(value, ast.IfExp):
+        # `int(os.environ["RANK"]) if "RANK" in os.environ else 0` (round 25: round 24's held-out set C, LINT022 on a
+        # `local_rank` that holds the global rank): each arm the global rank or a constant (the one-process
+        # fallback, rank 0 of a world of one), one of them the global rank
+        arms = (value.body, value.orelse)
+        return all(_global_rank_value(a, scope, depth + 1) or _constant_int(a) for a in arms) and \
+            any(_global_rank_value(a, scope, depth + 1) for a in arms)
     if isinstance(value, ast.Name):
         s = scope
         while s is not None and value.id not in s.values:
             s = s.parent
         return s is not None and _global_rank_value(s.values[value.id], s, depth + 1)
     return False
+
+
+@lru_cache(maxsize=1)
+def _shard_facts() -> dict:
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data", "lint_datasets.json")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)["shard_by_rank"]
+
+
+def _constant_int(node: ast.AST) -> bool:
+    while isinstance(node, ast.Call) and last_name(node.func) == "int" and len(node.args) == 1:
+        node = node.args[0]
+    return isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)
 
 
 def _holds_global_rank(call: Call, name: str) -> bool:
@@ -338,7 +363,9 @@ def init_rank_is_local_rank(t):
         `int(os.environ["LOCAL_RANK"])` (or SLURM_LOCALID), or a name assigned one (since round 19 also a field such
         as `args.rank` assigned one, in every branch that assigns it or the only one), also handed in by the callers of
         the function that joins (other modules linted in the same run too); a `DistributedSampler(rank=X)` given a
-        local rank the same way (a note: right on one node, repeated shards on several); and a spawn launcher
+        local rank the same way (a note: right on one node, repeated shards on several), and since round 25 datasets'
+        `ds.shard(num_shards=..., index=X)` / `split_dataset_by_node(ds, rank=X, ...)` the same way (a note; the data
+        file lint_datasets.json `shard_by_rank`); and a spawn launcher
         (`mp.spawn(fn, args=(world_size, ...), nprocs=gpus_per_node)`) whose world size multiplies in a node count
         while nothing in the file offsets the spawn index by the node (`node_rank * gpus + i`). The first is a note
         when every init_process_group of the file joins a world that cannot span two nodes (a loopback init_method,
@@ -400,6 +427,32 @@ def init_rank_is_local_rank(t):
                     "data is never read. Right on one node."),
             fix="DistributedSampler(dataset)   # rank and num_replicas default to the process group's",
             evidence={"rank": how, "sampler": True, "source": _SOURCE},
+        )
+    shard = _shard_facts()
+    for call in index.calls:
+        # `ds.shard(num_shards=world_size, index=local_rank)`, `split_dataset_by_node(ds, rank=local_rank, ...)`: the
+        # same class as the sampler's (round 25: lint33's miss, Dataset.shard(index=local_rank)); a note
+        param = shard["calls"].get(call.name or "")
+        if param is None:
+            continue
+        rank = call.kw(param)
+        if rank is None and call.name == "split_dataset_by_node" and len(call.node.args) >= 2 and \
+                not any(isinstance(a, ast.Starred) for a in call.node.args[:2]):
+            rank = call.node.args[1]
+        if rank is None or (call.name == "shard" and call.kw("num_shards") is None):
+            continue  # `.shard(n, i)` positionally: too many libraries have a shard(); the keywords name datasets'
+        how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
+        if not how:
+            continue
+        yield t.finding(
+            "info", call.node,
+            f"{call.name}() gets the local rank ({how}) as the shard to read: on a second node every node reads the "
+            "same shards",
+            detail=("The shard index picks this process's part among the world's; the local rank restarts at 0 on "
+                    "every node, so with several nodes the parts repeat and the rest of the data is never read. "
+                    "Right on one node."),
+            fix=f"{call.name}(..., {param}=int(os.environ['RANK']))   # the global rank, with the world size",
+            evidence={"rank": how, "shard": call.name, "source": shard["source"]},
         )
     offsets = None  # walked once, and only for a spawn that hands its index to a world of several nodes
     for qual in SPAWN:

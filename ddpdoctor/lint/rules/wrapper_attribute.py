@@ -73,11 +73,21 @@ def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
                 guards.setdefault(base, []).append(span)
             # an if whose other arm reads `x.module` knows x is wrapped in one arm only (`if cfg.distributed:
             # model.module.f() else: model.f()`, `x.module.f() if world_size > 1 else x.f()`: fr117 ReSET, INEST-IRL)
-            for c in ast.walk(node):
-                if isinstance(c, ast.Attribute) and c.attr == "module" and isinstance(c.value, (ast.Name, ast.Attribute)):
-                    base = dotted(c.value)
-                    if base:
-                        guards.setdefault(base, []).append(span)
+            # Only the OTHER arm (round 25, fr166 Coriolis0120/latent_cot_rl: a `model.module if hasattr(...)` at
+            # the end of the validation block hid the block's own `model.generate` read through DDP, a miss)
+            arms = ((node.body, node.orelse), (node.orelse, node.body)) if isinstance(node, ast.If) else \
+                (([node.body], [node.orelse]), ([node.orelse], [node.body]))
+            for arm, other in arms:
+                if not other:
+                    continue
+                other_span = (other[0].lineno, max(getattr(o, "end_lineno", None) or o.lineno for o in other))
+                for st in arm:
+                    for c in ast.walk(st):
+                        if isinstance(c, ast.Attribute) and c.attr == "module" and \
+                                isinstance(c.value, (ast.Name, ast.Attribute)):
+                            base = dotted(c.value)
+                            if base:
+                                guards.setdefault(base, []).append(other_span)
     return loads, stores, guards
 
 
@@ -85,6 +95,44 @@ def _asked(test: ast.AST) -> List[str]:
     """The dotted names a test asks `isinstance(x, ...)` / `hasattr(x, ...)` about."""
     return [dotted(c.args[0]) for c in ast.walk(test)
             if isinstance(c, ast.Call) and dotted(c.func) in ("isinstance", "hasattr") and c.args and dotted(c.args[0])]
+
+
+def _other_bindings(scope_node: ast.AST, name: str, after: int) -> List[int]:
+    """Lines after `after` where a statement other than an assignment binds `name` anew: a `for` target, a `with ...
+    as name`, a walrus, `except ... as name` (`for model in [unwrap(model)]:`, `with unwrap(model) as model:`: round
+    25, the rebind ends the wrapper's reach whatever statement makes it). Plain names only."""
+    if "." in name:
+        return []
+    out = []
+    for node in ast.walk(scope_node):
+        targets = []
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        elif isinstance(node, ast.NamedExpr):
+            targets = [node.target]
+        elif isinstance(node, ast.ExceptHandler) and node.name == name and node.lineno > after:
+            out.append(node.lineno)
+        for target in targets:
+            if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(target)) \
+                    and node.lineno > after:
+                out.append(node.lineno)
+    return out
+
+
+def _other_arms(scope_node: ast.AST, wrap: ast.AST) -> List[Tuple[int, int]]:
+    """The line spans of the arms the wrap never runs before: for each `if` of the function whose one arm holds the
+    wrap, its other arm (`if distributed: model = DDP(model) else: model.gradient_checkpointing_enable()`: the plain
+    arm reads the unwrapped model; round 25, an exclusive branch read as if after the wrap)."""
+    out = []
+    for node in ast.walk(scope_node):
+        if not isinstance(node, ast.If) or not node.orelse:
+            continue
+        for held, other in ((node.body, node.orelse), (node.orelse, node.body)):
+            if any(n is wrap for st in held for n in ast.walk(st)):
+                out.append((other[0].lineno, getattr(other[-1], "end_lineno", other[-1].lineno)))
+    return out
 
 
 def _compiled_again(assign, name: str) -> bool:
@@ -119,6 +167,11 @@ def wrapper_attribute_access(t):
         DistributedDataParallel under a multi-GPU launch: accelerate's prepare_model), when the function calls it or
         the file unwraps it, unless the file or its launch line names DeepSpeed, FSDP or Megatron (whose wrappers pass
         unknown attributes through) or the model is frozen (`requires_grad_(False)`: accelerate does not wrap it).
+        Since round 25 also the wrapper handed to a plain function of the same file (`evaluate(model)` after the
+        wrap, `def evaluate(net): net.generate(...)`) whose parameter is read the same way, unless the helper
+        rebinds it (`net = net.module`) or asks `isinstance`/`hasattr` first; and quiet for a read in the other arm
+        of the `if` that wraps (`if distributed: model = DDP(model) else: model.f()`) or after a `for`/`with`/walrus
+        target rebinds the name.
         A preview rule (round 18): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -142,6 +195,8 @@ def wrapper_attribute_access(t):
         return
     dp_known, ddp_known, source, _torch = _known()
     memo: dict = {}  # scope id -> _scope_facts: one walk per function, however many wraps it holds
+    handed: list = []
+    handed_seen: set = set()
     wraps = []
     for a in index.assigns:
         call = a.call
@@ -159,8 +214,8 @@ def wrapper_attribute_access(t):
     for a, name, known, kind, how in wraps:
         scope = a.scope
         wrap_line = a.node.lineno
-        rebinds = sorted(x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line
-                         and not _compiled_again(x, name))
+        rebinds = sorted([x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line
+                          and not _compiled_again(x, name)] + _other_bindings(scope.node, name, wrap_line))
         end = rebinds[0] if rebinds else None
         # a text gate before the walk: the names read through `name.` after the wrap, all of them the wrapper's own
         # (`model.train()`, `model.module`, `model.parameters()`): nothing to report, no walk (bench_lint: a walk per
@@ -169,14 +224,14 @@ def wrapper_attribute_access(t):
         last_line = end or getattr(scope.node, "end_lineno", None) or len(t.lines)
         pattern = re.compile(r"(?<![\w.])" + re.escape(name) + r"\.([A-Za-z_]\w*)")
         seen_attrs = {m.group(1) for text in t.lines[first:last_line] for m in pattern.finditer(text)}
-        if not (seen_attrs - known):
+        if not (seen_attrs - known) and not (not how and _hands_on(index, scope, name, wrap_line)):
             continue
         facts = memo.get(id(scope))
         if facts is None:
             facts = memo[id(scope)] = _scope_facts(scope.node)
         loads, stores, guards = facts
         set_on_wrapper = {n.attr for n in stores.get(name, ())}
-        spans = guards.get(name, ())
+        spans = list(guards.get(name, ())) + _other_arms(scope.node, a.node)
         bad = []
         for n in loads.get(name, ()):
             line = n.lineno
@@ -185,6 +240,25 @@ def wrapper_attribute_access(t):
             if any(lo <= line <= hi for lo, hi in spans):
                 continue
             bad.append(n)
+        if not how and "." not in name and not t.facts.dead(scope, index):
+            # the wrapper handed to a helper of the file (`evaluate(model)` -> `def evaluate(net): net.config`):
+            # the helper's parameter is the wrapper (round 25: round 24's held-out set C, LINT036 through a
+            # helper's parameter, a miss)
+            for helper, param, site in _handed_to_helpers(index, scope, name, wrap_line, end, spans):
+                if id(helper) in handed_seen:
+                    continue
+                hfacts = memo.get(id(helper))
+                if hfacts is None:
+                    hfacts = memo[id(helper)] = _scope_facts(helper.node)
+                h_loads, h_stores, h_guards = hfacts
+                h_set = {n.attr for n in h_stores.get(param, ())}
+                h_spans = h_guards.get(param, ())
+                got = [n for n in h_loads.get(param, ()) if n.attr not in known and n.attr not in h_set and
+                       n.attr not in set_on_wrapper and not any(lo <= n.lineno <= hi for lo, hi in h_spans)]
+                if got and not t.facts.dead(helper, index) and not _removed().get(kind, {}).keys() & {n.attr for n in got}:
+                    handed_seen.add(id(helper))
+                    handed.append((helper, param, site, sorted(got, key=lambda n: (n.lineno, n.col_offset)), kind,
+                                   name, wrap_line))
         if not bad or t.facts.dead(scope, index):
             continue
         bad.sort(key=lambda n: (n.lineno, n.col_offset))
@@ -222,7 +296,63 @@ def wrapper_attribute_access(t):
                       "lines": sorted({b.lineno for b in bad}),
                       "source": source + ("; " + _prepare_facts()["source"] if how else "")},
         )
+    for helper, param, site, got, kind, name, wrap_line in handed:
+        n = got[0]
+        others = sorted({b.attr for b in got[1:]} - {n.attr})
+        yield t.finding(
+            "warning", n,
+            f"`{param}.{n.attr}` reads through the {kind} wrapper that {site.scope.name}() hands to {helper.name}() "
+            f"(line {site.line}; wrapped at line {wrap_line}), which has no attribute `{n.attr}`: AttributeError "
+            "once the wrap runs" + (f" (also {', '.join(others)})" if others else ""),
+            detail=(f"`{name}` is the {kind} wrapper when {site.scope.name}() calls {helper.name}({name}, ...); "
+                    f"{kind} holds the model as its submodule `module` and nn.Module.__getattr__ finds only the "
+                    f"wrapper's own parameters, buffers and submodules, so `{param}.{n.attr}` raises AttributeError."),
+            fix=f"{param}.module.{n.attr}   # or hand the helper `{name}.module`",
+            evidence={"wrapper": kind, "name": param, "attribute": n.attr, "wrap_line": wrap_line,
+                      "handed_at": site.line, "lines": sorted({b.lineno for b in got}), "source": source},
+        )
     return True
+
+
+def _hands_on(index, scope, name: str, after: int) -> bool:
+    """A cheap gate: some call after line `after` in `scope` to a function of the module gets `name` as an argument."""
+    functions = index.module.functions
+    return any(c.line > after and isinstance(c.node.func, ast.Name) and c.node.func.id in functions and
+               any(isinstance(a, ast.Name) and a.id == name for a in list(c.node.args) +
+                   [k.value for k in c.node.keywords]) for c in scope.calls)
+
+
+def _handed_to_helpers(index, scope, name: str, wrap_line: int, end, spans) -> List[tuple]:
+    """(helper scope, its parameter, the call) for each call after the wrap in `scope` (before a rebind, outside the
+    arms that never wrap) to a plain function of the module that gets the wrapper `name` itself as an argument:
+    `evaluate(model, loader)`, `save(net=model)`. The helper must not rebind the parameter (`net = net.module`)."""
+    out = []
+    functions = index.module.functions
+    for c in scope.calls:
+        if c.line <= wrap_line or (end is not None and c.line >= end) or any(lo <= c.line <= hi for lo, hi in spans):
+            continue
+        if not isinstance(c.node.func, ast.Name) or c.node.func.id not in functions or c.node.func.id in scope.locals:
+            continue
+        helper = functions[c.node.func.id]
+        if helper is scope or not isinstance(helper.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = [a.arg for a in helper.node.args.posonlyargs + helper.node.args.args]
+        param = None
+        for i, arg in enumerate(c.node.args):
+            if isinstance(arg, ast.Starred):
+                break
+            if isinstance(arg, ast.Name) and arg.id == name and i < len(params):
+                param = params[i]
+                break
+        for k in c.node.keywords:
+            if param is None and k.arg and isinstance(k.value, ast.Name) and k.value.id == name and \
+                    k.arg in params + [a.arg for a in helper.node.args.kwonlyargs]:
+                param = k.arg
+        if param is None or any(param in a.targets for a in helper.assigns) or \
+                _other_bindings(helper.node, param, 0):
+            continue
+        out.append((helper, param, c))
+    return out
 
 
 @lru_cache(maxsize=1)
