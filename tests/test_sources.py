@@ -49,6 +49,10 @@ def test_citations_are_found_and_an_incomplete_one_is_told_apart():
     assert [vs.incomplete(c) for c in structured] == [False, True]
     (prose,) = [c for c in got if c["kind"] == "prose"]
     assert prose["commit"] == "c" * 40 and prose["repos"] == ["o/r"]
+    # a table of the trees a data file was mined from: the repo is the key above, no path (a whole tree at a commit)
+    (tree, read) = vs.citations_in({"sources": {"o/r": {"commit": "d" * 40, "read": [{"commit": "e" * 40}]}}}, "f")
+    assert [(c["kind"], c["repo"], c["commit"][0]) for c in (tree, read)] == [("tree", "o/r", "d"), ("tree", "o/r", "e")]
+    assert not vs.incomplete(tree)
 
 
 def test_quotes_match_with_spaces_collapsed_and_elisions_in_order():

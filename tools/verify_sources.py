@@ -21,6 +21,7 @@ e.g. files read at their commit through a code index). Every citation gets one s
     not-checked      no snapshot and no recorded result: what it would need is the repo at that commit
     incomplete       the citation has no repo or no path: it cannot be opened by anyone
     prose            a commit named inside a sentence: the sentence, not a (repo, path, commit), is recorded
+    (a "tree" citation, a repo read whole at a commit, is ok when the snapshot holds the commit)
 
 The test (tests/test_sources.py) reads the committed result; it needs no network and no snapshot.
 """
@@ -56,13 +57,25 @@ def _walk(obj, parts: List[str]) -> Iterator[tuple]:
         yield parts, obj
 
 
+REPO_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _repo_above(parts: List[str]) -> Optional[str]:
+    """The nearest key above that names a repository (`"sources": {"pytorch/pytorch": {"commit": ...}}`)."""
+    return next((p for p in reversed(parts) if REPO_KEY.fullmatch(p)), None)
+
+
 def citations_in(doc, name: str) -> List[dict]:
-    """The citations of one data file: structured ones (an object with a string "commit") and prose ones (a string
-    value under a key other than a structured citation's own, naming a 40-hex commit)."""
+    """The citations of one data file: structured ones (an object with a string "commit"), and prose ones (a string
+    value under a key other than a structured citation's own, naming a 40-hex commit). A structured one with no repo
+    of its own under a key that names one (a data file's table of the trees it was mined from) cites that repo; with
+    no path either, it is a whole tree read at a commit (kind "tree"), not a file."""
     out = []
     for parts, node in _walk(doc, []):
         if isinstance(node, dict) and isinstance(node.get("commit"), str):
-            cite = {"file": name, "at": _pointer(parts), "kind": "structured", "repo": node.get("repo"),
+            repo = node.get("repo") or _repo_above(parts)
+            kind = "tree" if not node.get("repo") and repo and not node.get("path") else "structured"
+            cite = {"file": name, "at": _pointer(parts), "kind": kind, "repo": repo,
                     "path": node.get("path"), "commit": node["commit"]}
             for k in ("quote", "line"):
                 if node.get(k) not in (None, ""):
@@ -178,6 +191,14 @@ def check(cites: List[dict], mirror: Optional[str], also: Dict[tuple, dict],
         r = dict(c)
         if c["kind"] == "prose":
             r["status"], r["via"] = "prose", None
+        elif c["kind"] == "tree":  # the commit, at least, must be the repo's
+            git_dir = _git_dir(mirror, c["repo"]) if mirror else None
+            if git_dir and re.fullmatch(r"[0-9a-f]{7,40}", c["commit"]):
+                ok = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "-e", f"{c['commit']}^{{commit}}"],
+                                    capture_output=True, timeout=120).returncode == 0
+                r["status"], r["via"] = ("ok" if ok else "commit-missing"), "snapshot"
+            else:
+                r["status"], r["via"] = "not-checked", None
         elif incomplete(c):
             r["status"], r["via"] = "incomplete", None
         else:
