@@ -128,3 +128,27 @@ def slowness() -> float:
 def scaled(seconds: float) -> float:
     """A deadline chosen on an idle machine, stretched to this one's current speed."""
     return round(seconds * slowness(), 1)
+
+
+def with_room(attempt: Callable[[float], object], reached: Callable[[object], bool], idle_s: float, what: str,
+              tries: int = 3, factor: Optional[Callable[[], float]] = None) -> tuple:
+    """Run `attempt(deadline)` until the run reached the state the test needs (`reached(result)`); return
+    (result, deadline). For a test whose tool runs to a deadline that must cover the start-up before the state
+    (ranks importing torch, then reaching an injected step): a deadline scaled once, from a load read before the run,
+    ran short when the load rose during it (round 24: neither probe rank reached the injected step). So the state is
+    checked, never assumed, and a run that did not reach it says only that this machine needed more than `deadline`
+    now: the next try gets at least twice that, and never less than `idle_s` scaled by the load read again then.
+    Fails the test (it never asserts on a run that did not reach its state) after `tries` runs."""
+    import pytest
+
+    factor = factor or slowness
+    deadline = round(idle_s * factor(), 1)
+    seen = []
+    for _ in range(tries):
+        result = attempt(deadline)
+        if reached(result):
+            return result, deadline
+        seen.append(deadline)
+        deadline = round(max(2.0 * deadline, idle_s * factor()), 1)
+        print(f"with_room: {what}: not reached within {seen[-1]} s; again with {deadline} s", flush=True)
+    pytest.fail(f"not reached in {len(seen)} runs with deadlines {seen} s, so the test did not test: {what}")

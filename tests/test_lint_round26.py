@@ -2,16 +2,10 @@
 (fixtures/lint/r26/)."""
 from __future__ import annotations
 
-from pathlib import Path
+from lint_fixture_walk import Fixtures
 
-from ddpdoctor.lint.api import lint_paths
-
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "fixtures" / "lint" / "r26"
-
-
-def found(name: str, rid: str):
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+FIX = Fixtures("r26")
+found = FIX.found
 
 
 def test_lint002_a_node_count_assigned_only_the_literal_1_is_one_node_a_note():

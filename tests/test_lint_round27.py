@@ -2,16 +2,10 @@
 and a quiet fixture (fixtures/lint/r27/)."""
 from __future__ import annotations
 
-from pathlib import Path
+from lint_fixture_walk import Fixtures
 
-from ddpdoctor.lint.api import lint_paths
-
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "fixtures" / "lint" / "r27"
-
-
-def found(name: str, rid: str):
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+FIX = Fixtures("r27")
+found = FIX.found
 
 
 def test_lint022_process_launches_handing_in_a_loopback_init_method_are_one_node_a_note():
@@ -29,7 +23,7 @@ def test_lint013_save_function_accelerator_save_with_safetensors_still_races_the
     # 4.35): every rank writes the safetensors weights; the title says what is raced
     [(line, sev)] = found("save_function_accelerator_bad.py", "LINT013")
     assert (line, sev) == (22, "warning")
-    [f] = [f for f in lint_paths([str(FIX / "save_function_accelerator_bad.py")]).findings if f.id == "LINT013"]
+    [f] = FIX.findings("save_function_accelerator_bad.py", "LINT013")
     assert f.evidence["save_function"] == "weights" and "safetensors" in f.title
 
 

@@ -2,16 +2,10 @@
 and a quiet fixture (fixtures/lint/r28/). Pure lint runs: no process is launched."""
 from __future__ import annotations
 
-from pathlib import Path
+from lint_fixture_walk import Fixtures
 
-from ddpdoctor.lint.api import lint_paths
-
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "fixtures" / "lint" / "r28"
-
-
-def found(name: str, rid: str):
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+FIX = Fixtures("r28")
+found = FIX.found
 
 
 def test_lint021_rank0_state_dicts_in_arms_that_leave_fsdp_out_are_quiet():

@@ -4,20 +4,15 @@ and pure functions: no process is launched."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
 from ddpdoctor.lint import engine
-from ddpdoctor.lint.api import lint_paths
 from ddpdoctor.model import Finding
+from lint_fixture_walk import Fixtures, lines
 
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "fixtures" / "lint" / "r29"
-
-
-def found(name: str, rid: str):
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+FIX = Fixtures("r29")
+found = FIX.found
 
 
 def test_lint036_reads_under_a_hasattr_test_in_an_expression_are_quiet():
@@ -97,17 +92,17 @@ def test_lint043_a_missing_option_under_a_launch_only_in_the_scripts_comments_is
     script = tmp_path / "train_ddp.py"
     script.write_text('import argparse\n# python -m torch.distributed.launch --nproc_per_node=2 train_ddp.py\n'
                       'parser = argparse.ArgumentParser()\nparser.add_argument("--resume")\nargs = parser.parse_args()\n')
-    assert [(f.evidence["line"], f.severity) for f in lint_paths([str(script)]).findings if f.id == "LINT043"] == \
+    assert lines(script, "LINT043") == \
         [(5, "info")]
     (tmp_path / "README.md").write_text("python -m torch.distributed.launch --nproc_per_node=2 train_ddp.py\n")
-    assert [(f.evidence["line"], f.severity) for f in lint_paths([str(script)]).findings if f.id == "LINT043"] == \
+    assert lines(script, "LINT043") == \
         [(5, "warning")]
 
 
 def test_lint029_the_plain_module_handed_to_the_training_function_warns_at_its_forward():
     # `classifier_without_ddp = classifier.module; train(backbone, classifier_without_ddp, ...)`, train() runs
     # `classifier(feats)` then `loss.backward()` (fr158 bio-mlhui/MyFramework, a reader's miss)
-    [f] = [f for f in lint_paths([str(FIX / "ddp_module_handed_to_train_bad.py")]).findings if f.id == "LINT029"]
+    [f] = FIX.findings("ddp_module_handed_to_train_bad.py", "LINT029")
     assert (f.evidence["line"], f.severity, f.evidence["lines"]) == (13, "warning", [13, 28])
 
 

@@ -2,16 +2,10 @@
 each with a trigger and a quiet fixture (fixtures/lint/r30/). Pure lint runs: no process is launched."""
 from __future__ import annotations
 
-from pathlib import Path
+from lint_fixture_walk import Fixtures, lines
 
-from ddpdoctor.lint.api import lint_paths
-
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "fixtures" / "lint" / "r30"
-
-
-def found(name: str, rid: str):
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+FIX = Fixtures("r30")
+found = FIX.found
 
 
 def test_lint013_a_log_file_whose_every_record_is_rank_gated_is_a_note():
@@ -40,8 +34,7 @@ def _launch_layout(tmp_path, *folders):
     sh.mkdir(parents=True)
     (sh / "train.sh").write_text((src / "train.sh").read_text())
     line = next(i for i, l in enumerate((src / "main.py.txt").read_text().splitlines(), 1) if "json.dump" in l)
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(tmp_path / "main.py")]).findings
-            if f.id == "LINT013"], line
+    return lines(tmp_path / "main.py", "LINT013"), line
 
 
 def test_a_launch_line_in_scripts_of_a_folder_without_readme_is_read(tmp_path):
@@ -59,8 +52,7 @@ def test_a_launch_line_three_folders_down_is_not_read_without_a_project_marker(t
 def test_lint013_a_write_in_a_helper_names_the_helpers_ungated_call_sites():
     # the reader sees the fault at `save_checkpoint(args, 'last', ...)` after the loop (fr160 Zsongyuan), the linter at
     # the torch.save inside: the finding carries both
-    got = [f.evidence for f in lint_paths([str(FIX / "helper_save_called_every_rank_bad.py")]).findings
-           if f.id == "LINT013"]
+    got = [f.evidence for f in FIX.findings("helper_save_called_every_rank_bad.py", "LINT013")]
     assert [(e["line"], e.get("lines")) for e in got] == [(11, [23])]
 
 

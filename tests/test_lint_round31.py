@@ -3,16 +3,10 @@ round 23's held-out review, each with a trigger and a quiet fixture (fixtures/li
 is launched."""
 from __future__ import annotations
 
-from pathlib import Path
+from lint_fixture_walk import Fixtures
 
-from ddpdoctor.lint.api import lint_paths
-
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "fixtures" / "lint" / "r31"
-
-
-def found(name: str, rid: str):
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+FIX = Fixtures("r31")
+found = FIX.found
 
 
 def test_lint022_local_rank_in_a_group_of_local_world_size_is_a_note():
@@ -90,7 +84,7 @@ def test_lint044_handles_kept_and_waited_or_a_device_synchronize_are_quiet():
 
 def test_lint044_is_a_note_by_default_until_measured():
     from ddpdoctor.lint import engine
-    f = next(f for f in lint_paths([str(FIX / "async_handle_dropped_bad.py")]).findings if f.id == "LINT044")
+    f = FIX.findings("async_handle_dropped_bad.py", "LINT044")[0]
     assert engine.earned_severity(f, False).severity == "info"
     assert engine.earned_severity(f, engine.PREVIEW).severity == "warning"
 

@@ -2,16 +2,10 @@
 with a trigger and a quiet fixture (fixtures/lint/r32/). Pure lint runs: no process is launched."""
 from __future__ import annotations
 
-from pathlib import Path
+from lint_fixture_walk import Fixtures
 
-from ddpdoctor.lint.api import lint_paths
-
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "fixtures" / "lint" / "r32"
-
-
-def found(name: str, rid: str):
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)]).findings if f.id == rid]
+FIX = Fixtures("r32")
+found = FIX.found
 
 
 def test_lint037_a_read_retried_until_rank0s_file_loads_is_quiet():

@@ -2,17 +2,10 @@
 trigger and a quiet fixture (fixtures/lint/r33/). Pure lint runs: no process is launched."""
 from __future__ import annotations
 
-from pathlib import Path
+from lint_fixture_walk import Fixtures
 
-from ddpdoctor.lint.api import lint_paths
-
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "fixtures" / "lint" / "r33"
-
-
-def found(name: str, rid: str, preview: bool = True):
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)], preview=preview).findings
-            if f.id == rid]
+FIX = Fixtures("r33")
+found = FIX.found
 
 
 def test_lint042_a_read_compared_with_its_own_int_default_is_quiet():

@@ -53,3 +53,28 @@ def test_slowness_reads_the_session_file_and_a_forced_factor_wins(tmp_path, monk
     assert machine.slowness() == 4.0              # (7 + 1) / (3 + 1)
     monkeypatch.setenv("DDPDOCTOR_TEST_SLOWNESS", "1")
     assert machine.slowness() == 1.0
+
+
+def test_with_room_retries_a_run_that_did_not_reach_its_state_with_more_room():
+    ran = []
+
+    def attempt(deadline):  # a machine that needs 25 s to reach the state, whatever the factor said
+        ran.append(deadline)
+        return deadline >= 25.0
+
+    got, deadline = machine.with_room(attempt, bool, 10.0, "the state", factor=lambda: 1.2)
+    assert got is True and ran == [12.0, 24.0, 48.0] and deadline == 48.0
+    ran.clear()
+    assert machine.with_room(attempt, bool, 30.0, "the state", factor=lambda: 1.0) == (True, 30.0) and ran == [30.0]
+    # a load that rose between tries: the factor read again wins over the doubling
+    factors = iter([1.0, 5.0])
+    ran.clear()
+    machine.with_room(attempt, bool, 10.0, "the state", factor=lambda: next(factors))
+    assert ran == [10.0, 50.0]
+
+
+def test_with_room_fails_the_test_when_the_state_is_never_reached():
+    import pytest
+
+    with pytest.raises(pytest.fail.Exception, match=r"not reached in 3 runs with deadlines \[2.0, 4.0, 8.0\]"):
+        machine.with_room(lambda d: False, bool, 2.0, "never", factor=lambda: 1.0)
