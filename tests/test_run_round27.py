@@ -145,3 +145,99 @@ def test_run031_the_loops_own_code_between_steps_is_the_jobs_pace():
     assert findings(_job(part="other", share=(0.3, 0.3)), "RUN031") == []
     assert findings(_job(part="other", share=(0.6, 0.62)), "RUN029") == []
     assert findings(_job(part="other", share=(0.6, 0.62)), "RUN030") == []
+
+
+def _j4(train_loader=True):
+    """What `ddpdoctor run` recorded at the stall of run-r26 j4 (runcol26: a ViT Trainer under torchrun, rank 1's
+    training iterator ending one batch early each epoch from a wrapper above ddpdoctor's hook): rank 1 left its
+    training loader after 19 of 20 batches for the epoch-end evaluation's loader and waits in its all_gather; rank 0
+    fetched all 20 and waits in its 20th step's gradient all-reduce."""
+    from run_factory import coll, rank, section
+
+    dl0 = {"n": 20, "len": 20, "end": True, "s0": 0, "workers": 0, "bs": 16}
+    dl1 = {"n": 2, "len": 2, "end": False, "s0": 19, "workers": 0, "bs": 16, "eval": "evaluation_loop (transformers/trainer.py)"}
+    r0 = rank(0, "backward", line=29, code="trainer.train()", step=19, dl=dl0)
+    r1 = rank(1, "collective", line=29, code="trainer.train()", step=19, dl=dl1,
+              coll=coll("all_gather", seq=21, shape=[16], dtype="float32", line=29))
+    if train_loader:
+        r1["train_loader"] = {"n": 19, "len": 20, "end": False, "bs": 16, "step": 19}
+    return section([r0, r1])
+
+
+def test_run005_a_rank_that_left_its_training_loader_short_ran_out_even_unseen_by_the_hook():
+    """Trigger (run-r26 j4, read as RUN001 'outside the if'): uneven batches, rank 1 named as the one that ran out
+    after 19 of 20 and left for the evaluation, rank 0 still training; RUN001 quiet."""
+    from run_factory import findings
+
+    [f] = findings(_j4(), "RUN005")
+    assert f.title.startswith("uneven batches: rank 1 ran out of data after 19 of 20 batch(es), left the training loop")
+    assert "while rank 0 still trains (batch 20 of 20" in f.title, f.title
+    assert findings(_j4(), "RUN001") == []
+
+
+def test_run005_quiet_when_every_rank_left_its_loader_at_the_same_cap():
+    """Quiet: a step cap that breaks every rank's loop at batch 19 of 20 (both left for the evaluation, alike)."""
+    from run_factory import coll, findings, rank, section
+
+    ev = {"n": 1, "len": 2, "end": False, "s0": 19, "workers": 0, "bs": 16, "eval": "evaluation_loop"}
+    rs = []
+    for r in (0, 1):
+        x = rank(r, "collective", line=29, step=19, dl=dict(ev), coll=coll("all_gather", seq=21, line=29))
+        x["train_loader"] = {"n": 19, "len": 20, "end": False, "bs": 16, "step": 19}
+        rs.append(x)
+    assert findings(section(rs), "RUN005") == []
+
+
+LOOP = '''import torch.distributed as dist
+
+
+def main(loader, budget):
+    for x in loader:
+        step(x)
+        if over(budget):
+            break
+    dist.barrier()
+    while True:
+        dist.barrier()
+'''
+
+
+def test_after_loop_tells_a_call_after_the_loop_from_one_inside_it(tmp_path):
+    from ddpdoctor.run import stacks
+
+    path = tmp_path / "train.py"
+    path.write_text(LOOP)
+    assert stacks.after_loop(str(path), 9, 5) is True     # the barrier after the for loop
+    assert stacks.after_loop(str(path), 6, 5) is False    # inside it
+    assert stacks.after_loop(str(path), 11, 10) is False  # inside the while loop
+    assert stacks.after_loop(str(path), 9, 4) is None     # no loop starts at line 4
+    assert stacks.after_loop(str(tmp_path / "gone.py"), 9, 5) is None
+
+
+def _parted(after=True, guard=None):
+    """A 2-rank stall as a real Gloo job recorded it (round 25, lead): rank 1 stopped its loop on its own clock after
+    5 of 40 batches and waits in the barrier after the loop; rank 0 still trains, in DDP's gradient all-reduce."""
+    from run_factory import coll, frame, rank, section
+
+    r0 = rank(0, "backward", line=18, code="loss.backward()", step=6,
+              dl={"n": 7, "len": 40, "end": False, "s0": 0, "workers": 0, "bs": 1})
+    r1 = rank(1, "collective", line=24, code="dist.barrier()", step=5, guard=guard,
+              dl={"n": 5, "len": 40, "end": False, "s0": 0, "workers": 0, "bs": 1}, coll=coll("barrier", seq=1, line=24))
+    for r in (r0, r1):
+        r["loop_frame"] = frame(16, "for x, y in loader:")
+    r1["after_loop"], r0["after_loop"] = after, False
+    return section([r0, r1])
+
+
+def test_run001_a_rank_that_left_its_loop_early_is_told_as_a_stop_condition_not_an_if():
+    """Trigger (run-r26 j10/j11: a per-rank wall-clock stop; RUN001 said 'outside the `if`'): the title says rank 1
+    left its loop after batch 5 of 40 while rank 0 still trains; the fix decides the stop on every rank together."""
+    from run_factory import findings
+
+    [f] = findings(_parted(), "RUN001")
+    assert f.title.startswith("rank 1 left its training loop after batch 5 of 40 (the loop at train.py:16"), f.title
+    assert "while rank 0 still trains" in f.title and "ReduceOp.MAX" in f.fix and "outside the `if`" not in f.fix
+    # quiet on the new reading (the old one stays): a rank test around the call, or a call inside the loop
+    for sec in (_parted(guard="if rank == 1:"), _parted(after=False), _parted(after=None)):
+        [g] = findings(sec, "RUN001")
+        assert "left its training loop" not in g.title and "outside the `if`" in g.fix

@@ -135,7 +135,13 @@ def _ran_out(r) -> bool:
     src/accelerate/data_loader.py DataLoaderShard.__iter__), so the end flag is up during the last step itself."""
     tdl, left = _train_dl(r)
     n, ln = tdl.get("n"), tdl.get("len")
-    return bool(tdl.get("end")) and (left or (isinstance(n, int) and isinstance(ln, int) and n < ln))
+    short = isinstance(n, int) and isinstance(ln, int) and n < ln
+    # Round 25 (runcol26's run-r26 j4): a rank that LEFT its training loader for another one (the Trainer's epoch-end
+    # evaluation) after fewer batches than the loader's length ran out too, whether or not its end came through the
+    # hook (a wrapper above the hook, itertools.islice or a sampler shorter than len() can end an epoch without a
+    # StopIteration here). A loop that breaks at a step cap on every rank leaves every loader short alike: _uneven
+    # then finds no rank still going with more batches.
+    return (bool(tdl.get("end")) and (left or short)) or (left and short)
 
 
 def _uneven_parted(snap) -> Optional[dict]:
@@ -317,6 +323,9 @@ def _skipped_at_stall(snap):
         coll = odd
     lines = [_line_of(r) for r in coll] + [_line_of(r) for r in others]
     c = coll[0].get("last_collective") or {}
+    if _left_loop_early(coll, others):
+        yield _loop_exit_parted(snap, coll, others, c, lines)
+        return
     yield error(
         f"{_ranks(coll)} wait{'s' if len(coll) == 1 else ''} in {c.get('op')}() at {_where(coll[0].get('user_frame'))}, "
         f"which {_ranks(others)} never reach{'es' if len(others) == 1 else ''}: "
@@ -326,6 +335,38 @@ def _skipped_at_stall(snap):
         fix=f"Call {c.get('op')}() on every rank, outside the `if` (or give the branch its own subgroup: "
             "dist.new_group(ranks=[0]))",
         subjects=_subjects(coll + others), evidence=_evidence(snap, rs))
+
+
+def _left_loop_early(coll: list, others: list) -> bool:
+    """The ranks in the collective wait AFTER their training loop (section: "after_loop", by the loop's lines) with no
+    rank test around the call, while every other rank is still in its loop: they stopped their loop by a condition of
+    their own (a wall-clock budget read on each rank's clock, early stopping on a per-rank metric, a NaN check), and
+    the call after the loop is one the others reach only later. Round 25 (runcol26's run-r26 j10/j11)."""
+    return bool(coll) and bool(others) and all(
+        r.get("after_loop") is True and not (r.get("user_frame") or {}).get("guard") for r in coll) and all(
+        r.get("after_loop") is not True for r in others)
+
+
+def _loop_exit_parted(snap, coll: list, others: list, c: dict, lines: list):
+    """RUN001 when the odd ranks left their loop early: the cause is the stop condition, not an `if` around the call."""
+    tdl = _train_dl(coll[0])[0]
+    at = (f" after batch {tdl.get('n')}{_of_len(tdl)}" if isinstance(tdl.get("n"), int) else "")
+    loop = coll[0].get("loop_frame") or {}
+    lw = f" (the loop at {_where(loop)})" if loop.get("line") else ""
+    return error(
+        f"{_ranks(coll)} left {'its' if len(coll) == 1 else 'their'} training loop{at}{lw} and wait"
+        f"{'s' if len(coll) == 1 else ''} in {c.get('op')}() after it at {_where(coll[0].get('user_frame'))}, while "
+        f"{_ranks(others)} still train{'s' if len(others) == 1 else ''}: {others[0].get('doing')} at "
+        f"{_where(others[0].get('user_frame'))}",
+        detail=("No rank has made progress for {:.0f} s. ".format((_run(snap).get("stall") or {}).get("idle_s") or 0)
+                + "; ".join(lines) + ". The call has no rank test around it: the ranks disagree on when the loop ends "
+                "(a stop condition each rank reads for itself: a wall-clock budget on its own clock, early stopping on "
+                "its own metric, a NaN check, a data iterator that ends sooner on one rank). The ranks that stopped "
+                "wait there for the others' next collectives, which never match."),
+        fix=("Decide the stop on every rank together, at the same step: stop = torch.tensor(int(<your condition>)); "
+             "dist.all_reduce(stop, op=dist.ReduceOp.MAX); if stop.item(): break  (or compute it on rank 0 and "
+             "dist.broadcast it)"),
+        subjects=_subjects(coll + others), evidence=_evidence(snap, _stalled(snap)))
 
 
 ELSEWHERE = {"backward": "went on to the DDP gradient all-reduce of its next backward",

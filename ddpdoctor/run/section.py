@@ -310,6 +310,9 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            # line that made its current loader's iterator (recorder._loader_origin: its batch loop), by its beacon
            "step_end_t": b.get("st"), "step_mean_s": (b.get("sd") or [None])[-1], "between": bool(b.get("between")),
            "loop_frame": _frame_of_line((b.get("dl") or {}).get("at") or (b.get("dlt") or {}).get("at"))}
+    lf = rec.get("loop_frame")
+    if user and lf and user.get("file") == lf.get("file") and user.get("line") != lf.get("line"):
+        rec["after_loop"] = stacks.after_loop(user["file"], user["line"], lf["line"])
     if side is not None:
         rec["thread"] = {"ident": f"0x{side['ident']:016x}" if side.get("ident") is not None else None,
                          "started_by": "torch (C++), not Python: autograd's device thread or a Future's callback",

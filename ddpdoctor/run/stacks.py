@@ -225,6 +225,26 @@ def enclosing_if(path: str, line: int) -> Optional[str]:
     return best[1] if best else None
 
 
+def after_loop(path: str, line: int, loop_line: int) -> Optional[bool]:
+    """True when `line` comes after the end of the `for`/`while` loop that starts at `loop_line`, in the same function
+    (a collective after a rank's training loop: the rank has left its loop); False when it sits in the loop or before
+    it; None when the file cannot be read or no loop starts there. Round 25 (runcol26's run-r26 j10/j11): a rank that
+    stopped its loop by its own clock waited in the barrier after it, which RUN001 read as a call under an `if`."""
+    tree = _tree(path)
+    if tree is None or not isinstance(line, int) or not isinstance(loop_line, int):
+        return None
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and n.lineno == loop_line]
+    if not loops:
+        return None
+    loop = loops[0]
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and n.lineno <= loop.lineno <= (n.end_lineno or n.lineno)]
+    home = min(funcs, key=lambda n: (n.end_lineno or n.lineno) - n.lineno) if funcs else None
+    if home is not None and not (home.lineno <= line <= (home.end_lineno or home.lineno)):
+        return None  # another function: a helper called after the loop is not told apart here
+    return line > (loop.end_lineno or loop.lineno)
+
+
 @lru_cache(maxsize=1)
 def _thread_knowledge() -> dict:
     import json
