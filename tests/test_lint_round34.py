@@ -2,17 +2,13 @@
 trigger and a quiet fixture (fixtures/lint/r34/). Pure lint runs: no process is launched."""
 from __future__ import annotations
 
-from pathlib import Path
+from lint_fixture_walk import Fixtures
 
-from ddpdoctor.lint.api import lint_paths
-
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "fixtures" / "lint" / "r34"
+FIX = Fixtures("r34")
 
 
 def found(name: str, rid: str, preview: bool = True):
-    return [(f.evidence["line"], f.severity) for f in lint_paths([str(FIX / name)], preview=preview).findings
-            if f.id == rid]
+    return FIX.found(name, rid, preview=preview)
 
 
 def test_lint022_a_local_rank_field_that_holds_the_global_rank_is_quiet():
