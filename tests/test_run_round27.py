@@ -241,3 +241,24 @@ def test_run001_a_rank_that_left_its_loop_early_is_told_as_a_stop_condition_not_
     for sec in (_parted(guard="if rank == 1:"), _parted(after=False), _parted(after=None)):
         [g] = findings(sec, "RUN001")
         assert "left its training loop" not in g.title and "outside the `if`" in g.fix
+
+
+def test_run030_names_the_jobs_own_many_small_collectives_before_the_gradient_fixes():
+    """run-r26 j13 (strict miss): 600 one-element all_reduce calls per step at :288 on every rank: RUN030 says the job's
+    own code issues ~600 collectives per step, where, and its first fix batches them; without them (a gradient-bound
+    job: one user collective per step) the gradient fixes lead."""
+    from run_factory import findings
+
+    sec = _job()
+    for r in sec["ranks"]:
+        r["step"] = 89
+        r["last_collective"] = {"op": "barrier", "seq": 52201, "line": "/job/diff.py:325", "bytes": 0}
+        r["coll_history"] = [{"op": "all_reduce", "line": "/job/diff.py:288", "bytes": 4, "seq": 52190 + i}
+                             for i in range(11)] + [{"op": "barrier", "line": "/job/diff.py:325", "bytes": 0}]
+    [f] = findings(sec, "RUN030")
+    assert "issues about 587 collectives per step" in f.detail and "all_reduce of 4 bytes at diff.py:288" in f.detail
+    assert f.fix.splitlines()[0].startswith("# batch the job's own per-step collectives (all_reduce at diff.py:288)")
+    for r in sec["ranks"]:
+        r["last_collective"]["seq"] = 89
+    [g] = findings(sec, "RUN030")
+    assert "collectives per step" not in g.detail and g.fix.splitlines()[0].startswith("# the group runs on gloo")

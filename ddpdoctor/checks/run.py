@@ -2583,10 +2583,45 @@ def collective_bound(snap):
                        if (r.get("framework") or {}).get("backend")})
     extra = f"The process group's backend: {', '.join(backends)}." if backends else ""
     first = None
-    if backends == ["gloo"]:
+    own = _own_collectives_per_step(paced["rows"])
+    if own is not None:  # the job's own calls, not DDP's gradient all-reduce (the recorder counts user-level calls)
+        n, line, op, size = own
+        extra = (f"Besides DDP's gradient all-reduce, the job's own code issues about {n:.0f} collectives per step "
+                 f"(the recorder's count of user-level calls; the latest: {op} of {size} at {line}): many small "
+                 "collectives, each paying the round trip's latency whatever its size. " + extra)
+        first = (f"batch the job's own per-step collectives ({op} at {line}): stack the values into one tensor and reduce "
+                 "it once (torch.stack([...]); dist.all_reduce(t)), and only every N steps")
+    elif backends == ["gloo"]:
         first = ("the group runs on gloo: on GPUs, init_process_group(backend=\"nccl\") "
                  "(gloo is torch's backend for CPU training)")
     yield _pace_finding(paced, "collective", "the collectives set the pace", extra, first)
+
+
+OWN_COLLECTIVES_PER_STEP = 4  # more user-level collectives per optimizer step than a Trainer's own (its token count)
+
+
+def _own_collectives_per_step(rows: list) -> Optional[tuple]:
+    """(collectives per step, the most frequent line of the latest ones, its op, its size) when every rank's own code
+    issued at least OWN_COLLECTIVES_PER_STEP user-level collectives per optimizer step (the recorder's sequence number
+    over its steps; DDP's gradient all-reduce runs in C++ and is not among them); else None."""
+    from collections import Counter
+
+    rates, lines = [], Counter()
+    for r in rows:
+        seq = (r.get("last_collective") or {}).get("seq")
+        step = r.get("step")
+        if not isinstance(seq, int) or not isinstance(step, int) or step <= 0:
+            return None
+        rates.append(seq / step)
+        for c in r.get("coll_history") or []:
+            if c.get("line"):
+                lines[(c["line"], c.get("op"), c.get("bytes"))] += 1
+    if not rates or min(rates) < OWN_COLLECTIVES_PER_STEP or not lines:
+        return None
+    (line, op, size), _ = lines.most_common(1)[0]
+    file, _, n = str(line).rpartition(":")
+    where = f"{file.rsplit('/', 1)[-1]}:{n}" if file else str(line)
+    return sorted(rates)[len(rates) // 2], where, op, (f"{size} bytes" if isinstance(size, int) else "unknown size")
 
 
 @check("RUN031", "between-steps-bound", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))
