@@ -426,3 +426,36 @@ def cxi_settings_off(env: dict) -> list:
         if not ok:
             out.append((row, value))
     return out
+
+
+def nccl_bootstrap() -> dict:
+    """data/nccl_bootstrap.json: how many interfaces NCCL's bootstrap takes by default (one) and the troubleshooting
+    guide's words on UP interfaces the other nodes cannot reach."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "nccl_bootstrap.json"),
+              encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def slingshot_nics(snap) -> list:
+    """HPE Slingshot NICs here: the cxi driver's /sys/class/cxi_user devices (pci.cxi_devices); when those were not
+    recorded, Slingshot's hsn<N> host interfaces (the names HPE's note gives NCCL_SOCKET_IFNAME;
+    data/cxi_settings.json)."""
+    pci = snap.get("pci") or {}
+    cxi = [d for d in pci.get("cxi_devices") or [] if d]
+    if not cxi and "network" in snap:
+        cxi = [str(i.get("name")) for i in (snap["network"].get("interfaces") or [])
+               if isinstance(i, dict) and re.match(r"^hsn\d+$", str(i.get("name") or ""))]
+    return cxi
+
+
+def cxi_without_plugin() -> dict:
+    """data/cxi_settings.json without_plugin: NCCL's built-in nets (IB verbs, sockets) and HPE's words on the fallback."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "cxi_settings.json"),
+              encoding="utf-8") as fh:
+        return json.load(fh)["without_plugin"]
