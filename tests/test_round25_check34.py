@@ -111,3 +111,29 @@ def test_slingshot_with_a_plugin_or_sockets_asked_for_or_plain_ethernet_is_not_t
     assert _slingshot(plugins=["/opt/aws-ofi-nccl/lib/libnccl-net.so"]) == []
     assert [f.severity for f in _slingshot(NCCL_NET="Socket")] == ["info"]
     assert [f.severity for f in _slingshot(hsn=False)] == ["info"]  # Ethernet only: NET007's note
+
+
+# -- PKG010 entry: NCCL 2.30.5 with the external SPCX net plugin (NVIDIA-NeMo/Megatron-Bridge docs/releases/
+# known-issues.md @19f7b148, 26.08 known issue; data/known_defects.json needs_net_plugin) --
+
+def _spcx(nccl="2.30.5", plugins=("/usr/lib/x86_64-linux-gnu/libnccl-net-spcx.so",), **env):
+    e = dict(TORCHRUN, MASTER_ADDR="10.0.0.1", **env)
+    snap = make_snapshot(env=e, packages={"torch": "2.9.0", "nvidia-nccl-cu12": nccl},
+                         pci={"rdma_devices": ["mlx5_0"], "net_plugins": list(plugins)})
+    return [f for f in findings_of(snap, "PKG010") if f.evidence.get("defect") == "nccl-2.30.5-spcx-plugin-alltoall-corruption"]
+
+
+def test_nccl_2_30_5_with_the_spcx_plugin_is_a_known_defect_with_the_vendor_workaround():
+    [f] = _spcx()
+    assert f.severity == "warning" and f.title.startswith("NCCL 2.30.5 has a known defect")
+    assert f.env_fix == {"NCCL_NET_PLUGIN": "none", "NCCL_NET": "IB"} and "NCCL_NET_PLUGIN" in f.subjects
+    [g] = _spcx(plugins=(), NCCL_NET_PLUGIN="spcx")  # named by NCCL_NET_PLUGIN: libnccl-net-spcx.so
+    assert g.severity == "warning"
+
+
+def test_other_release_other_plugin_or_plugin_off_is_quiet():
+    assert _spcx(nccl="2.29.7") == []
+    assert _spcx(plugins=("/opt/amazon/ofi-nccl/lib/libnccl-net.so",)) == []
+    assert _spcx(plugins=()) == []
+    assert _spcx(NCCL_NET_PLUGIN="none") == []
+    assert _spcx(NCCL_NET_PLUGIN="none", NCCL_NET="IB") == []

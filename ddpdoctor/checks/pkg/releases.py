@@ -100,6 +100,11 @@ def known_defective_release(snap):
     imported = known_defects.torch_imported(snap)
     graph_capture = nccl_graph_capture(snap)
     ranks = max(world_size(snap).value or 0, local_ranks(snap).value or 0) or None
+    # the external net plugins NCCL would open: the libraries found (pci.net_plugins) and NCCL_NET_PLUGIN's name;
+    # NCCL_NET_PLUGIN=none opens none (src/plugin/net.cc)
+    named = (env.get("NCCL_NET_PLUGIN") or "").strip()
+    plugins = [] if named.lower() == "none" else \
+        [str(p) for p in ((snap.get("pci") or {}).get("net_plugins") or []) if p] + ([named] if named else [])
     for entry, nccl_known in known_defects.matching(torch, nccl):
         if entry.get("stage") == "import" and imported:
             continue  # torch was seen to import here: an import-time defect does not hold on this machine
@@ -109,7 +114,8 @@ def known_defective_release(snap):
         host = (snap.get("host") or {}) if "host" in snap else {}
         if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
                                           hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap), platform=host.get("platform"),
-                                          nccl_from=nccl_from, graph_capture=graph_capture, ranks=ranks):
+                                          nccl_from=nccl_from, graph_capture=graph_capture, ranks=ranks,
+                                          net_plugins=plugins):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
