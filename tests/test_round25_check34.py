@@ -137,3 +137,74 @@ def test_other_release_other_plugin_or_plugin_off_is_quiet():
     assert _spcx(plugins=()) == []
     assert _spcx(NCCL_NET_PLUGIN="none") == []
     assert _spcx(NCCL_NET_PLUGIN="none", NCCL_NET="IB") == []
+
+
+# -- ENV007 arm: the training program itself in the batch step of an N-task allocation, with no srun above it:
+# sbatch runs a single copy of the batch script (SchedMD/slurm doc/man/man1/sbatch.1 @284c3b95;
+# data/slurm_env.json batch_script) --
+
+BATCH = {"SLURM_JOB_ID": "77", "SLURM_NTASKS": "8", "SLURM_NNODES": "2", "SLURM_JOB_NUM_NODES": "2",
+         "SLURM_NTASKS_PER_NODE": "4", "SLURM_JOB_NAME": "train", "SLURM_NODEID": "0"}
+
+
+def _batch(cmdline, **env):
+    from ddpdoctor.facts.launch import parse_command, parse_program
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    doc = make_snapshot(env=dict(BATCH, **env), cmdline=cmdline).to_dict()
+    cmd = parse_command(cmdline) or parse_program(cmdline) if cmdline else None
+    doc["sections"]["launch"] = {"commands": [dict(cmd, depth=1)] if cmd else [], "depth_read": 1 if cmd else 0}
+    return [f for f in findings_of(Snapshot.from_dict(doc), "ENV007") if "srun" in f.title]
+
+
+def test_python_program_in_the_batch_step_of_a_multi_task_allocation_is_a_warning():
+    [f] = _batch(["python", "train.py", "--epochs", "3"])
+    assert f.severity == "warning" and "runs once" in f.title and "train.py" in f.title
+    assert "single copy of the batch script" in f.detail and f.fix.startswith("srun python train.py")
+
+
+def test_under_srun_or_nothing_recorded_or_one_task_is_not_this_warning():
+    assert _batch(["srun", "python", "train.py"], SLURM_STEP_ID="0", SLURM_PROCID="0") == []
+    assert [f.severity for f in _batch([])] == ["info"]  # the batch script itself: `ddpdoctor check` before srun
+    assert _batch(["python", "train.py"], SLURM_NTASKS="1", SLURM_NTASKS_PER_NODE="1", SLURM_NNODES="1",
+                  SLURM_JOB_NUM_NODES="1") == []
+
+
+def test_sbatch_single_copy_is_recorded_with_its_source():
+    import json
+    import pathlib
+
+    data = json.loads((pathlib.Path(__file__).resolve().parents[1] / "ddpdoctor" / "data" / "slurm_env.json")
+                      .read_text())["batch_script"]
+    assert data["sources"][0]["repo"] == "SchedMD/slurm" and len(data["sources"][0]["commit"]) == 40
+    assert "single copy of the batch script" in data["sources"][0]["where"]
+
+
+# -- ENV009 arm: CUDA_VISIBLE_DEVICES as GPU UUIDs (CUDA accepts them) under DeepSpeed's `deepspeed` runner, which
+# makes it --include=localhost:<value> and int()s each slot (deepspeedai/DeepSpeed deepspeed/launcher/runner.py
+# @edaa7221, since 0.5.7; data/launchers.json deepspeed_visible_devices_include) --
+
+UUIDS = "GPU-5e1b4c2a-9f0d-4a43-8a6e-0d1c2b3a4f50,GPU-7a2c9e11-0b3d-4c5e-9f60-1a2b3c4d5e6f"
+
+
+def _ds(cmdline, cvd=UUIDS, deepspeed="0.14.4"):
+    from ddpdoctor.facts.launch import parse_command
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    doc = make_snapshot(env={"CUDA_VISIBLE_DEVICES": cvd}, packages={"deepspeed": deepspeed}).to_dict()
+    doc["sections"]["launch"] = {"commands": [dict(parse_command(cmdline), depth=1)], "depth_read": 1}
+    return [f for f in findings_of(Snapshot.from_dict(doc), "ENV009") if "deepspeed" in f.title]
+
+
+def test_uuids_under_the_deepspeed_runner_are_an_error():
+    [f] = _ds(["deepspeed", "train.py", "--deepspeed", "ds.json"])
+    assert f.severity == "error" and "invalid literal for int()" in f.title
+    assert "parse_node_config" in f.detail and "nvidia-smi --query-gpu=index,uuid" in f.fix
+
+
+def test_indices_explicit_filters_or_an_older_deepspeed_are_quiet():
+    assert _ds(["deepspeed", "train.py"], cvd="0,1") == []
+    assert _ds(["deepspeed", "--num_gpus", "2", "train.py"]) == []
+    assert _ds(["deepspeed", "--include", "localhost:0,1", "train.py"]) == []
+    assert _ds(["deepspeed", "train.py"], deepspeed="0.5.6") == []
+    assert _ds(["torchrun", "--nproc-per-node", "2", "train.py"]) == []  # torch reads UUIDs itself
