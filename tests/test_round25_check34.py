@@ -208,3 +208,28 @@ def test_indices_explicit_filters_or_an_older_deepspeed_are_quiet():
     assert _ds(["deepspeed", "--include", "localhost:0,1", "train.py"]) == []
     assert _ds(["deepspeed", "train.py"], deepspeed="0.5.6") == []
     assert _ds(["torchrun", "--nproc-per-node", "2", "train.py"]) == []  # torch reads UUIDs itself
+
+
+# -- GPU034 arm: pods of one job on one node, known by a pod network that leases each node its own subnet (flannel:
+# a /24 of 10.244.0.0/16: flannel-io/flannel Documentation/configuration.md SubnetLen, kube-flannel.yml Network;
+# data/containers.json pod_networks) --
+
+def _pod(master, mine="10.244.1.23", container="kubernetes", mask="255.255.255.0"):
+    env = {"MASTER_ADDR": "ddp-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "8", "RANK": "3"}
+    net = {"interfaces": [LO, _iface("eth0", mine, mask=mask)], "master_addr": {"host": "ddp-master-0", "addresses": [master]}}
+    gpus = {"count": 1, "devices": [{"index": 0, "name": "NVIDIA A100-SXM4-40GB", "cuda_capability": [8, 0]}]}
+    return findings_of(make_snapshot(env=env, host={"container": container}, network=net, gpus=gpus), "GPU034")
+
+
+def test_master_pod_in_this_nodes_flannel_subnet_is_a_warning():
+    [f] = _pod("10.244.1.17")
+    assert f.severity == "warning" and "another pod on this node" in f.title and "flannel" in f.title
+    assert f.evidence["pod_network"] == ["flannel", "/24 of 10.244.0.0/16"]
+    [g] = _pod("10.244.1.17", container="docker", mask="255.255.0.0")  # the /24 lease decides, not the netmask
+    assert "another pod on this node" in g.title
+
+
+def test_master_pod_on_another_node_or_outside_a_per_node_pod_network_is_quiet():
+    assert _pod("10.244.2.17") == []  # another node's /24
+    assert _pod("192.168.7.9", mine="192.168.7.10", mask="255.255.255.255") == []  # a /32 pod address (Calico)
+    assert _pod("10.32.0.9", mine="10.32.0.10", mask="255.240.0.0") == []  # a flat pod network (Weave): any node
