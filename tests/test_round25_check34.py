@@ -233,3 +233,29 @@ def test_master_pod_on_another_node_or_outside_a_per_node_pod_network_is_quiet()
     assert _pod("10.244.2.17") == []  # another node's /24
     assert _pod("192.168.7.9", mine="192.168.7.10", mask="255.255.255.255") == []  # a /32 pod address (Calico)
     assert _pod("10.32.0.9", mine="10.32.0.10", mask="255.240.0.0") == []  # a flat pod network (Weave): any node
+
+
+# -- facts.net.multi_node: the recorded torchrun / torch.distributed.launch command's --nnodes (the old launcher's
+# workers carry no node count in their environment) --
+
+def _old_launch(nnodes):
+    from ddpdoctor.facts.launch import parse_command
+    from ddpdoctor.facts.net import multi_node
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    argv = ["python", "-m", "torch.distributed.launch", "--nproc_per_node=2", f"--nnodes={nnodes}", "train.py"]
+    doc = make_snapshot(env={"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                             "MASTER_PORT": "23456"},
+                        network={"master_addr": {"host": "127.0.0.1", "addresses": ["127.0.0.1"]}}).to_dict()
+    doc["sections"]["launch"] = {"commands": [dict(parse_command(argv), depth=1)], "depth_read": 1}
+    return multi_node(Snapshot.from_dict(doc))
+
+
+def test_the_launch_commands_nnodes_says_the_job_spans_hosts():
+    assert _old_launch("2") == "2 nodes (--nnodes 2)"
+    assert _old_launch("2:4") == "2 nodes (--nnodes 2:4)"
+
+
+def test_one_node_or_an_elastic_range_from_one_does_not():
+    assert _old_launch("1") is None
+    assert _old_launch("1:4") is None

@@ -218,7 +218,14 @@ def multi_node(snap) -> Optional[str]:
     nnodes = launcher.get("nnodes") or env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
     if nnodes and nnodes > 1:
         return f"{nnodes} nodes"
-    from ddpdoctor.facts.launch import serving_nodes  # noqa: PLC0415
+    from ddpdoctor.facts.launch import command_of, serving_nodes  # noqa: PLC0415
+
+    # the recorded torchrun / torch.distributed.launch command's --nnodes (its workers' environment carries no node
+    # count before torchrun's GROUP_WORLD_SIZE; an elastic range MIN:MAX spans hosts only from MIN > 1)
+    raw = str(((command_of(snap, "torchrun") or {}).get("options") or {}).get("nnodes") or "").strip()
+    least = raw.split(":", 1)[0].strip()
+    if least.isdigit() and int(least) > 1:
+        return f"{int(least)} nodes (--nnodes {raw})"
 
     served = serving_nodes(snap)  # an inference server's own node count (SGLang --nnodes 2; data/serving.json)
     if served:
