@@ -794,6 +794,14 @@ def nccl_default_interface_unreachable(snap):
         host with an ip6tnl0 tunnel ahead of veth0, NVIDIA/nccl#529); or, inside a container, a
         private bridge address in another subnet than the rendezvous host (not in a Kubernetes pod,
         whose pod network routes between the nodes' pod subnets without NAT).
+        Also, from the rendezvous address (MASTER_ADDR, resolved or literal) with NCCL_COMM_ID unset:
+        NCCL's bootstrap takes ONE interface, the first of that order (src/bootstrap.cc,
+        ncclFindInterfaces(..., 1); data/nccl_bootstrap.json), and publishes its own address. A real
+        NIC picked outside the rendezvous' network while another NIC is in it (or holds it) is the
+        troubleshooting guide's "UP but not able to communicate between nodes" (an ib* pick only with
+        NCCL_IB_DISABLE / NCCL_NET=Socket: otherwise IPoIB on the job's fabric is NCCL's design); a
+        private bootstrap address while the rendezvous is a public one (and no NIC in its network) is
+        NAT: the peers cannot connect back.
         Also an inference server that picks the address it publishes by itself (vLLM's get_ip(),
         SGLang's get_local_ip_auto(): VLLM_HOST_IP / SGLANG_HOST_IP unset, the default route's
         source address; data/serving.json engines[].host_ip) on a host with several routable
@@ -1491,6 +1499,10 @@ def multi_node_over_sockets(snap):
         aws/aws-parallelcluster#6942). And, as a warning: RDMA devices whose every port NCCL would
         select is known and not ACTIVE (NCCL skips such ports): this host falls back to sockets while
         hosts whose ports are up use IB (NVIDIA/nccl-tests#188, "socketFinalizeAccept: wrong type").
+        And, as a warning: HPE Slingshot NICs (cxi_user devices, else hsn<N> interfaces) with no net
+        plugin found: NCCL's built-in nets are IB verbs and sockets only (src/plugin/net.cc), so
+        without aws-ofi-nccl the fabric carries nothing (HPE's note: "an undesirable fallback to
+        sockets"; data/cxi_settings.json without_plugin).
 
     Why it matters
         NCCL picks its network transport at init: IB/RoCE verbs when a device exists (src/transport/

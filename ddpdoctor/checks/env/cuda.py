@@ -54,7 +54,11 @@ def cuda_visible_devices_malformed(snap):
         except an empty value in a rank of a multi-process launch on a host whose GPUs NVML lists:
         that is what a launch script writes when it exports a variable it never set
         (radical-cybertools/radical.pilot#2251: jsrun's per-rank GPU overridden, every rank on the
-        same device), so it is a warning there.
+        same device), so it is a warning there. And GPU-/MIG- UUIDs (a form CUDA accepts) under
+        DeepSpeed's `deepspeed` runner with no hostfile and none of --include/--exclude/--num_gpus/
+        --num_nodes: it turns the value into --include=localhost:<value> and int()s each entry
+        (deepspeed/launcher/runner.py, since 0.5.7; data/launchers.json
+        deepspeed_visible_devices_include): ValueError before any worker starts.
 
     Why it matters
         Ranks silently get fewer GPUs than planned, share one, or fall back to the CPU; the

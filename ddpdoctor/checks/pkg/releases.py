@@ -63,6 +63,10 @@ def known_defective_release(snap):
         and 2.19.1 connect peers through an address copied by one cudaMemcpyAsync and used by the next with no
         sync (src/transport.cc ncclTransportP2pSetup; fixed in 2.18.6 and 2.19.3 by 43654587, NVIDIA/nccl#957):
         judged on a job of two or more ranks (`min_ranks`; `nccl_except` drops the fixed 2.18.6 inside the span).
+        Entries may name an external net plugin (`needs_net_plugin`, read from the plugin libraries found and
+        NCCL_NET_PLUGIN's name): NCCL 2.30.5 with the SPCX (Spectrum-X) plugin can corrupt grouped
+        variable-split all-to-all payloads (NVIDIA's Megatron Bridge 26.08 known issue; workaround
+        NCCL_NET_PLUGIN=none NCCL_NET=IB).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
         (src/accelerate/utils/launch.py prepare_multi_gpu_env sets ZE_AFFINITY_MASK instead of
         CUDA_VISIBLE_DEVICES; introduced by #1676, fixed by #1850 in 0.22.0), judged only when the
