@@ -972,14 +972,16 @@ def _bootstrap_elsewhere(picked, peer, real, by_name, listing, why, spread, gues
             not all(m.is_private and not m.is_loopback for m in mine):
         return
     yield warning(f"the rendezvous {peer} is a public address, but NCCL will bootstrap over {boot} with the private "
-                  f"address {', '.join(map(str, mine))}: the other hosts are across NAT and cannot connect back "
-                  f"({spread_words})",
+                  f"address {', '.join(map(str, mine))}: hosts that reach this one only through NAT cannot connect "
+                  f"back ({spread_words})",
                   detail=f"No interface of this host is in the network of {peer}: it is reached through address "
                          "translation (a cloud VPC's public IP, a router). NCCL's bootstrap listens on "
                          f"{boot} ({why}) and sends that interface's own, private, address to its peers "
                          "(src/bootstrap.cc createListenSocket / connectInfo.addr); Gloo and the c10d store's "
                          "peers do the same. From the other network that address is unreachable, so "
-                         "ncclCommInitRank hangs or times out. " + guess + f"Interfaces here: {listing}.",
+                         "ncclCommInitRank hangs or times out. Harmless only if every other node shares this "
+                         "private network (then the public rendezvous address is a detour, not a fault). "
+                         + guess + f"Interfaces here: {listing}.",
                   fix="# put every node on one routed network: the same VPC/subnet, VPC peering, or a VPN "
                       "(WireGuard) whose interface you then name: export NCCL_SOCKET_IFNAME==wg0 GLOO_SOCKET_IFNAME=wg0",
                   subjects=["NCCL_SOCKET_IFNAME", f"iface:{boot}", f"host:{peer}"],
