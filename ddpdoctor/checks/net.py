@@ -9,6 +9,7 @@ from typing import Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of, nccl_conf_applied
+from ddpdoctor.facts.gpu import flag_on
 from ddpdoctor.facts.launch import deepspeed_hostfile_of, deepspeed_master, launch_env
 from ddpdoctor.facts.launchers import deepspeed_master_rule
 from ddpdoctor.facts.units import whole_number
@@ -793,6 +794,14 @@ def nccl_default_interface_unreachable(snap):
         host with an ip6tnl0 tunnel ahead of veth0, NVIDIA/nccl#529); or, inside a container, a
         private bridge address in another subnet than the rendezvous host (not in a Kubernetes pod,
         whose pod network routes between the nodes' pod subnets without NAT).
+        Also, from the rendezvous address (MASTER_ADDR, resolved or literal) with NCCL_COMM_ID unset:
+        NCCL's bootstrap takes ONE interface, the first of that order (src/bootstrap.cc,
+        ncclFindInterfaces(..., 1); data/nccl_bootstrap.json), and publishes its own address. A real
+        NIC picked outside the rendezvous' network while another NIC is in it (or holds it) is the
+        troubleshooting guide's "UP but not able to communicate between nodes" (an ib* pick only with
+        NCCL_IB_DISABLE / NCCL_NET=Socket: otherwise IPoIB on the job's fabric is NCCL's design); a
+        private bootstrap address while the rendezvous is a public one (and no NIC in its network) is
+        NAT: the peers cannot connect back.
         Also an inference server that picks the address it publishes by itself (vLLM's get_ip(),
         SGLang's get_local_ip_auto(): VLLM_HOST_IP / SGLANG_HOST_IP unset, the default route's
         source address; data/serving.json engines[].host_ip) on a host with several routable
@@ -871,9 +880,24 @@ def nccl_default_interface_unreachable(snap):
                       evidence={"nccl_picks": picked, "virtual": virtual, "why": why, "real_interfaces": real,
                                 "peer": peer, "guess": bool(guessed)})
         return
+    container = (snap.get("host") or {}).get("container")
+    if peer is None:  # no resolution recorded: an address literal in MASTER_ADDR is its own
+        raw = str((snap.get("launcher") or {}).get("master_addr") or env.get("MASTER_ADDR") or "").strip().strip("[]")
+        try:
+            peer = str(ipaddress.ip_address(raw)) if raw and not _loopback(raw) else None
+        except ValueError:
+            peer = None
+    if not comm_id and peer and real:
+        # NCCL_IB_DISABLE / NCCL_NET=Socket: the user keeps NCCL off the IB fabric, so nothing says ib* is the
+        # network the nodes share; otherwise an ib* pick is NCCL's designed preference (said as a note)
+        ib_used = not (flag_on(env, "NCCL_IB_DISABLE") or (env.get("NCCL_NET") or "").strip().lower() == "socket")
+        found = list(_bootstrap_elsewhere(picked, peer, real, by_name, listing, why, spread, guessed, container,
+                                          netfacts, ib_used))
+        if found:
+            yield from found
+            return
     if guessed:
         return  # the container-bridge arm below needs a rendezvous host that is known to be another
-    container = (snap.get("host") or {}).get("container")
     # Kubernetes pods are not behind a NAT bridge: the pod network routes every pod's address to every other pod
     # without address translation (the Kubernetes network model, kubernetes/website
     # content/en/docs/concepts/services-networking/_index.md at 048a0f59), so pods on other nodes' subnets are reachable
@@ -890,6 +914,79 @@ def nccl_default_interface_unreachable(snap):
                               "network (macvlan, SR-IOV) and name it in NCCL_SOCKET_IFNAME",
                           subjects=["NCCL_SOCKET_IFNAME", f"iface:{picked[0]}"],
                           evidence={"nccl_picks": picked, "addresses": addrs, "peer": peer, "container": container})
+
+
+def _bootstrap_elsewhere(picked, peer, real, by_name, listing, why, spread, guessed, container, netfacts,
+                         ib_used=False):
+    """NCCL's bootstrap listens on ONE interface, the first of its default order (data/nccl_bootstrap.json:
+    src/bootstrap.cc bootstrapNetInit, ncclFindInterfaces(..., 1, ...) at 5067397c), and sends that interface's
+    own address to its peers. Two ways the peers cannot reach it, read from the rendezvous address `peer`:
+    (a) another real interface of this host is the one in the rendezvous' network (or holds its address) while
+    the bootstrap one is in none of it: the NCCL guide's 'interfaces UP but not able to communicate between
+    nodes'; (b) no interface is in the rendezvous' network, the rendezvous address is a public one and the
+    bootstrap address is private: the peers reach this network through NAT, and the private address NCCL
+    advertises is not theirs to reach.
+    An ib* pick is NCCL's designed preference and the common healthy layout (IPoIB across the fabric every node
+    shares): quiet, unless NCCL_IB_DISABLE / NCCL_NET=Socket keep NCCL off that fabric; a guess either way, since
+    no snapshot shows what the other hosts can reach."""
+    boot = picked[0]
+    iface = by_name.get(boot)
+    if iface is None or boot not in real or netfacts.same_subnet(iface, peer):
+        return
+    data = netfacts.nccl_bootstrap()
+    owns = lambda i: peer in {a for a, _ in netfacts.v4(i)} or peer in netfacts.v6(i)  # noqa: E731
+    if owns(iface):
+        return
+    carriers = [n for n in real if owns(by_name[n]) or netfacts.same_subnet(by_name[n], peer)]
+    boot_addrs = [a for a, _ in netfacts.v4(iface)] or netfacts.v6(iface)
+    spread_words = f"the ranks may span hosts: {spread}" if guessed else spread
+    guess = ("Whether ranks run on other hosts is a guess from the rendezvous address; on one host this is "
+             "harmless. " if guessed else "")
+    if carriers:
+        here = carriers[0]
+        how = "holds" if owns(by_name[here]) else "is in the network of"
+        if boot.startswith(str(data.get("prefer_prefix") or "ib")) and ib_used:
+            return  # NCCL's designed preference, IPoIB on the fabric the job's IB transport uses: nothing to say
+        ib_off = (f"NCCL_IB_DISABLE / NCCL_NET keep NCCL off the IB fabric, yet it prefers {boot} for its sockets. "
+                  if boot.startswith(str(data.get("prefer_prefix") or "ib")) else "")
+        yield warning(f"NCCL_SOCKET_IFNAME is unset and NCCL will bootstrap over {boot} ({', '.join(boot_addrs)}), "
+                      f"not {here}, which {how} the rendezvous address {peer} ({spread_words})",
+                      detail=f"NCCL's bootstrap takes one interface ({why}; src/bootstrap.cc asks ncclFindInterfaces "
+                             f"for {data.get('bootstrap_interfaces', 1)}) and publishes its address to every other "
+                             f"rank. Its choice does not look at where the peers are: {boot} is in another network "
+                             f"than the rendezvous at {peer}. NCCL's troubleshooting guide: \"{data['docs_excerpt']}\" "
+                             + ib_off + guess + f"If the other hosts reach {boot}'s network too, this is harmless; nothing "
+                             f"here tells. Interfaces here: {listing}.",
+                      fix=f"export NCCL_SOCKET_IFNAME=={here} GLOO_SOCKET_IFNAME={here}   # on every node, its NIC "
+                          "on the network the nodes share",
+                      subjects=["NCCL_SOCKET_IFNAME", f"iface:{boot}", f"iface:{here}"],
+                      evidence={"nccl_bootstrap": boot, "bootstrap_addresses": boot_addrs, "why": why,
+                                "rendezvous": peer, "rendezvous_interface": here, "guess": bool(guessed)})
+        return
+    try:
+        far = ipaddress.ip_address(peer)
+        mine = [ipaddress.ip_address(a) for a, _ in netfacts.v4(iface)]
+    except ValueError:
+        return
+    if container or far.version != 4 or not far.is_global or not mine or \
+            not all(m.is_private and not m.is_loopback for m in mine):
+        return
+    yield warning(f"the rendezvous {peer} is a public address, but NCCL will bootstrap over {boot} with the private "
+                  f"address {', '.join(map(str, mine))}: hosts that reach this one only through NAT cannot connect "
+                  f"back ({spread_words})",
+                  detail=f"No interface of this host is in the network of {peer}: it is reached through address "
+                         "translation (a cloud VPC's public IP, a router). NCCL's bootstrap listens on "
+                         f"{boot} ({why}) and sends that interface's own, private, address to its peers "
+                         "(src/bootstrap.cc createListenSocket / connectInfo.addr); Gloo and the c10d store's "
+                         "peers do the same. From the other network that address is unreachable, so "
+                         "ncclCommInitRank hangs or times out. Harmless only if every other node shares this "
+                         "private network (then the public rendezvous address is a detour, not a fault). "
+                         + guess + f"Interfaces here: {listing}.",
+                  fix="# put every node on one routed network: the same VPC/subnet, VPC peering, or a VPN "
+                      "(WireGuard) whose interface you then name: export NCCL_SOCKET_IFNAME==wg0 GLOO_SOCKET_IFNAME=wg0",
+                  subjects=["NCCL_SOCKET_IFNAME", f"iface:{boot}", f"host:{peer}"],
+                  evidence={"nccl_bootstrap": boot, "bootstrap_addresses": [str(m) for m in mine],
+                            "rendezvous": peer, "nat": True, "guess": bool(guessed)})
 
 
 @check("NET004", "rdma-gid-index-empty", family="network", needs=("env", "pci"))
@@ -1404,6 +1501,10 @@ def multi_node_over_sockets(snap):
         aws/aws-parallelcluster#6942). And, as a warning: RDMA devices whose every port NCCL would
         select is known and not ACTIVE (NCCL skips such ports): this host falls back to sockets while
         hosts whose ports are up use IB (NVIDIA/nccl-tests#188, "socketFinalizeAccept: wrong type").
+        And, as a warning: HPE Slingshot NICs (cxi_user devices, else hsn<N> interfaces) with no net
+        plugin found: NCCL's built-in nets are IB verbs and sockets only (src/plugin/net.cc), so
+        without aws-ofi-nccl the fabric carries nothing (HPE's note: "an undesirable fallback to
+        sockets"; data/cxi_settings.json without_plugin).
 
     Why it matters
         NCCL picks its network transport at init: IB/RoCE verbs when a device exists (src/transport/
@@ -1437,6 +1538,10 @@ def multi_node_over_sockets(snap):
     spread = multi_node(snap)
     if not spread:
         return
+    slingshot = list(_slingshot_without_plugin(snap, spread))
+    if slingshot:
+        yield from slingshot
+        return  # not an Ethernet-only cluster: the note below would say the wrong thing
     ifaces = [i for i in (snap.get("network") or {}).get("interfaces") or []
               if isinstance(i, dict) and i.get("up") and i.get("name") != "lo"]
     speeds = [i.get("speed_mbps") for i in ifaces if isinstance(i.get("speed_mbps"), int) and i["speed_mbps"] > 0]
@@ -1453,6 +1558,39 @@ def multi_node_over_sockets(snap):
              "accumulation"),
         subjects=[],
         evidence={"why_multi_node": spread, "rdma_devices": rdma, "fastest_interface_mbps": fastest})
+
+
+def _slingshot_without_plugin(snap, spread):
+    """NET007 on HPE Slingshot: CXI NICs here (facts.net.slingshot_nics), no NCCL net plugin found and sockets not
+    asked for. NCCL's built-in networks are IB verbs and sockets only (NVIDIA/nccl src/plugin/net.cc @5067397c), and
+    a CXI NIC is no verbs device: without aws-ofi-nccl (libfabric's cxi provider) NCCL crosses the nodes over TCP;
+    HPE's note sets NCCL_NET='AWS Libfabric' to prevent "an undesirable fallback to sockets" (data/cxi_settings.json
+    without_plugin)."""
+    from ddpdoctor.facts.net import cxi_without_plugin, slingshot_nics  # noqa: PLC0415
+
+    env = env_of(snap)
+    if (env.get("NCCL_NET") or "").strip().lower() == "socket" or \
+            (env.get("NCCL_NET_PLUGIN") or "").strip().lower() == "none":
+        return  # sockets asked for
+    nics = slingshot_nics(snap)
+    if not nics:
+        return
+    said = cxi_without_plugin()
+    wanted = (env.get("NCCL_NET_PLUGIN") or "").strip() or "libnccl-net.so"
+    yield warning(f"the job spans hosts ({spread}) on HPE Slingshot ({', '.join(nics[:4])}), but no NCCL net plugin "
+                  f"({wanted}) is on LD_LIBRARY_PATH: NCCL will cross the nodes over TCP sockets",
+                  detail=("NCCL's built-in networks are its IB verbs transport and its socket transport (NVIDIA/nccl "
+                          "src/plugin/net.cc: 'Add 2 internal ib and socket plugins'); Slingshot's CXI NICs are no "
+                          "verbs device and are reached through the aws-ofi-nccl plugin and libfabric's cxi provider. "
+                          "Without the plugin NCCL logs 'No plugin found' at INFO only and uses NET/Socket, at a "
+                          "fraction of the fabric's bandwidth. HPE's Slingshot note for NCCL sets NCCL_NET='AWS "
+                          "Libfabric' for this reason: \"" + said["sources"][1]["where"].split(": ", 1)[-1].strip("'")
+                          + "\" LD_LIBRARY_PATH: " + (env.get("LD_LIBRARY_PATH") or "(unset)") + "."),
+                  fix=("export LD_LIBRARY_PATH=<aws-ofi-nccl's lib directory>:$LD_LIBRARY_PATH NCCL_NET='AWS Libfabric' "
+                       "FI_PROVIDER=cxi   # e.g. the site's aws-ofi-nccl module (module load aws-ofi-nccl)"),
+                  subjects=["LD_LIBRARY_PATH", "NCCL_NET"] + [f"cxi:{n}" for n in nics[:4]],
+                  evidence={"slingshot": nics[:8], "net_plugins": [], "why_multi_node": spread,
+                            "LD_LIBRARY_PATH": env.get("LD_LIBRARY_PATH")})
 
 
 def _net_forced_to_sockets(snap, rdma):
@@ -2304,15 +2442,12 @@ def slingshot_libfabric_settings(snap):
     Fix
         export FI_MR_CACHE_MONITOR=userfaultfd FI_CXI_DISABLE_HOST_REGISTER=1 FI_CXI_DEFAULT_CQ_SIZE=131072 ...
     """
-    from ddpdoctor.facts.net import cxi_settings_off, multi_node  # noqa: PLC0415
+    from ddpdoctor.facts.net import cxi_settings_off, multi_node, slingshot_nics  # noqa: PLC0415
 
     pci = snap.get("pci") or {}
-    cxi = [d for d in pci.get("cxi_devices") or [] if d]
-    if not cxi and "network" in snap:
-        # the Slingshot host interfaces the note names (NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3), when the cxi driver's
-        # class was not recorded (a snapshot from before it was gathered)
-        cxi = [str(i.get("name")) for i in (snap["network"].get("interfaces") or [])
-               if isinstance(i, dict) and re.match(r"^hsn\d+$", str(i.get("name") or ""))]
+    # the Slingshot host interfaces the note names (NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3) stand in when the cxi
+    # driver's class was not recorded (a snapshot from before it was gathered)
+    cxi = slingshot_nics(snap)
     spread = multi_node(snap) if cxi else None
     if pci.get("unavailable") or not cxi or not spread:
         return

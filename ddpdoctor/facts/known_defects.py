@@ -80,7 +80,8 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
                      topology_file: Optional[bool] = None, os_name: Optional[str] = None,
                      hostname: Optional[str] = None, gpu_subset: Optional[bool] = None,
                      platform: Optional[str] = None, nccl_from: Optional[str] = None,
-                     graph_capture: Optional[str] = None, ranks: Optional[int] = None) -> Optional[str]:
+                     graph_capture: Optional[str] = None, ranks: Optional[int] = None,
+                     net_plugins: Optional[List[str]] = None) -> Optional[str]:
     """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
     `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
     must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
@@ -93,7 +94,14 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
     version was read from that wheel (`nccl_from`, facts.net.nccl_loaded: a build of the same release elsewhere may
     differ); `needs_nccl_graph_capture`: the launch calls NCCL inside a CUDA graph capture (`graph_capture`,
     facts.launch.nccl_graph_capture; unknown excludes); `min_ranks`: the job has at least this many ranks (`ranks`, the
-    larger of the world size and this host's ranks: facts.ranks; unknown excludes)."""
+    larger of the world size and this host's ranks: facts.ranks; unknown excludes); `needs_net_plugin`: NCCL loads an
+    external net plugin whose name holds this word (`net_plugins`: the plugin libraries found, pci.net_plugins, and
+    NCCL_NET_PLUGIN's name; none recorded excludes, NCCL_NET_PLUGIN=none excludes)."""
+    word = entry.get("needs_net_plugin")
+    if word:
+        names = [str(n) for n in net_plugins or [] if n]
+        if not any(word.lower() in n.lower().rsplit("/", 1)[-1] for n in names):
+            return f"no {word} net plugin recorded"
     least = entry.get("min_ranks")
     if least and (ranks is None or ranks < least):
         return f"{ranks or 'an unknown number of'} rank(s), the defect needs {least}"

@@ -293,3 +293,11 @@ def master_addr_ipv6() -> dict:
     """How torch's env:// and tcp:// rendezvous read an IPv6 MASTER_ADDR (data/launchers.json master_addr_ipv6)."""
     with open(DATA, encoding="utf-8") as fh:
         return json.load(fh).get("master_addr_ipv6", {})
+
+
+@functools.lru_cache(maxsize=1)
+def deepspeed_visible_devices_include() -> dict:
+    """How DeepSpeed's runner turns CUDA_VISIBLE_DEVICES into --include and parses it as integers
+    (data/launchers.json deepspeed_visible_devices_include)."""
+    with open(DATA, encoding="utf-8") as fh:
+        return json.load(fh).get("deepspeed_visible_devices_include", {})

@@ -218,7 +218,14 @@ def multi_node(snap) -> Optional[str]:
     nnodes = launcher.get("nnodes") or env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
     if nnodes and nnodes > 1:
         return f"{nnodes} nodes"
-    from ddpdoctor.facts.launch import serving_nodes  # noqa: PLC0415
+    from ddpdoctor.facts.launch import command_of, serving_nodes  # noqa: PLC0415
+
+    # the recorded torchrun / torch.distributed.launch command's --nnodes (its workers' environment carries no node
+    # count before torchrun's GROUP_WORLD_SIZE; an elastic range MIN:MAX spans hosts only from MIN > 1)
+    raw = str(((command_of(snap, "torchrun") or {}).get("options") or {}).get("nnodes") or "").strip()
+    least = raw.split(":", 1)[0].strip()
+    if least.isdigit() and int(least) > 1:
+        return f"{int(least)} nodes (--nnodes {raw})"
 
     served = serving_nodes(snap)  # an inference server's own node count (SGLang --nnodes 2; data/serving.json)
     if served:
@@ -426,3 +433,36 @@ def cxi_settings_off(env: dict) -> list:
         if not ok:
             out.append((row, value))
     return out
+
+
+def nccl_bootstrap() -> dict:
+    """data/nccl_bootstrap.json: how many interfaces NCCL's bootstrap takes by default (one) and the troubleshooting
+    guide's words on UP interfaces the other nodes cannot reach."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "nccl_bootstrap.json"),
+              encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def slingshot_nics(snap) -> list:
+    """HPE Slingshot NICs here: the cxi driver's /sys/class/cxi_user devices (pci.cxi_devices); when those were not
+    recorded, Slingshot's hsn<N> host interfaces (the names HPE's note gives NCCL_SOCKET_IFNAME;
+    data/cxi_settings.json)."""
+    pci = snap.get("pci") or {}
+    cxi = [d for d in pci.get("cxi_devices") or [] if d]
+    if not cxi and "network" in snap:
+        cxi = [str(i.get("name")) for i in (snap["network"].get("interfaces") or [])
+               if isinstance(i, dict) and re.match(r"^hsn\d+$", str(i.get("name") or ""))]
+    return cxi
+
+
+def cxi_without_plugin() -> dict:
+    """data/cxi_settings.json without_plugin: NCCL's built-in nets (IB verbs, sockets) and HPE's words on the fallback."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "cxi_settings.json"),
+              encoding="utf-8") as fh:
+        return json.load(fh)["without_plugin"]

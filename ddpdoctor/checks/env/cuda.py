@@ -54,7 +54,11 @@ def cuda_visible_devices_malformed(snap):
         except an empty value in a rank of a multi-process launch on a host whose GPUs NVML lists:
         that is what a launch script writes when it exports a variable it never set
         (radical-cybertools/radical.pilot#2251: jsrun's per-rank GPU overridden, every rank on the
-        same device), so it is a warning there.
+        same device), so it is a warning there. And GPU-/MIG- UUIDs (a form CUDA accepts) under
+        DeepSpeed's `deepspeed` runner with no hostfile and none of --include/--exclude/--num_gpus/
+        --num_nodes: it turns the value into --include=localhost:<value> and int()s each entry
+        (deepspeed/launcher/runner.py, since 0.5.7; data/launchers.json
+        deepspeed_visible_devices_include): ValueError before any worker starts.
 
     Why it matters
         Ranks silently get fewer GPUs than planned, share one, or fall back to the CPU; the
@@ -98,6 +102,7 @@ def cuda_visible_devices_malformed(snap):
                    subjects=["CUDA_VISIBLE_DEVICES"], evidence={"CUDA_VISIBLE_DEVICES": raw})
         return
     parsed = parse_visible_devices(raw)
+    yield from _deepspeed_include_from_uuids(snap, raw, parsed)
     clean = ",".join(dict.fromkeys(parsed["used"])) or "0,1   # the GPU indices this job should use: nvidia-smi -L"
     if parsed["duplicates"]:
         yield error(f"CUDA_VISIBLE_DEVICES lists {', '.join(parsed['duplicates'])} more than once",
@@ -270,3 +275,43 @@ def visible_devices_rotated_per_worker(snap):
         subjects=["CUDA_VISIBLE_DEVICES", which],
         evidence={"order": got["order"], "rank": rank, "rank_from": which, "own": got["own"],
                   "picked_by_rank": got["picked"], "guess": True})
+
+
+def _deepspeed_include_from_uuids(snap, raw, parsed):
+    """ENV009: CUDA_VISIBLE_DEVICES as GPU-/MIG- UUIDs (a form CUDA accepts) handed to DeepSpeed's `deepspeed` runner,
+    which, with no hostfile and no --include/--exclude/--num_gpus/--num_nodes, makes it --include=localhost:<value>
+    and parses each entry with int() (deepspeed/launcher/runner.py; data/launchers.json
+    deepspeed_visible_devices_include): the launch stops before any worker starts."""
+    from ddpdoctor.facts.gpu import version_tuple  # noqa: PLC0415
+    from ddpdoctor.facts.launch import command_of, deepspeed_hostfile_of  # noqa: PLC0415
+    from ddpdoctor.facts.launchers import deepspeed_visible_devices_include  # noqa: PLC0415
+
+    uuids = [t for t in parsed["used"] if _UUID.match(t)]
+    cmd = command_of(snap, "deepspeed")
+    if not uuids or cmd is None:
+        return
+    rule = deepspeed_visible_devices_include()
+    opts = cmd.get("options") or {}
+    if any(str(opts.get(o) or "").strip() for o in rule.get("options_that_skip_it") or []):
+        return  # an explicit resource filter: the runner ignores CUDA_VISIBLE_DEVICES
+    hostfile = deepspeed_hostfile_of(snap)
+    if hostfile and hostfile.get("hosts"):
+        return  # a resource pool from the hostfile: not the single-node path
+    version = ((snap.get("packages") or {}).get("versions") or {}).get("deepspeed") if "packages" in snap else None
+    have, since = version_tuple(version), version_tuple(rule.get("since"))
+    if have and since and have < since:
+        return
+    src = (rule.get("sources") or [{}])[0]
+    yield error(f"CUDA_VISIBLE_DEVICES names GPUs by UUID ({uuids[0]}...), and the deepspeed launcher parses it as "
+                "GPU indices: it stops with 'ValueError: invalid literal for int()' before any worker starts",
+                detail=("With no hostfile and none of --include/--exclude/--num_gpus/--num_nodes, DeepSpeed's runner "
+                        f"turns CUDA_VISIBLE_DEVICES into --include=localhost:{raw} and parses each slot with int() "
+                        f"({src.get('repo')} {src.get('path')}@{str(src.get('commit'))[:8]}: parse_node_config, "
+                        f"since DeepSpeed {rule.get('since')}). CUDA itself accepts GPU-/MIG- UUIDs; the launcher does "
+                        f"not. DeepSpeed here: {version or 'not recorded'}."),
+                fix="export CUDA_VISIBLE_DEVICES=$(nvidia-smi --query-gpu=index,uuid --format=csv,noheader | "
+                    "grep -E '" + "|".join(uuids[:4]) + "' | cut -d, -f1 | paste -sd,)   # the same GPUs by index; "
+                    "or: deepspeed --include localhost:<indices> ...",
+                subjects=["CUDA_VISIBLE_DEVICES", "pkg:deepspeed"],
+                evidence={"CUDA_VISIBLE_DEVICES": raw, "uuids": uuids, "deepspeed": version,
+                          "source": f"{src.get('repo')}/{src.get('path')}@{str(src.get('commit'))[:12]}"})

@@ -131,8 +131,10 @@ def slurm_task_mismatch(snap):
         from the GPUs per node, the job freezes at the rendezvous or uses only some GPUs: "You
         requested 2 GPUs but launched 1 slurm tasks" (Lightning-AI/pytorch-lightning#20391,
         #19883). Running `python train.py` in the batch script (not under `srun`) starts one
-        process for an N-task allocation; ddpdoctor notes this (info), since the batch script is
-        also where `ddpdoctor check` itself runs before `srun`.
+        process for an N-task allocation (sbatch runs "a single copy of the batch script",
+        SchedMD/slurm doc/man/man1/sbatch.1): a warning when the launch chain shows that python
+        program with no srun above it; otherwise a note (info), since the batch script is also
+        where `ddpdoctor check` itself runs before `srun`.
 
         With Lightning installed, outside an srun step (or under torchrun) in an allocation whose job
         is not named bash/interactive: Lightning's SLURMEnvironment.detect() takes any process that
@@ -162,7 +164,26 @@ def slurm_task_mismatch(snap):
     yield from _config_nodes_vs_slurm(snap, env)
     yield from _lightning_takes_slurm(snap, env, kind, ntasks, step)
     yield from _lightning_rejects_ntasks(snap, env, ntasks)
-    if kind in ("none", "manual") and step in (None, "batch") and ntasks and ntasks > 1:
+    program = command_of(snap, "python")  # the training program itself, recorded in the launch chain
+    if kind in ("none", "manual") and step in (None, "batch") and ntasks and ntasks > 1 and program \
+            and not command_of(snap, "srun"):
+        # the program itself runs here, in the batch step and not under srun: sbatch runs ONE copy of the batch
+        # script (SchedMD/slurm doc/man/man1/sbatch.1 @284c3b95: "Slurm runs a single copy of the batch script on
+        # one of the allocated nodes"); only srun starts a process per task
+        yield warning(
+            f"SLURM allocated {ntasks} tasks, but `python {program.get('program') or '...'}` runs in the batch "
+            "script without srun: it runs once, not once per task",
+            detail=("sbatch runs a single copy of the batch script on one of the allocated nodes (SchedMD/slurm "
+                    "doc/man/man1/sbatch.1); a command in it runs once, as one process, whatever --ntasks says. Only "
+                    f"srun starts one process per task. The other {ntasks - 1} task(s) of the allocation run nothing: "
+                    "a script that reads its rank from SLURM_PROCID (Lightning, accelerate, submitit) is rank 0 of "
+                    f"{ntasks} waiting at the rendezvous for ranks never started; otherwise it trains alone on one "
+                    "node's share."),
+            fix=f"srun python {program.get('program') or 'train.py'}   # one process per task; or: srun "
+                "--ntasks-per-node=1 torchrun --nproc-per-node=<gpus> ...",
+            subjects=["SLURM_NTASKS"], evidence={"SLURM_NTASKS": ntasks, "SLURM_STEP_ID": step,
+                                                 "program": program.get("program")})
+    elif kind in ("none", "manual") and step in (None, "batch") and ntasks and ntasks > 1:
         # A note, not a warning: the batch script is also where people run `ddpdoctor check` before
         # `srun python train.py`; only the training command itself must go through srun.
         yield info(

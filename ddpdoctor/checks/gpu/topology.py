@@ -780,7 +780,9 @@ def ranks_split_across_containers(snap):
         NICs), a job whose world is larger than the ranks this container runs (LOCAL_WORLD_SIZE, or
         one rank without it), whose MASTER_ADDR is another address on that interface's subnet,
         within docker's default bridge address pools (bridge networks are local to one host; overlay
-        networks span hosts and default to 10.0.0.0/8).
+        networks span hosts and default to 10.0.0.0/8); or, for a pod, in the same per-node subnet of a
+        pod network that leases each node its own (flannel: a /24 of 10.244.0.0/16, flannel-io/flannel
+        Documentation/configuration.md SubnetLen; data/containers.json pod_networks): pods of one node.
 
     Why it matters
         NCCL decides which ranks share a host by a host hash of the hostname and
@@ -806,9 +808,11 @@ def ranks_split_across_containers(snap):
 
     from ddpdoctor.facts import net as netfacts
 
+    from ddpdoctor.facts.launch import container_table
+
     host = snap["host"]
     container = str(host.get("container") or "")
-    if container not in ("docker", "podman"):
+    if container not in ("docker", "podman", "kubernetes"):
         return
     launcher = snap.get("launcher") or {}
     world = launcher.get("world_size")
@@ -818,16 +822,32 @@ def ranks_split_across_containers(snap):
     master = [a for a in ((snap["network"].get("master_addr") or {}).get("addresses") or []) if isinstance(a, str)]
     ifaces = [i for i in (snap["network"].get("interfaces") or []) if isinstance(i, dict)]
     own = {a for i in ifaces for a, _ in netfacts.v4(i)}
-    pools = [ipaddress.ip_network(p) for p in _DOCKER_BRIDGE_POOLS]
-    peer, bridge = None, None
+    pools = [ipaddress.ip_network(p) for p in _DOCKER_BRIDGE_POOLS] if container != "kubernetes" else []
+    # pod networks with a subnet per node (data/containers.json pod_networks: flannel's /24 lease of 10.244.0.0/16)
+    pod_nets = [(ipaddress.ip_network(r["network"]), int(r["per_node_prefix"]), r["cni"])
+                for r in (container_table().get("pod_networks") or {}).get("rows") or []]
+    peer, bridge, pod_cni = None, None, None
     for a in master:
         if a in own:
+            if container == "kubernetes":
+                return  # the torchrun agent arm below reads docker's host network
             yield from _second_node_on_master_host(launcher, container, world, local, a, snap)
             return  # this container is the master's: nothing says where the other ranks run
         for i in ifaces:
             mine = [x for x, _ in netfacts.v4(i)]
             if mine and netfacts.same_subnet(i, a) and all(any(ipaddress.ip_address(x) in p for p in pools) for x in mine):
                 peer, bridge = a, i
+                break
+            for net, prefix, cni in pod_nets:
+                try:
+                    far = ipaddress.ip_address(a)
+                except ValueError:
+                    continue
+                if mine and far in net and all(ipaddress.ip_address(x) in net and far in
+                                               ipaddress.ip_network(f"{x}/{prefix}", strict=False) for x in mine):
+                    peer, bridge, pod_cni = a, i, (cni, f"/{prefix} of {net}")
+                    break
+            if peer:
                 break
     if peer is None:
         return
@@ -836,9 +856,10 @@ def ranks_split_across_containers(snap):
         return  # more interfaces than a bridge-mode container has (eth0 and lo): the host's network, or unknown
     devices = [d for d in (snap["gpus"].get("devices") or []) if isinstance(d, dict)]
     links = sum(1 for d in devices for l in (d.get("nvlinks") or []) if isinstance(l, dict) and l.get("active"))
+    where = (f"another pod on this node ({pod_cni[0]} gives each node one {pod_cni[1]})" if pod_cni else
+             f"another container on its bridge network ({bridge['name']})")
     yield warning(f"rank {launcher.get('rank')} of {world} runs in a {container} container and MASTER_ADDR {peer} is "
-                  f"another container on its bridge network ({bridge['name']}): NCCL will treat the containers as "
-                  f"separate hosts",
+                  f"{where}: NCCL will treat the containers as separate hosts (no NVLink, P2P or shared memory)",
                   detail="NCCL groups ranks by a host hash of hostname and boot_id (src/misc/utils.cc, getHostHash); "
                          "each container has its own hostname, so ranks in different containers of one machine talk "
                          "through the bridge network, never NVLink, PCIe P2P or shared memory, and with one GPU "
@@ -849,4 +870,5 @@ def ranks_split_across_containers(snap):
                       "--nproc-per-node <GPUs>; or --network=host --ipc=host --pid=host with all GPUs visible",
                   subjects=[f"container:{container}", f"iface:{bridge['name']}", "MASTER_ADDR"],
                   evidence={"world_size": world, "local_world_size": local, "master": peer,
-                            "bridge": bridge["name"], "gpus_visible": len(devices), "active_nvlinks": links})
+                            "bridge": bridge["name"], "gpus_visible": len(devices), "active_nvlinks": links,
+                            "pod_network": list(pod_cni) if pod_cni else None})

@@ -63,6 +63,10 @@ def known_defective_release(snap):
         and 2.19.1 connect peers through an address copied by one cudaMemcpyAsync and used by the next with no
         sync (src/transport.cc ncclTransportP2pSetup; fixed in 2.18.6 and 2.19.3 by 43654587, NVIDIA/nccl#957):
         judged on a job of two or more ranks (`min_ranks`; `nccl_except` drops the fixed 2.18.6 inside the span).
+        Entries may name an external net plugin (`needs_net_plugin`, read from the plugin libraries found and
+        NCCL_NET_PLUGIN's name): NCCL 2.30.5 with the SPCX (Spectrum-X) plugin can corrupt grouped
+        variable-split all-to-all payloads (NVIDIA's Megatron Bridge 26.08 known issue; workaround
+        NCCL_NET_PLUGIN=none NCCL_NET=IB).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
         (src/accelerate/utils/launch.py prepare_multi_gpu_env sets ZE_AFFINITY_MASK instead of
         CUDA_VISIBLE_DEVICES; introduced by #1676, fixed by #1850 in 0.22.0), judged only when the
@@ -100,6 +104,11 @@ def known_defective_release(snap):
     imported = known_defects.torch_imported(snap)
     graph_capture = nccl_graph_capture(snap)
     ranks = max(world_size(snap).value or 0, local_ranks(snap).value or 0) or None
+    # the external net plugins NCCL would open: the libraries found (pci.net_plugins) and NCCL_NET_PLUGIN's name;
+    # NCCL_NET_PLUGIN=none opens none (src/plugin/net.cc)
+    named = (env.get("NCCL_NET_PLUGIN") or "").strip()
+    plugins = [] if named.lower() == "none" else \
+        [str(p) for p in ((snap.get("pci") or {}).get("net_plugins") or []) if p] + ([named] if named else [])
     for entry, nccl_known in known_defects.matching(torch, nccl):
         if entry.get("stage") == "import" and imported:
             continue  # torch was seen to import here: an import-time defect does not hold on this machine
@@ -109,7 +118,8 @@ def known_defective_release(snap):
         host = (snap.get("host") or {}) if "host" in snap else {}
         if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
                                           hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap), platform=host.get("platform"),
-                                          nccl_from=nccl_from, graph_capture=graph_capture, ranks=ranks):
+                                          nccl_from=nccl_from, graph_capture=graph_capture, ranks=ranks,
+                                          net_plugins=plugins):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
