@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
 from ..signatures import entry_of
-from ...facts import bare_exceptions as _bare, fatal_signals as _cpu_traps, wrappers
+from ...facts import bare_exceptions as _bare, fatal_signals as _cpu_traps, reraised as _reraised, wrappers
 from ..verdict import INF, KIND_RULE, own_events, any_specific, escalated_kills, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
 from . import first_seen, hit, launcher_failure, ranks_text, rule, who_exited
 
@@ -465,6 +465,28 @@ def _cut_traceback_rank(job: Job, line) -> Optional[int]:
     return r if (frames is not None and frames[1] >= 2) or tb else None
 
 
+
+
+def _reraised_by(job: Job, lst: list, ev, etype: str, msg: str):
+    """(row, unit, original) where this exception is a re-raise whose message names where it was first raised
+    (data/reraised_exceptions.json: "Caught KeyError in DataLoader worker process 3."), or whose message is cut after
+    "Caught X" under torch/_utils.py's reraise frame; original is (event, frame) of the first exception line of the same
+    class after it in the same file (the last line of the 'Original Traceback'), or None where the log cuts it."""
+    got = _reraised.of(etype, msg)
+    if got is None:
+        inner = ev.data.get("tb_inner")
+        if not (inner and inner[1] == "reraise" and str(inner[0]).replace("\\", "/").endswith("torch/_utils.py")
+                and _reraised.cut(etype, msg)):
+            return None
+        got = (_reraised.rows()[0], "")
+    row, unit = got
+    for oev, oframe in lst:
+        if (oev is not ev and oev.line.src == ev.line.src and 0 < oev.line.lineno - ev.line.lineno <= 400
+                and str(oev.data.get("type", "")).rsplit(".", 1)[-1] in (etype, "RuntimeError")):
+            return row, unit, (oev, oframe)
+    return row, unit, None
+
+
 @rule("LOG004", "rank-failed")
 def rank_failed(job: Job):
     """A rank failed with an exception, a signal or an exit code that no more specific rule explains.
@@ -569,6 +591,30 @@ def rank_failed(job: Job):
                         + sentence).strip()
             extra = {**extra, "wrapped_by": {"exception": wtype, "line": wrapper.line.lineno}}
         said = f": {msg[:160]}" if msg else " (no message: the class alone)"
+        rer = _reraised_by(job, lst, ev, etype, msg) if wrapper is None else None
+        if rer is not None:
+            # raised again in this process after another process or thread caught it (torch's ExceptionWrapper.reraise
+            # for a DataLoader worker, the pin-memory thread: data/reraised_exceptions.json): the original is the cause
+            row, unit, orig = rer
+            unit_s = f"{row['unit']} {unit}" if unit else "a DataLoader worker (or its pin-memory thread)"
+            if orig is not None:
+                oev, oframe = orig
+                omsg = str(oev.data.get("msg", "")).strip()
+                owhere = (f" at {oframe['file']}:{oframe['line']} in {oframe['func']}"
+                          if oframe and not _LIB_FRAME.search(oframe["file"]) else "")
+                where = ""
+                said = (f" in {unit_s}{owhere}, re-raised in the training process: {omsg[:160]}" if omsg else
+                        f" in {unit_s}{owhere}, re-raised in the training process (no message: the class alone)")
+                sentence = (f"The original exception is at line {oev.line.lineno}. " + row["meaning"] + " "
+                            + sentence).strip()
+            else:
+                said = f" in {unit_s}, re-raised in the training process (its original traceback is cut from this log)"
+                sentence = ((f"The message is cut after 'Caught {etype}', and the frame that raised it is torch/_utils.py "
+                             f"ExceptionWrapper.reraise (an inference from the frame). " if not unit else "")
+                            + row["meaning"] + " " + sentence).strip()
+            extra = {**extra, "reraised": {"from": row["name"], "unit": unit,
+                                           "original_line": orig[0].line.lineno if orig is not None else None,
+                                           "source": row["source"]["repo"] + "@" + row["source"]["commit"][:8]}}
         inner = ev.data.get("tb_inner") if not msg and wrapper is None else None
         bare = _bare.of(etype, inner[0], inner[1]) if inner else None
         if bare is not None:
@@ -590,7 +636,8 @@ def rank_failed(job: Job):
                              f"traceback's frames stop with no exception line of their own: the exception is taken to "
                              f"be its (an inference from the traceback). " if cut_rank is not None else "")
                           + sentence).strip(),
-                  fix=(bare["fix"] + "\n" + _GENERIC_FIX) if bare is not None else _GENERIC_FIX,
+                  fix=((bare["fix"] + "\n" + _GENERIC_FIX) if bare is not None else
+                       (rer[0]["fix"] + "\n" + _GENERIC_FIX) if rer is not None else _GENERIC_FIX),
                   evidence={"exception": etype, "message": msg[:500], "frame": frame, **extra,
                             **({"rank_from_launcher_exit": local} if local is not None else {}),
                             **({"rank_from_cut_traceback": cut_rank} if cut_rank is not None else {})})

@@ -1,0 +1,102 @@
+"""Round 25 (issue 24, triage34): classes from the sources, each with a trigger and a quiet fixture.
+
+- vLLM's worker prefix "(VllmWorker rank=3 pid=N) " (vllm/executor/multiproc_worker_utils.py _add_prefix; the V1
+  executor's worker names "VllmWorker rank={rank}", later "VllmWorker TP{t}" / "VllmWorker PP{p}_TP{t}") names the rank;
+  vLLM's logger prefix "ERROR 04-23 01:03:33 [multiproc_executor.py:470] " repeated before each line of a traceback
+  (vllm/logger.py NewLineFormatter) is read off the traceback's own lines.
+- A traceback pasted with every line indented: the exception line two columns left of its frames (CPython
+  Lib/traceback.py prints frames at 2, sources at 4, the exception at 0) is the exception line.
+- An exception re-raised from a DataLoader worker or the pin-memory thread (torch/_utils.py ExceptionWrapper.reraise:
+  "Caught KeyError in DataLoader worker process 3." + "Original Traceback"): the original exception is the cause;
+  a message cut after "Caught TypeError" under the reraise frame is still that class (data/reraised_exceptions.json).
+"""
+from ddpdoctor.triage.lines import parse
+from triage_loud import brief as _ids, loud_findings as _found
+
+_FRAMES = ('Traceback (most recent call last):\n'
+           '  File "/opt/conda/lib/python3.10/site-packages/vllm/v1/executor/multiproc_executor.py", line 465, in worker_busy_loop\n'
+           '    output = func(*args, **kwargs)\n'
+           '  File "/work/model.py", line 88, in forward\n'
+           '    x = self.proj(x)\n'
+           'RuntimeError: shape mismatch in proj\n')
+
+
+def _vllm(prefix):
+    log = "ERROR 04-23 01:03:33 [multiproc_executor.py:470] "
+    return "".join(f"{prefix}{log}{ln}\n" for ln in ["WorkerProc hit an exception."] + _FRAMES.splitlines())
+
+
+def test_a_vllm_workers_prefix_names_its_rank_and_its_logger_prefix_is_read_off_the_traceback(tmp_path):
+    for prefix, rank in (("(VllmWorker rank=3 pid=1863294) ", 3), ("\x1b[1;36m(VllmWorker TP2 pid=77)\x1b[0;0m ", 2)):
+        f = _found(tmp_path, _vllm(prefix))
+        assert f and f[0].id == "LOG004" and f"rank {rank}" in f[0].title, _ids(f)
+        assert "RuntimeError" in f[0].title and "shape mismatch" in f[0].title, _ids(f)
+    line = parse(0, 1, 0, b"(VllmWorker rank=5 pid=12) INFO 04-23 01:03:33 [gpu_worker.py:232] Available KV cache memory")
+    assert line.rank == 5 and line.pid == 12 and line.text.startswith("INFO 04-23"), line
+
+
+def test_a_vllm_worker_under_pipeline_parallelism_names_no_rank_and_other_records_keep_their_level():
+    line = parse(0, 1, 0, b"(VllmWorker PP1_TP2 pid=12) ERROR 04-23 01:03:33 [core.py:12] EngineCore failed to start.")
+    assert line.rank is None and line.pid == 12, line
+    assert line.text.startswith("ERROR 04-23 01:03:33"), line.text   # not a traceback's line: its level stays
+    line = parse(0, 1, 0, b"(RayWorkerWrapper pid=12, ip=10.0.0.2) ERROR 04-23 01:03:33 [x.py:1]   File \"/a.py\", line 3, in f")
+    assert line.rank is None and line.host == "10.0.0.2", line
+
+
+_INDENTED = ('    File "/home/u/train.py", line 713, in main\n'
+             '      train_one_epoch(\n'
+             '    File "/home/u/utils.py", line 381, in train_one_epoch\n'
+             '      loss = compute(batch)\n'
+             '  ValueError: expected a non-empty batch\n')
+
+
+def test_an_exception_line_pasted_two_columns_left_of_its_indented_frames_is_the_exception(tmp_path):
+    f = _found(tmp_path, "Thanks, the error is as follows:\n\n" + _INDENTED)
+    assert f and f[0].id == "LOG004" and "ValueError" in f[0].title and "non-empty batch" in f[0].title, _ids(f)
+
+
+def test_an_indented_line_that_is_not_two_columns_left_of_the_frames_is_not_read_as_an_exception(tmp_path):
+    # the same words as the frame's own source (four columns in, under a frame two in): code, not an exception line
+    text = ('  File "/home/u/train.py", line 713, in main\n    ValueError\nStep 1 loss 0.5\n' + _END)
+    f = _found(tmp_path, text)
+    assert not any(x.id == "LOG004" and "ValueError" in x.title for x in f), _ids(f)
+
+
+_END = "Training completed.\n"
+_TB = ('Traceback (most recent call last):\n'
+       '  File "train.py", line 88, in <module>\n    for batch in loader:\n'
+       '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1371, in _process_data\n'
+       '    data.reraise()\n'
+       '  File "/opt/conda/lib/python3.10/site-packages/torch/_utils.py", line 694, in reraise\n'
+       '    raise exception\n')
+_ORIGINAL = ('Original Traceback (most recent call last):\n'
+             '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/_utils/worker.py", line 308, in _worker_loop\n'
+             '    data = fetcher.fetch(index)\n'
+             '  File "/work/data.py", line 40, in __getitem__\n'
+             '    return self.items[idx]["image"]\n')
+
+
+def test_an_exception_reraised_from_a_dataloader_worker_names_the_worker_and_the_original(tmp_path):
+    f = _found(tmp_path, "[rank1]: " + (_TB + "KeyError: Caught KeyError in DataLoader worker process 3.\n" + _ORIGINAL
+                                        + "KeyError: 'image'\n").replace("\n", "\n[rank1]: ").rstrip("[rank1]: "))
+    assert f and f[0].id == "LOG004" and "rank 1" in f[0].title, _ids(f)
+    assert "DataLoader worker process 3" in f[0].title and "'image'" in f[0].title, _ids(f)
+    assert "/work/data.py:40 in __getitem__" in f[0].title and "num_workers=0" in f[0].fix, (_ids(f), f[0].fix)
+    f = _found(tmp_path, _TB + "RuntimeError: Caught RuntimeError in pin memory thread for device 0.\n" + _ORIGINAL
+               + "RuntimeError: cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned\n")
+    assert f and "pin memory thread for device 0" in f[0].title and "pin_memory=False" in f[0].fix, _ids(f)
+
+
+def test_a_reraise_cut_after_its_class_is_read_by_the_frame_that_raised_it(tmp_path):
+    f = _found(tmp_path, _TB + "TypeError: Caught TypeError\n")
+    assert f and f[0].id == "LOG004" and "DataLoader worker" in f[0].title and "cut" in f[0].title, _ids(f)
+    assert "an inference from the frame" in f[0].detail, f[0].detail
+
+
+def test_a_message_that_starts_with_caught_elsewhere_is_not_a_dataloader_reraise(tmp_path):
+    for text in ('Traceback (most recent call last):\n  File "train.py", line 8, in <module>\n    check(loss)\n'
+                 "ValueError: Caught NaN in the loss at step 3\n",
+                 'Traceback (most recent call last):\n  File "train.py", line 8, in <module>\n    check(loss)\n'
+                 "TypeError: Caught TypeError\n"):
+        f = _found(tmp_path, text)
+        assert f and f[0].id == "LOG004" and "DataLoader" not in f[0].title and "DataLoader" not in f[0].detail, _ids(f)
