@@ -100,3 +100,38 @@ def test_a_message_that_starts_with_caught_elsewhere_is_not_a_dataloader_reraise
                  "TypeError: Caught TypeError\n"):
         f = _found(tmp_path, text)
         assert f and f[0].id == "LOG004" and "DataLoader" not in f[0].title and "DataLoader" not in f[0].detail, _ids(f)
+
+
+# --- the legacy launcher's CalledProcessError (torch.distributed.launch, torch <= 1.8) -------------------------------
+_LAUNCH_TB = ('Traceback (most recent call last):\n'
+              '  File "/opt/conda/lib/python3.8/runpy.py", line 194, in _run_module_as_main\n'
+              '    return _run_code(code, main_globals, None,\n'
+              '  File "/opt/conda/lib/python3.8/site-packages/torch/distributed/launch.py", line 255, in main\n'
+              '    raise subprocess.CalledProcessError(returncode=process.returncode,\n')
+_CMD = "subprocess.CalledProcessError: Command '['/opt/conda/bin/python', '-u', 'tools/train.py', '--local_rank=%d', 'cfg.py']' "
+
+
+def test_the_legacy_launchers_calledprocesserror_is_the_childs_exit_naming_its_local_rank(tmp_path):
+    f = _found(tmp_path, "epoch 0 step 10 loss 2.31\n" + _LAUNCH_TB + _CMD % 0 + "died with <Signals.SIGSEGV: 11>.\n")
+    assert f and f[0].id == "LOG003" and "local rank 0" in f[0].title and "guess" not in f[0].title, _ids(f)
+    f = _found(tmp_path, "epoch 0 step 10 loss 2.31\n" + _LAUNCH_TB + _CMD % 3 + "returned non-zero exit status 1.\n")
+    assert f and f[0].id == "LOG004" and "local rank 3 (a guess" in f[0].title and "code 1" in f[0].title, _ids(f)
+    assert "CalledProcessError" not in f[0].title, _ids(f)   # the launcher's report, not the program's exception
+
+
+def test_a_programs_own_subprocess_call_with_local_rank_is_its_exception_not_a_launchers_exit(tmp_path):
+    tb = ('Traceback (most recent call last):\n  File "/work/run_all.py", line 40, in <module>\n'
+          '    subprocess.run(cmd, check=True)\n')
+    f = _found(tmp_path, tb + _CMD % 3 + "returned non-zero exit status 1.\n")
+    assert f and f[0].id == "LOG004" and "CalledProcessError" in f[0].title and "guess" not in f[0].title, _ids(f)
+
+
+def test_elastics_failed_line_typed_with_full_width_punctuation_names_its_local_rank(tmp_path):
+    for tail in ("local_rank: 1；(pid: 4242) of binary: /usr/bin/python", "local_rank：1 （pid：4242） of binary: x",
+                 "local_rank: 1；请帮忙"):
+        f = _found(tmp_path, "step 3 loss 1.0\nERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) "
+                   + tail + "\n")
+        assert f and f[0].id == "LOG003" and "local rank 1" in f[0].title, (tail, _ids(f))
+    f = _found(tmp_path, "step 3 loss 1.0\nERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) "
+               "local_rank: 12.5\n")
+    assert f and "local rank 12" not in f[0].title, _ids(f)   # not a rank: a number that goes on

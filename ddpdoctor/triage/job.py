@@ -129,6 +129,13 @@ _SHELL_SYNTAX = re.compile(r"SyntaxError: ")
 _MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(-?\d+)\s*$")   # the line after Open MPI's "Process name: [[j,1],R]"
 
 
+# subprocess.CalledProcessError's text for the legacy launcher's child (CPython Lib/subprocess.py @v3.8.10
+# CalledProcessError.__str__: "Command '%s' died with %r." for a negative returncode, a signals.Signals repr
+# "<Signals.SIGSEGV: 11>"; else "Command '%s' returned non-zero exit status %d.")
+_LEGACY_LAUNCH_EXIT = re.compile(r"Command '\[.*?'--local_rank=(?P<local_rank>\d+)'.*?\]' (?:died with <Signals\.(?P<sig>SIG[A-Z0-9]+): "
+                                 r"(?P<signo>\d+)>|returned non-zero exit status (?P<code>-?\d+))")
+
+
 @dataclass
 class Exit:
     """A process of the job ended: from torchrun's lines, the elastic table, an error file, mp.spawn or a run report."""
@@ -143,6 +150,7 @@ class Exit:
     source: str
     message: str = ""
     rank_guessed: bool = False   # the rank is the local rank, taken as global because one node is in sight
+    local_guessed: bool = False  # the local rank is the one a launcher's command names, which may be another process's
 
     @property
     def cause(self) -> str:
@@ -370,6 +378,35 @@ class Job:
         if bare is None:
             return evs
         return evs + [Event("exception", line, {"type": bare[0], "msg": bare[1]})]
+
+    def _legacy_launch_exit(self, line: Line, key: tuple) -> bool:
+        """torch.distributed.launch before torchrun (torch <= 1.8) waits for its processes in local-rank order and raises
+        subprocess.CalledProcessError(returncode=process.returncode, cmd=...) for the first that exited non-zero: CPython
+        prints "Command '[..., '--local_rank=N', ...]' returned non-zero exit status C." or "died with <Signals.SIGSEGV:
+        11>." (Lib/subprocess.py CalledProcessError.__str__, a negative returncode being a signal). The command is
+        process.args, the failed process's own, in the older launcher (tulsi123/pytorch, a fork of pytorch/pytorch,
+        torch/distributed/launch.py @5f811600), but `cmd`, the last process the spawn loop started, in the later one
+        (vdabravolski/pytorch's fork @cadd81ae, the form with --use_env/--no_python; DeepSpeed's launcher raises it the
+        same way). So the process failed with that exit, and its local rank is N only for N = 0 (one process, or the
+        first one); a higher N is said as a guess. A launcher's exit, not the program's traceback (which is above it,
+        or in the process's own output)."""
+        m = _LEGACY_LAUNCH_EXIT.search(line.text)
+        if m is None:
+            return False
+        tb = self._tb.get(key) or []
+        if tb and not any(f.replace("\\", "/").endswith(("torch/distributed/launch.py", "deepspeed/launcher/launch.py"))
+                          for f, _fn in tb):
+            return False   # a program's own subprocess call that passes --local_rank: not a launcher's report
+        lr = int(m.group("local_rank"))
+        if m.group("signo"):
+            signo = int(m.group("signo"))
+            code, sig = -signo, SIGNALS.get(signo) or m.group("sig")
+        else:
+            code = int(m.group("code"))
+            code, sig = code, (SIGNALS.get(-code) if code < 0 else None)
+        self.exits.append(Exit(None, lr, line.host or self._label_host(line), code, sig, None, line.ts, line,
+                               "torch.distributed.launch", local_guessed=lr != 0))
+        return True
 
     def _stream(self, line: Line) -> tuple:
         """One rank's (or task's) output within one file: where its traceback frames and times belong."""
@@ -1218,6 +1255,8 @@ class Job:
             # child's own exit (a launcher's exit line, a row of torchrun's table), the exit is the failure, not this echo.
             echo = "CalledProcessError" in text and any(x.where is not None and x.where.src == line.src and x.where.lineno < line.lineno
                                                           for x in self.exits)
+            if "--local_rank=" in text and "CalledProcessError" in text and self._legacy_launch_exit(line, key):
+                echo = True   # the launcher's report of its child's exit (an Exit now), not an exception of the program
             if not _CONSEQUENCE.search(text) and not after_timeout and not echo:
                 tb = self._tb.get(key)
                 if tb:
