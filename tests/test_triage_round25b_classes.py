@@ -135,3 +135,35 @@ def test_elastics_failed_line_typed_with_full_width_punctuation_names_its_local_
     f = _found(tmp_path, "step 3 loss 1.0\nERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) "
                "local_rank: 12.5\n")
     assert f and "local rank 12" not in f[0].title, _ids(f)   # not a rank: a number that goes on
+
+
+# --- EAGAIN on Gloo's socket: its receive timeout, the peer sent nothing (pytorch/gloo pair.cc @5b46c340 Pair::read) --
+_COLL = ('torchrun --nnodes 2 --nproc_per_node 4 --rdzv_endpoint node1:29400 train.py\nTraceback (most recent call last):\n'
+         '  File "train.py", line 120, in <module>\n    dist.all_reduce(t)\n')
+
+
+def test_gloos_read_error_resource_temporarily_unavailable_is_the_peer_not_this_rank(tmp_path):
+    f = _found(tmp_path, _COLL + "RuntimeError: [/opt/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+               "[10.1.1.2]:53211: Resource temporarily unavailable\n")
+    assert f and f[0].id == "LOG022" and "10.1.1.2" in f[0].title, _ids(f)
+
+
+def test_a_programs_own_eagain_is_its_own_failure_not_a_lost_peer(tmp_path):
+    # fcntl.flock(fd, LOCK_EX | LOCK_NB) on a held lock: BlockingIOError, errno 11, the same text
+    f = _found(tmp_path, 'Traceback (most recent call last):\n  File "train.py", line 12, in <module>\n'
+               "    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)\nBlockingIOError: [Errno 11] Resource temporarily unavailable\n")
+    assert f and f[0].id == "LOG004" and "BlockingIOError" in f[0].title, _ids(f)
+
+
+# --- an older torch's store read of 0 bytes, quoted by a ProcessGroup's store->get error (torch c10d Utils.hpp recvBytes)
+def test_an_older_torchs_failed_to_recv_got_0_bytes_is_the_store_closing(tmp_path):
+    f = _found(tmp_path, "(VllmWorkerProcess pid=53843) ERROR 12-17 09:32:03 [multiproc_worker_utils.py:239] RuntimeError: [1] is "
+               "setting up HCCL communicator and retrieving hcclUniqueId from [0] via c10d key-value store by key '0', but "
+               "store->get('0') got error: failed to recv, got 0 bytes\n")
+    assert f and f[0].id == "LOG008" and "0 bytes" in f[0].title, _ids(f)
+
+
+def test_other_words_after_got_0_bytes_are_not_the_store(tmp_path):
+    f = _found(tmp_path, 'Traceback (most recent call last):\n  File "cam.py", line 3, in <module>\n    grab()\n'
+               "RuntimeError: failed to recv, got 0 bytes of frame data from the camera\n")
+    assert f and f[0].id == "LOG004" and "store" not in f[0].title, _ids(f)

@@ -50,6 +50,9 @@ _CONSEQUENCE = re.compile(
     # Gloo's pair-level timeouts and closures (facebookincubator/gloo gloo/transport/tcp/{pair,buffer,unbound_buffer}.cc):
     # how a collective timeout or a peer's death reaches this rank, not a failure of its own
     r"|Application timeout caused pair closure|(?:Read|Write) timeout \[|Socket (?:unexpectedly )?closed \[|\] writev \[[^\]]+\]:\d+: "
+    # (an older Gloo's read that hit its receive timeout printed the errno's text: "Read error [peer]:port: Resource
+    # temporarily unavailable", EAGAIN on the blocking socket = the timeout, pytorch/gloo pair.cc @5b46c340 Pair::read)
+    r"|Read error \[[^\]]+\]:\d+: Resource temporarily unavailable"
     r"|Horovod has been shut down"   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
     # ProcessGroupGloo::monitoredBarrier (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp): rank 0 names the ranks that
     # never reached the barrier, and a rank that reached it reports rank 0's failure: the named ranks are the story
