@@ -167,3 +167,24 @@ def test_other_words_after_got_0_bytes_are_not_the_store(tmp_path):
     f = _found(tmp_path, 'Traceback (most recent call last):\n  File "cam.py", line 3, in <module>\n    grab()\n'
                "RuntimeError: failed to recv, got 0 bytes of frame data from the camera\n")
     assert f and f[0].id == "LOG004" and "store" not in f[0].title, _ids(f)
+
+
+# --- a bash multi-line command run by a shell that does not continue lines with '\' (cmd.exe, PowerShell) -----------
+def test_a_continuation_character_as_an_argument_or_an_option_run_as_a_command_is_a_cut_multiline_command(tmp_path):
+    for text in ("usage: train.py [-h] [--lr LR]\ntrain.py: error: unrecognized arguments: \\\n",
+                 "usage: torchrun [-h] [--nproc-per-node NPROC]\ntorchrun: error: unrecognized arguments: ^\n"):
+        f = _found(tmp_path, text)
+        assert f and f[0].id == "LOG023" and "continuation character" in f[0].title, _ids(f)
+        assert "one line" in f[0].fix, f[0].fix
+    f = _found(tmp_path, "--epochs : The term '--epochs' is not recognized as the name of a cmdlet, function, script "
+               "file, or operable program. Check the spelling of the name.\n")
+    assert f and f[0].id == "LOG023" and "PowerShell ran the option --epochs" in f[0].title, _ids(f)
+    assert "backtick" in f[0].fix, f[0].fix
+
+
+def test_an_ordinary_unrecognized_argument_or_a_missing_program_under_powershell_is_not_a_continuation(tmp_path):
+    f = _found(tmp_path, "usage: train.py [-h] [--lr LR]\ntrain.py: error: unrecognized arguments: --lrr 0.1\n")
+    assert f and f[0].id == "LOG023" and "continuation" not in f[0].title, _ids(f)
+    f = _found(tmp_path, "torchrun : The term 'torchrun' is not recognized as the name of a cmdlet, function, script "
+               "file, or operable program.\n")
+    assert not any("continuation" in x.title or "PowerShell ran the option" in x.title for x in f), _ids(f)
