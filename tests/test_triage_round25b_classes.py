@@ -188,3 +188,18 @@ def test_an_ordinary_unrecognized_argument_or_a_missing_program_under_powershell
     f = _found(tmp_path, "torchrun : The term 'torchrun' is not recognized as the name of a cmdlet, function, script "
                "file, or operable program.\n")
     assert not any("continuation" in x.title or "PowerShell ran the option" in x.title for x in f), _ids(f)
+
+
+# --- a bare bus error names no DataLoader worker: the signal, /dev/shm as a guess (rules/dataloader.py) ---------------
+def test_a_bare_bus_error_is_the_signal_with_shared_memory_as_a_guess(tmp_path):
+    for text in ("epoch 0 step 10 loss 2.1\nBus error (core dumped)\n",
+                 "+ python train.py\nepoch 0 step 10 loss 2.1\ntrain.sh: line 5: 12345 Bus error               (core dumped) python train.py\n"):
+        f = _found(tmp_path, text)
+        assert f and f[0].id == "LOG010" and "SIGBUS" in f[0].title and "a guess" in f[0].title, _ids(f)
+        assert "DataLoader worker was killed" not in f[0].title, _ids(f)
+
+
+def test_the_dataloaders_own_bus_error_message_still_names_the_worker(tmp_path):
+    f = _found(tmp_path, "epoch 0 step 10 loss 2.1\nERROR: Unexpected bus error encountered in worker. This might be "
+               "caused by insufficient shared memory (shm).\nBus error (core dumped)\n")
+    assert f and f[0].id == "LOG010" and "DataLoader worker was killed" in f[0].title and "guess" not in f[0].title, _ids(f)
