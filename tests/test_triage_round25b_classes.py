@@ -115,7 +115,8 @@ def test_the_legacy_launchers_calledprocesserror_is_the_childs_exit_naming_its_l
     f = _found(tmp_path, "epoch 0 step 10 loss 2.31\n" + _LAUNCH_TB + _CMD % 0 + "died with <Signals.SIGSEGV: 11>.\n")
     assert f and f[0].id == "LOG003" and "local rank 0" in f[0].title and "guess" not in f[0].title, _ids(f)
     f = _found(tmp_path, "epoch 0 step 10 loss 2.31\n" + _LAUNCH_TB + _CMD % 3 + "returned non-zero exit status 1.\n")
-    assert f and f[0].id == "LOG004" and "local rank 3 (a guess" in f[0].title and "code 1" in f[0].title, _ids(f)
+    assert f and f[0].id == "LOG004" and "local rank 3 is a guess" in f[0].title and "code 1" in f[0].title, _ids(f)
+    assert not any(s.startswith("rank:") for s in f[0].subjects), f[0].subjects
     assert "CalledProcessError" not in f[0].title, _ids(f)   # the launcher's report, not the program's exception
 
 
@@ -203,3 +204,21 @@ def test_the_dataloaders_own_bus_error_message_still_names_the_worker(tmp_path):
     f = _found(tmp_path, "epoch 0 step 10 loss 2.1\nERROR: Unexpected bus error encountered in worker. This might be "
                "caused by insufficient shared memory (shm).\nBus error (core dumped)\n")
     assert f and f[0].id == "LOG010" and "DataLoader worker was killed" in f[0].title and "guess" not in f[0].title, _ids(f)
+
+
+# --- the shell's "Aborted (core dumped)" beside the line that says why (data/abort_texts.json) -------------------------
+_ABORTED = "run.sh: line 12: 4242 Aborted                 (core dumped) python train.py\n"
+
+
+def test_a_sigabrt_death_is_named_by_the_abort_message_printed_before_it(tmp_path):
+    for cause, said in (("python: /opt/src/foo.cpp:42: void f(): Assertion `n > 0' failed.\n", "Assertion `n > 0'"),
+                        ("terminate called after throwing an instance of 'std::runtime_error'\n  what():  bad shape\n",
+                         "std::runtime_error")):
+        f = _found(tmp_path, "+ python train.py\nepoch 0 step 3 loss 1.0\n" + cause + _ABORTED)
+        assert f and f[0].id == "LOG004" and "SIGABRT" in f[0].title and "aborted itself after" in f[0].title, _ids(f)
+        assert said in f[0].title, _ids(f)
+
+
+def test_a_sigabrt_death_with_no_abort_message_says_no_reason(tmp_path):
+    f = _found(tmp_path, "+ python train.py\nepoch 0 step 3 loss 1.0\n" + _ABORTED)
+    assert f and f[0].id == "LOG004" and "SIGABRT" in f[0].title and "aborted itself after" not in f[0].title, _ids(f)

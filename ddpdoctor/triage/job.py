@@ -153,7 +153,7 @@ class Exit:
     source: str
     message: str = ""
     rank_guessed: bool = False   # the rank is the local rank, taken as global because one node is in sight
-    local_guessed: bool = False  # the local rank is the one a launcher's command names, which may be another process's
+    guessed_local: Optional[int] = None  # a local rank a launcher's command names, which may be another process's
 
     @property
     def cause(self) -> str:
@@ -271,6 +271,9 @@ class Job:
         self._tb_header: set = set()                # streams where a traceback's header was seen
         self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
         self._prev_by_src: Dict[int, Line] = {}     # the previous line of each file, whatever its stream
+        # the lines a process prints right before it aborts itself (the C++ terminate handler and its what() line,
+        # glibc's failed assert: data/abort_texts.json), per file, the last few: why a later SIGABRT death happened
+        self.abort_lines: Dict[int, List[Line]] = {}
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
         self.spawn_failed: set = set()               # mp.spawn indices whose failure the parent re-raised
         self.spawn_stopped: List[Tuple[int, Line]] = []   # (pid, line): processes mp.spawn terminated, still running
@@ -391,7 +394,7 @@ class Job:
         torch/distributed/launch.py @5f811600), but `cmd`, the last process the spawn loop started, in the later one
         (vdabravolski/pytorch's fork @cadd81ae, the form with --use_env/--no_python; DeepSpeed's launcher raises it the
         same way). So the process failed with that exit, and its local rank is N only for N = 0 (one process, or the
-        first one); a higher N is said as a guess. A launcher's exit, not the program's traceback (which is above it,
+        first one); a higher N is said as a guess, in words only (no rank subject: tests/test_triage_round6_1205.py). A launcher's exit, not the program's traceback (which is above it,
         or in the process's own output)."""
         m = _LEGACY_LAUNCH_EXIT.search(line.text)
         if m is None:
@@ -407,8 +410,8 @@ class Job:
         else:
             code = int(m.group("code"))
             code, sig = code, (SIGNALS.get(-code) if code < 0 else None)
-        self.exits.append(Exit(None, lr, line.host or self._label_host(line), code, sig, None, line.ts, line,
-                               "torch.distributed.launch", local_guessed=lr != 0))
+        self.exits.append(Exit(None, lr if lr == 0 else None, line.host or self._label_host(line), code, sig, None,
+                               line.ts, line, "torch.distributed.launch", guessed_local=lr if lr != 0 else None))
         return True
 
     def _stream(self, line: Line) -> tuple:
@@ -615,6 +618,12 @@ class Job:
         key = self._stream(line)
         prev = self._prev_by_src.get(line.src)
         self._prev_by_src[line.src] = line
+        if ("terminate called" in line.text or "Assertion `" in line.text or (
+                prev is not None and "terminate called after" in prev.text and "what()" in line.text)):
+            kept = self.abort_lines.setdefault(line.src, [])
+            kept.append(line)
+            if len(kept) > 8:
+                del kept[0]
         if (prev is not None and line.rank is not None and prev.rank is None and prev.lineno == line.lineno - 1
                 and key not in self.headless_frames):
             # a frame pasted without the rank prefix the lines under it carry ('.../arguments.py", line 561, in

@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
 from ..signatures import entry_of
-from ...facts import bare_exceptions as _bare, fatal_signals as _cpu_traps, reraised as _reraised, wrappers
+from ...facts import aborts as _aborts, bare_exceptions as _bare, fatal_signals as _cpu_traps, reraised as _reraised, wrappers
 from ..verdict import INF, KIND_RULE, own_events, any_specific, escalated_kills, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
 from . import first_seen, hit, launcher_failure, ranks_text, rule, who_exited
 
@@ -467,6 +467,24 @@ def _cut_traceback_rank(job: Job, line) -> Optional[int]:
 
 
 
+def _abort_reason(job: Job, e: Exit) -> Optional[dict]:
+    """Why a process that died on SIGABRT aborted itself: the last abort message (facts.aborts over data/abort_texts.json)
+    printed in the same file within 40 lines before the report of its death, with its line number; None where none."""
+    w = e.where
+    if w is None:
+        return None
+    near = [ln for ln in job.abort_lines.get(w.src, ()) if 0 <= w.lineno - ln.lineno <= 40]
+    if not near:
+        return None
+    got = _aborts.reasons("\n".join(ln.text for ln in near))
+    if not got:
+        return None
+    r = dict(got[-1])
+    r["lineno"] = next((ln.lineno for ln in reversed(near) if ln.text.strip()[:60] in r["line"] or r["line"][:60] in ln.text),
+                       near[-1].lineno)
+    return r
+
+
 def _reraised_by(job: Job, lst: list, ev, etype: str, msg: str):
     """(row, unit, original) where this exception is a re-raise whose message names where it was first raised
     (data/reraised_exceptions.json: "Caught KeyError in DataLoader worker process 3."), or whose message is cut after
@@ -667,6 +685,13 @@ def rank_failed(job: Job):
             continue
         cmd = _SHELL_CMD.search(e.where.text) if (rank is None and e.source == "shell" and e.where is not None) else None
         ran = f" (the shell ran: {cmd.group(1)[:80]})" if cmd else ""
+        why = _abort_reason(job, e) if e.signal == "SIGABRT" else None
+        if why is not None:
+            # SIGABRT is raised by the process itself (abort()): the line it printed just before says why
+            # (data/abort_texts.json: libstdc++'s verbose terminate handler, glibc's assert/assert.c __assert_fail)
+            ran = f": it aborted itself after {_aborts.text(why)[:160]}{ran}"
+            sentence = (f"The line before the abort (line {why['lineno']}) is why: {why['meaning']} " + sentence).strip()
+            extra = {**extra, "abort_reason": {"id": why["id"], "line": why["lineno"]}}
         yield _cpu_trap(hit(job, "error", f"{who_exited(e, rank)} died on {e.signal} (exit {e.code}){ran}", at=e.where, stage=0,
                   ranks=[rank] if rank is not None else [],
                   hosts=[e.host] if e.host else [], ts=e.ts,
@@ -717,7 +742,8 @@ def rank_failed(job: Job):
                    "was aborted (paddle's launch names it), and its exit code and traceback are not in these logs"
                    if e.source == "paddle launch" else
                    "failed (torchrun's table lists it), and its exit code and traceback are not in these logs")
-            who = who_exited(e, e.rank) if e.rank is not None else "a process"
+            who = (who_exited(e, e.rank) if e.rank is not None or getattr(e, "guessed_local", None) is not None
+                   else "a process")
             if e.rank is None and e.source == "deepspeed launcher":
                 # the held-out review of round 23: the title says the rank is unknown, and why (_DS_EXIT_DETAIL)
                 who = "a process (its rank unknown: DeepSpeed's launcher prints the last command it started)"
