@@ -147,6 +147,9 @@ ANCHORS: Tuple[bytes, ...] = (
     # a launch that never started a rank: MPICH Hydra's own argument error (src/pm/hydra/lib/utils/args.c match_arg),
     # bash's and dash's "command not found" / "<line>: not found" for the launcher or python (execute_cmd.c, src/exec.c)
     b"unrecognized argument", b"command not found", b": not found",
+    # PowerShell's CommandNotFoundException ("The term 'X' is not recognized as the name of a cmdlet, ...";
+    # PowerShell/PowerShell src/System.Management.Automation/resources/DiscoveryExceptions.resx)
+    b"name of a cmdlet",
     # fish's "fish: Unknown command: torchrun" (share/functions/fish_command_not_found.fish) and Open MPI's mapper
     # refusing -np above its slots (orte/mca/rmaps/base/help-orte-rmaps-base.txt [orte-rmaps-base:alloc-error]): a
     # launch that never started a rank (round 21, triage23)

@@ -310,12 +310,38 @@ def _word_cut(first: bytes, nxt: bytes) -> Optional[bytes]:
     return first + nxt
 
 
+# an exception line as CPython prints it under its frames: a class name, dotted or not, then ": message" or nothing
+_EXC_SHAPE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:: .*|:)?$")
+
+
+def _unshift(line, frames_at: dict) -> None:
+    """A traceback pasted with every line indented (a Markdown code block, a quote, an editor's indent): CPython prints
+    each frame's 'File "x.py", line N, in f' two spaces in, its source four, and the exception line at column 0
+    (Lib/traceback.py @v3.12.0: StackSummary.format_frame_summary '  File "{}", line {}, in {}\n' then '    {}\n'
+    for the source, TracebackException.format_exception_only at column 0). An exception-shaped line two columns left
+    of the frame above it (within its source and caret lines) is that traceback's exception line shifted by the paste:
+    its indent is taken off, so it reads as the exception it is. The frame lines themselves are read where they are."""
+    t = line.text
+    key = (line.src, line.rank if line.rank is not None else line.label)
+    if 'File "' in t and '", line ' in t:
+        frames_at[key] = (line.lineno, len(t) - len(t.lstrip(" ")))
+        return
+    at = frames_at.get(key)
+    if at is None or not 1 <= line.lineno - at[0] <= 3:
+        return
+    body = t.lstrip(" ")
+    indent = len(t) - len(body)
+    if indent == at[1] - 2 and indent > 0 and _EXC_SHAPE.match(body) and not body.startswith(("File ", "During ")):
+        line.text = body
+
+
 def _read_log(stream, src: int, job: Job, row: dict) -> None:
     default_rank = rank_from_path(job.paths[src]) if src < len(job.paths) else None
     held: list = []   # a watchdog line a terminal or a web page wrapped: (lineno, offset, raw), joined with the next
 
     pending: list = []   # an exception line no catalogue entry knows, and the lines after it: its message, wrapped?
     hydra: list = []     # Hydra's "Error in call to target 'x':" just fed: the next line is its cause's repr
+    frames_at: dict = {}  # (src, stream) -> (lineno, indent) of its last traceback frame's 'File "' line (_unshift)
 
     def flush() -> None:
         for held_line in pending:
@@ -323,6 +349,8 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
         pending.clear()
 
     def take(line) -> None:
+        if line.text[:1] == " ":
+            _unshift(line, frames_at)
         if hydra:
             head = hydra.pop()
             cause = (_hydra_cause(head, line) if line.lineno == head.lineno + 1 and _same_stream(line, head)

@@ -50,6 +50,9 @@ _CONSEQUENCE = re.compile(
     # Gloo's pair-level timeouts and closures (facebookincubator/gloo gloo/transport/tcp/{pair,buffer,unbound_buffer}.cc):
     # how a collective timeout or a peer's death reaches this rank, not a failure of its own
     r"|Application timeout caused pair closure|(?:Read|Write) timeout \[|Socket (?:unexpectedly )?closed \[|\] writev \[[^\]]+\]:\d+: "
+    # (an older Gloo's read that hit its receive timeout printed the errno's text: "Read error [peer]:port: Resource
+    # temporarily unavailable", EAGAIN on the blocking socket = the timeout, pytorch/gloo pair.cc @5b46c340 Pair::read)
+    r"|Read error \[[^\]]+\]:\d+: Resource temporarily unavailable"
     r"|Horovod has been shut down"   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
     # ProcessGroupGloo::monitoredBarrier (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp): rank 0 names the ranks that
     # never reached the barrier, and a rank that reached it reports rank 0's failure: the named ranks are the story
@@ -129,6 +132,13 @@ _SHELL_SYNTAX = re.compile(r"SyntaxError: ")
 _MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(-?\d+)\s*$")   # the line after Open MPI's "Process name: [[j,1],R]"
 
 
+# subprocess.CalledProcessError's text for the legacy launcher's child (CPython Lib/subprocess.py @v3.8.10
+# CalledProcessError.__str__: "Command '%s' died with %r." for a negative returncode, a signals.Signals repr
+# "<Signals.SIGSEGV: 11>"; else "Command '%s' returned non-zero exit status %d.")
+_LEGACY_LAUNCH_EXIT = re.compile(r"Command '\[.*?'--local_rank=(?P<local_rank>\d+)'.*?\]' (?:died with <Signals\.(?P<sig>SIG[A-Z0-9]+): "
+                                 r"(?P<signo>\d+)>|returned non-zero exit status (?P<code>-?\d+))")
+
+
 @dataclass
 class Exit:
     """A process of the job ended: from torchrun's lines, the elastic table, an error file, mp.spawn or a run report."""
@@ -143,6 +153,7 @@ class Exit:
     source: str
     message: str = ""
     rank_guessed: bool = False   # the rank is the local rank, taken as global because one node is in sight
+    guessed_local: Optional[int] = None  # a local rank a launcher's command names, which may be another process's
 
     @property
     def cause(self) -> str:
@@ -260,6 +271,9 @@ class Job:
         self._tb_header: set = set()                # streams where a traceback's header was seen
         self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
         self._prev_by_src: Dict[int, Line] = {}     # the previous line of each file, whatever its stream
+        # the lines a process prints right before it aborts itself (the C++ terminate handler and its what() line,
+        # glibc's failed assert: data/abort_texts.json), per file, the last few: why a later SIGABRT death happened
+        self.abort_lines: Dict[int, List[Line]] = {}
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
         self.spawn_failed: set = set()               # mp.spawn indices whose failure the parent re-raised
         self.spawn_stopped: List[Tuple[int, Line]] = []   # (pid, line): processes mp.spawn terminated, still running
@@ -370,6 +384,35 @@ class Job:
         if bare is None:
             return evs
         return evs + [Event("exception", line, {"type": bare[0], "msg": bare[1]})]
+
+    def _legacy_launch_exit(self, line: Line, key: tuple) -> bool:
+        """torch.distributed.launch before torchrun (torch <= 1.8) waits for its processes in local-rank order and raises
+        subprocess.CalledProcessError(returncode=process.returncode, cmd=...) for the first that exited non-zero: CPython
+        prints "Command '[..., '--local_rank=N', ...]' returned non-zero exit status C." or "died with <Signals.SIGSEGV:
+        11>." (Lib/subprocess.py CalledProcessError.__str__, a negative returncode being a signal). The command is
+        process.args, the failed process's own, in the older launcher (tulsi123/pytorch, a fork of pytorch/pytorch,
+        torch/distributed/launch.py @5f811600), but `cmd`, the last process the spawn loop started, in the later one
+        (vdabravolski/pytorch's fork @cadd81ae, the form with --use_env/--no_python; DeepSpeed's launcher raises it the
+        same way). So the process failed with that exit, and its local rank is N only for N = 0 (one process, or the
+        first one); a higher N is said as a guess, in words only (no rank subject: tests/test_triage_round6_1205.py). A launcher's exit, not the program's traceback (which is above it,
+        or in the process's own output)."""
+        m = _LEGACY_LAUNCH_EXIT.search(line.text)
+        if m is None:
+            return False
+        tb = self._tb.get(key) or []
+        if tb and not any(f.replace("\\", "/").endswith(("torch/distributed/launch.py", "deepspeed/launcher/launch.py"))
+                          for f, _fn in tb):
+            return False   # a program's own subprocess call that passes --local_rank: not a launcher's report
+        lr = int(m.group("local_rank"))
+        if m.group("signo"):
+            signo = int(m.group("signo"))
+            code, sig = -signo, SIGNALS.get(signo) or m.group("sig")
+        else:
+            code = int(m.group("code"))
+            code, sig = code, (SIGNALS.get(-code) if code < 0 else None)
+        self.exits.append(Exit(None, lr if lr == 0 else None, line.host or self._label_host(line), code, sig, None,
+                               line.ts, line, "torch.distributed.launch", guessed_local=lr if lr != 0 else None))
+        return True
 
     def _stream(self, line: Line) -> tuple:
         """One rank's (or task's) output within one file: where its traceback frames and times belong."""
@@ -575,6 +618,12 @@ class Job:
         key = self._stream(line)
         prev = self._prev_by_src.get(line.src)
         self._prev_by_src[line.src] = line
+        if ("terminate called" in line.text or "Assertion `" in line.text or (
+                prev is not None and "terminate called after" in prev.text and "what()" in line.text)):
+            kept = self.abort_lines.setdefault(line.src, [])
+            kept.append(line)
+            if len(kept) > 8:
+                del kept[0]
         if (prev is not None and line.rank is not None and prev.rank is None and prev.lineno == line.lineno - 1
                 and key not in self.headless_frames):
             # a frame pasted without the rank prefix the lines under it carry ('.../arguments.py", line 561, in
@@ -1218,6 +1267,8 @@ class Job:
             # child's own exit (a launcher's exit line, a row of torchrun's table), the exit is the failure, not this echo.
             echo = "CalledProcessError" in text and any(x.where is not None and x.where.src == line.src and x.where.lineno < line.lineno
                                                           for x in self.exits)
+            if "--local_rank=" in text and "CalledProcessError" in text and self._legacy_launch_exit(line, key):
+                echo = True   # the launcher's report of its child's exit (an Exit now), not an exception of the program
             if not _CONSEQUENCE.search(text) and not after_timeout and not echo:
                 tb = self._tb.get(key)
                 if tb:

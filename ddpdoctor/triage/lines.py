@@ -33,6 +33,21 @@ _EMPTY = re.compile(r"\[\]\s")
 _DEFAULT = re.compile(r"\[default(\d{1,5})\]:\s?")
 _LABEL = re.compile(r"\s{0,3}(\d{1,6}): ")
 _RAY = re.compile(r"\((\w+) pid=(\d+)(?:, ip=([\w.:\-]+))?\)\s")
+# vLLM's worker processes: _add_prefix(file, worker_name, pid) writes "({worker_name} pid={pid}) " before each line of
+# the worker's stdout and stderr (vllm-project/vllm vllm/executor/multiproc_worker_utils.py @0531c222). V1's WorkerProc
+# names its worker "VllmWorker rank={rank}" (vLLM 0.8.x vllm/v1/executor/multiproc_executor.py WorkerProc.__init__:
+# _add_prefix(sys.stdout, f"VllmWorker rank={rank}", pid)), later "VllmWorker" + " TP{t}" or " PP{p}_TP{t}" (the same
+# file @00f6c9bf: decorate_logs(process_name), the PP part only when pipeline_parallel_size > 1, the TP part only when
+# tensor_parallel_size > 1). The rank is the worker's rank in vLLM's world (world_size = tp x pp, rank = pp_rank x tp +
+# tp_rank): "rank=N" names it; "TPn" alone (no PP) is it; "PPp_TPt" does not name it without the TP size.
+_VLLM_WORKER = re.compile(r"\((\w+) (?:rank=(\d{1,6})|(PP\d{1,5}_)?TP(\d{1,5})) pid=(\d+)\)\s")
+# vLLM's logger: "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s", datefmt "%m-%d %H:%M:%S" (older:
+# "... %(filename)s:%(lineno)d] ..."), and its NewLineFormatter repeats that prefix before each line of a multi-line
+# message (vllm-project/vllm vllm/logger.py @00656a8e), so logger.exception("WorkerProc hit an exception.") prints the
+# traceback one prefixed line at a time. Read off only where the rest is the traceback's own line (a frame, its source,
+# the header, the exception line), so the traceback reads as printed; other records keep their level and time.
+_VLLM_LOG = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w.\-]+\.py:\d+\] ")
+_TB_PART = re.compile(r"\s|Traceback \(most recent call|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
 # (a host a paste redacted as "<2nd node server>" is a host all the same)
 # NCCL before 2.3 printed its level without the word NCCL ("host:350:457 [0] misc/ibvwrap.cu:60 WARN Failed to open ...")
@@ -227,6 +242,17 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
         m = _DEFAULT.match(s)
         if m:
             line.local_rank = int(m.group(1))
+            line.text = s[m.end():]
+            continue
+        m = _VLLM_WORKER.match(s) if s[:1] == "(" and "pid=" in s[:80] else None
+        if m:
+            line.pid = int(m.group(5))
+            if line.rank is None and (m.group(2) is not None or (m.group(4) is not None and m.group(3) is None)):
+                line.rank = int(m.group(2) if m.group(2) is not None else m.group(4))
+            line.text = s[m.end():]
+            continue
+        m = _VLLM_LOG.match(s) if s[:1] in "DIWEC" and "] " in s[:80] else None
+        if m and _TB_PART.match(s, m.end()):
             line.text = s[m.end():]
             continue
         m = _RAY.match(s)

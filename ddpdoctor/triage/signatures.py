@@ -141,7 +141,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("torchrun_failed", ("exitcode",),
      # (a paste may cut the line after the exit code: the code alone still says how the process ended)
      # (and one a user retyped or a page reflowed without its spaces: "failed(exitcode:-9)")
-     _re(r"failed ?\( ?exitcode ?: ?(?P<code>-?\d+) ?\)(?: ?local_rank ?: ?(?P<local_rank>\d+) ?\(pid ?: ?(?P<pid>\d+)\))?")),
+     # (or typed with an input method's full-width punctuation, U+FF08/U+FF09 parentheses, U+FF1A colon, U+FF1B
+     # semicolon, or its pid part cut: "local_rank: 0；" names the local rank all the same; torch/distributed/elastic/
+     # multiprocessing/api.py prints "failed (exitcode: %s) local_rank: %s (pid: %s) of binary: %s")
+     _re(r"failed ?[(\uff08] ?exitcode ?[:\uff1a] ?(?P<code>-?\d+) ?[)\uff09](?: ?local_rank ?[:\uff1a] ?(?P<local_rank>\d+)"
+         r"(?![\d.])(?:[ ;,\uff1b\uff0c]{0,2}[(\uff08]pid ?[:\uff1a] ?(?P<pid>\d+)[)\uff09])?)?")),
     ("table_row", ("exitcode  :", "exitcode :"), _re(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")),
     ("child_failed", ("ChildFailedError",), None),
     # ---- Ray's OOM report: the rows of its "Top 10 memory users:" table (PID, MEM(GB), COMMAND)

@@ -35,7 +35,10 @@ def rule(id: str, slug: str, *, catalogue: Sequence[str] = (), **extra) -> Calla
 def who_exited(e, rank, cap: bool = False) -> str:
     """"rank 3", or, when the launcher named only the local rank and one node is in sight, "local rank 3 (rank 3 if
     this is the job's only node)": the guess said as one."""
-    if getattr(e, "rank_guessed", False):
+    if getattr(e, "guessed_local", None) is not None and rank is None and e.local_rank is None:
+        out = (f"a process (local rank {e.guessed_local} is a guess: the launcher's command names it, and "
+               f"torch.distributed.launch's can be the last process it started)")
+    elif getattr(e, "rank_guessed", False):
         out = f"local rank {e.local_rank} (rank {rank} if this node is the whole job)"
     elif rank is None:
         out = f"local rank {e.local_rank}" if getattr(e, "local_rank", None) is not None else "a process"

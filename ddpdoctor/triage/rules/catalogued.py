@@ -559,6 +559,27 @@ def launch_misconfigured(job: Job):
     k = re.search(r"KeyError:\s*'(\w+)(?:'|\s*$)", text) if str(ev.data.get("entry", "")).startswith("python.os.") else None
     if m:
         title = f"started without a launcher: the environment variable {m.group(1)} is not set (init_method='env://')"
+    elif a and a.group(1).split() and set(a.group(1).split()) <= _CONTINUATIONS:
+        # argparse's "unrecognized arguments: \\" (Lib/argparse.py parse_args: 'unrecognized arguments: %s' % ' '.join(
+        # argv)): the program got a shell's line-continuation character as an argument; bash reads '\\' at a line's end
+        # as a continuation (bminor/bash doc/bash.1, QUOTING), Windows cmd.exe and PowerShell do not
+        title = (f"a multi-line command's continuation character reached the program as an argument "
+                 f"({a.group(1).strip()}): a command written for one shell was run by another that does not continue "
+                 f"lines with it, so the lines after it did not reach the program")
+        meaning = ("argparse rejected the argument '" + a.group(1).strip() + "': the line-continuation character of "
+                   "the command as written. In bash, zsh and sh a '\\' at the end of a line joins the next line to the "
+                   "command; Windows cmd.exe continues a line with '^' and PowerShell with a backtick, and pass a '\\' "
+                   "on as an ordinary argument, ending the command there. The options on the following lines never "
+                   "reached the program (and ran as commands of their own, if at all).")
+        fix = ("# put the command on one line, or use the continuation of the shell that runs it:\n"
+               "#   bash/zsh/sh: \\    Windows cmd.exe: ^    PowerShell: `\n"
+               "torchrun --nproc_per_node 2 train.py --epochs 10")
+    elif ev.data.get("continued"):
+        # PowerShell's CommandNotFoundException for an option word (data/messages.json powershell.command_not_found.
+        # continuation_line): a continuation line of a bash-style multi-line command ran as its own command
+        title = (f"a multi-line command was cut at its line ends: PowerShell ran the option {ev.data['continued']} as "
+                 "a command of its own (the line before it ended in bash's '\\' continuation, which PowerShell does not "
+                 "read as one), so the launch ran without it")
     elif k and k.group(1).startswith("SLURM_"):
         # os.environ['SLURM_PROCID'] outside srun: srun sets it for every task (srun.1, OUTPUT ENVIRONMENT VARIABLES)
         title = f"started outside srun: os.environ['{k.group(1)}'] is not set (KeyError): the script reads its rank from SLURM"
@@ -627,6 +648,11 @@ def launch_misconfigured(job: Job):
     else:
         title = f"{_rank_words(job, ev)}: the job was not launched as it expects: {text.strip()[:140]}"
     yield _report(job, "LOG023", ev, title, meaning, fix, stage=1, ranks=_ranks_of(job, own_events(job, "launch_misconfigured")) or None)
+
+
+# a shell's line-continuation character, alone as an argument: bash/zsh/sh's '\\' (bminor/bash doc/bash.1 QUOTING:
+# "If a \\<newline> pair appears ... it is treated as a line continuation"), cmd.exe's '^', PowerShell's backtick
+_CONTINUATIONS = frozenset({"\\", "^", "`"})
 
 
 def _usage_prog(prog: str) -> tuple:

@@ -1,6 +1,8 @@
 """DataLoader workers: killed by a bus error (/dev/shm), and too many open files."""
 from __future__ import annotations
 
+import re
+
 from ..job import Job
 from ..verdict import fold, own_events
 from . import hit, rule, who_exited
@@ -14,7 +16,9 @@ def dataloader_bus_error(job: Job):
         `ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient
         shared memory (shm).`, `RuntimeError: DataLoader worker (pid 1234) is killed by signal:
         Bus error.`, and the same line for the other signals (`Killed`: SIGKILL from the OOM killer;
-        `Segmentation fault`) or "exited unexpectedly", each with its own fix.
+        `Segmentation fault`) or "exited unexpectedly", each with its own fix. A bare bus error (the shell's
+        "Bus error (core dumped)", faulthandler's "Fatal Python error: Bus error") with no line naming a DataLoader
+        worker is said as the signal, /dev/shm only as the usual cause (a guess).
 
     Why it matters
         Workers hand batches to the main process through /dev/shm; Docker gives containers 64 MB.
@@ -57,6 +61,27 @@ def dataloader_bus_error(job: Job):
                        "ddpdoctor check   # in the container: /dev/shm size against workers x batch"),
                   evidence={"path": "/dev/shm", "exit": ev.data["exit"], "signal": "SIGBUS", **extra})
         return
+    if not any(_DATALOADER_SAID.search(e.line.text) for e in occ.first):
+        # a bare bus error ("Bus error (core dumped)", the shell's strsignal(SIGBUS) for the command it ran; "Fatal
+        # Python error: Bus error"): no line says a DataLoader worker died. The process that died is the one the
+        # shell ran (a rank, or the launcher's child), and /dev/shm is the usual cause, said as a guess, not a finding
+        who = f"rank {ev.line.rank}" if ev.line.rank is not None else "a process"
+        yield hit(job, "error", f"{who} died of a bus error (SIGBUS) and no line names a DataLoader worker or NCCL: in "
+                  "training usually shared memory (/dev/shm) running out (a guess)", at=ev.line, stage=0, ranks=occ.ranks,
+                  hosts=occ.hosts, count=occ.count,
+                  detail=("The shell (or Python's fault handler) reports a death on signal 7, SIGBUS: a mapped page "
+                          "with no memory behind it. No line names a DataLoader worker or NCCL, so which process and "
+                          "which mapping are not in these logs. The usual causes in a training job, in order (a guess "
+                          "from the signal alone): shared memory (/dev/shm, a container's default 64 MB) filled by "
+                          "DataLoader workers' batches or NCCL's segments; a memory-mapped file (a dataset, a "
+                          "checkpoint) truncated or on failing storage while it was read; a hardware memory error "
+                          "(dmesg). " + sentence).strip(),
+                  fix=("df -h /dev/shm   # on that node, while the job runs; docker run --shm-size=8g (or --ipc=host)\n"
+                       "dmesg -T | tail -50   # a machine check or an I/O error on the file it mapped\n"
+                       "DataLoader(..., num_workers=0)   # if it stops, the workers' shared memory was it\n"
+                       "python -X faulthandler train.py   # the Python stack of the crash next time"),
+                  evidence={"signal": "SIGBUS", "dataloader_named": False, **extra})
+        return
     yield hit(job, "error", f"{'rank ' + str(ev.line.rank) + ': ' if ev.line.rank is not None else ''}a DataLoader "
               "worker was killed by a bus error (/dev/shm too small)", at=ev.line, stage=0, ranks=occ.ranks,
               hosts=occ.hosts, count=occ.count,
@@ -66,6 +91,12 @@ def dataloader_bus_error(job: Job):
                    "DataLoader(..., num_workers=2, prefetch_factor=2)   # or need less shared memory\n"
                    "ddpdoctor check   # in the container: /dev/shm size against workers x batch"),
               evidence={"path": "/dev/shm", **extra})
+
+
+# the DataLoader's own words for its worker's bus error (torch/utils/data/_utils/signal_handling.py, DataLoader.cpp's
+# SIGBUS handler: "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared
+# memory (shm)."; _utils/__init__ / dataloader.py: "DataLoader worker (pid N) is killed by signal: Bus error.")
+_DATALOADER_SAID = re.compile(r"DataLoader|encountered in worker|dataloader's workers|[Ww]orker \(pid", re.I)
 
 
 _WORKER_SIGNAL = {

@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
 from ..signatures import entry_of
-from ...facts import bare_exceptions as _bare, fatal_signals as _cpu_traps, wrappers
+from ...facts import aborts as _aborts, bare_exceptions as _bare, fatal_signals as _cpu_traps, reraised as _reraised, wrappers
 from ..verdict import INF, KIND_RULE, own_events, any_specific, escalated_kills, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
 from . import first_seen, hit, launcher_failure, ranks_text, rule, who_exited
 
@@ -465,6 +465,46 @@ def _cut_traceback_rank(job: Job, line) -> Optional[int]:
     return r if (frames is not None and frames[1] >= 2) or tb else None
 
 
+
+
+def _abort_reason(job: Job, e: Exit) -> Optional[dict]:
+    """Why a process that died on SIGABRT aborted itself: the last abort message (facts.aborts over data/abort_texts.json)
+    printed in the same file within 40 lines before the report of its death, with its line number; None where none."""
+    w = e.where
+    if w is None:
+        return None
+    near = [ln for ln in job.abort_lines.get(w.src, ()) if 0 <= w.lineno - ln.lineno <= 40]
+    if not near:
+        return None
+    got = _aborts.reasons("\n".join(ln.text for ln in near))
+    if not got:
+        return None
+    r = dict(got[-1])
+    r["lineno"] = next((ln.lineno for ln in reversed(near) if ln.text.strip()[:60] in r["line"] or r["line"][:60] in ln.text),
+                       near[-1].lineno)
+    return r
+
+
+def _reraised_by(job: Job, lst: list, ev, etype: str, msg: str):
+    """(row, unit, original) where this exception is a re-raise whose message names where it was first raised
+    (data/reraised_exceptions.json: "Caught KeyError in DataLoader worker process 3."), or whose message is cut after
+    "Caught X" under torch/_utils.py's reraise frame; original is (event, frame) of the first exception line of the same
+    class after it in the same file (the last line of the 'Original Traceback'), or None where the log cuts it."""
+    got = _reraised.of(etype, msg)
+    if got is None:
+        inner = ev.data.get("tb_inner")
+        if not (inner and inner[1] == "reraise" and str(inner[0]).replace("\\", "/").endswith("torch/_utils.py")
+                and _reraised.cut(etype, msg)):
+            return None
+        got = (_reraised.rows()[0], "")
+    row, unit = got
+    for oev, oframe in lst:
+        if (oev is not ev and oev.line.src == ev.line.src and 0 < oev.line.lineno - ev.line.lineno <= 400
+                and str(oev.data.get("type", "")).rsplit(".", 1)[-1] in (etype, "RuntimeError")):
+            return row, unit, (oev, oframe)
+    return row, unit, None
+
+
 @rule("LOG004", "rank-failed")
 def rank_failed(job: Job):
     """A rank failed with an exception, a signal or an exit code that no more specific rule explains.
@@ -569,6 +609,30 @@ def rank_failed(job: Job):
                         + sentence).strip()
             extra = {**extra, "wrapped_by": {"exception": wtype, "line": wrapper.line.lineno}}
         said = f": {msg[:160]}" if msg else " (no message: the class alone)"
+        rer = _reraised_by(job, lst, ev, etype, msg) if wrapper is None else None
+        if rer is not None:
+            # raised again in this process after another process or thread caught it (torch's ExceptionWrapper.reraise
+            # for a DataLoader worker, the pin-memory thread: data/reraised_exceptions.json): the original is the cause
+            row, unit, orig = rer
+            unit_s = f"{row['unit']} {unit}" if unit else "a DataLoader worker (or its pin-memory thread)"
+            if orig is not None:
+                oev, oframe = orig
+                omsg = str(oev.data.get("msg", "")).strip()
+                owhere = (f" at {oframe['file']}:{oframe['line']} in {oframe['func']}"
+                          if oframe and not _LIB_FRAME.search(oframe["file"]) else "")
+                where = ""
+                said = (f" in {unit_s}{owhere}, re-raised in the training process: {omsg[:160]}" if omsg else
+                        f" in {unit_s}{owhere}, re-raised in the training process (no message: the class alone)")
+                sentence = (f"The original exception is at line {oev.line.lineno}. " + row["meaning"] + " "
+                            + sentence).strip()
+            else:
+                said = f" in {unit_s}, re-raised in the training process (its original traceback is cut from this log)"
+                sentence = ((f"The message is cut after 'Caught {etype}', and the frame that raised it is torch/_utils.py "
+                             f"ExceptionWrapper.reraise (an inference from the frame). " if not unit else "")
+                            + row["meaning"] + " " + sentence).strip()
+            extra = {**extra, "reraised": {"from": row["name"], "unit": unit,
+                                           "original_line": orig[0].line.lineno if orig is not None else None,
+                                           "source": row["source"]["repo"] + "@" + row["source"]["commit"][:8]}}
         inner = ev.data.get("tb_inner") if not msg and wrapper is None else None
         bare = _bare.of(etype, inner[0], inner[1]) if inner else None
         if bare is not None:
@@ -590,7 +654,8 @@ def rank_failed(job: Job):
                              f"traceback's frames stop with no exception line of their own: the exception is taken to "
                              f"be its (an inference from the traceback). " if cut_rank is not None else "")
                           + sentence).strip(),
-                  fix=(bare["fix"] + "\n" + _GENERIC_FIX) if bare is not None else _GENERIC_FIX,
+                  fix=((bare["fix"] + "\n" + _GENERIC_FIX) if bare is not None else
+                       (rer[0]["fix"] + "\n" + _GENERIC_FIX) if rer is not None else _GENERIC_FIX),
                   evidence={"exception": etype, "message": msg[:500], "frame": frame, **extra,
                             **({"rank_from_launcher_exit": local} if local is not None else {}),
                             **({"rank_from_cut_traceback": cut_rank} if cut_rank is not None else {})})
@@ -620,6 +685,13 @@ def rank_failed(job: Job):
             continue
         cmd = _SHELL_CMD.search(e.where.text) if (rank is None and e.source == "shell" and e.where is not None) else None
         ran = f" (the shell ran: {cmd.group(1)[:80]})" if cmd else ""
+        why = _abort_reason(job, e) if e.signal == "SIGABRT" else None
+        if why is not None:
+            # SIGABRT is raised by the process itself (abort()): the line it printed just before says why
+            # (data/abort_texts.json: libstdc++'s verbose terminate handler, glibc's assert/assert.c __assert_fail)
+            ran = f": it aborted itself after {_aborts.text(why)[:160]}{ran}"
+            sentence = (f"The line before the abort (line {why['lineno']}) is why: {why['meaning']} " + sentence).strip()
+            extra = {**extra, "abort_reason": {"id": why["id"], "line": why["lineno"]}}
         yield _cpu_trap(hit(job, "error", f"{who_exited(e, rank)} died on {e.signal} (exit {e.code}){ran}", at=e.where, stage=0,
                   ranks=[rank] if rank is not None else [],
                   hosts=[e.host] if e.host else [], ts=e.ts,
@@ -670,7 +742,8 @@ def rank_failed(job: Job):
                    "was aborted (paddle's launch names it), and its exit code and traceback are not in these logs"
                    if e.source == "paddle launch" else
                    "failed (torchrun's table lists it), and its exit code and traceback are not in these logs")
-            who = who_exited(e, e.rank) if e.rank is not None else "a process"
+            who = (who_exited(e, e.rank) if e.rank is not None or getattr(e, "guessed_local", None) is not None
+                   else "a process")
             if e.rank is None and e.source == "deepspeed launcher":
                 # the held-out review of round 23: the title says the rank is unknown, and why (_DS_EXIT_DETAIL)
                 who = "a process (its rank unknown: DeepSpeed's launcher prints the last command it started)"
