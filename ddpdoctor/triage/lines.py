@@ -191,12 +191,27 @@ def parse(src: int, lineno: int, offset: int, raw: bytes) -> Line:
 # RankID is the job's RANK, -1 when the launcher set none (a vLLM worker's: then the line names no rank)
 _NPU_ERR = re.compile(r"\[ERROR\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d+)? \(PID:(\d+), Device:(-?\d+), RankID:(-?\d+)\) ")
 _QUOTE = re.compile(r">(?: ?>)* (?=\S|\s)")   # a Markdown quote of a pasted log ("> [rank0]: ...")
+# Markdown around a pasted log's lines (round 25, triagecol31 b226_13: "**NameError: name 'MaskVAR' is not defined**"
+# between the frames, the traceback opened and closed by single backticks): a bold line and the backtick that opens a
+# traceback or closes an exception line are the page's, not the program's (GitHub-flavored Markdown's emphasis and
+# code spans, spec 0.29-gfm sections 6.1 and 6.4)
+_MD_BOLD = re.compile(r"(\*\*|__)(?=[^\s*_])(.+?)(?<=[^\s*_])\1\s*$")   # not a run of stars: "***** eval metrics *****"
+_MD_EXC = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::|$)")
+_MD_OPENS = ("`Traceback (most recent call last):", '`  File "', '`File "')
 
 
 def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
     q = _QUOTE.match(text)
     if q:
         text = text[q.end():]
+    if text[:1] in "*_`":
+        m = _MD_BOLD.match(text)
+        if m and _MD_EXC.match(m.group(2)):  # an exception line in bold; a bold heading ("**Error with full stack
+            text = m.group(2)                # trace**" of an issue template) stays the page's prose
+        elif text.startswith(_MD_OPENS):
+            text = text[1:]
+    if text.endswith(": `"):
+        text = text[:-2]
     line = Line(src, lineno, offset, text)
     stamp = None
     for _ in range(6):  # stacked prefixes, outermost first
