@@ -262,3 +262,14 @@ def test_run030_names_the_jobs_own_many_small_collectives_before_the_gradient_fi
         r["last_collective"]["seq"] = 89
     [g] = findings(sec, "RUN030")
     assert "collectives per step" not in g.detail and g.fix.splitlines()[0].startswith("# the group runs on gloo")
+
+
+def test_run005_a_clean_exit_says_no_collective_met_its_peers():
+    """runcol27 run-r27 j7 (weak, scored right): the clean-exit form of RUN005 no longer carries the mismatch form's
+    sentence ('its next collective ... met its peers' ...; Gloo aborts on the size difference'): nothing met, the short
+    rank exited."""
+    from run_factory import findings
+    from test_run_round24 import _clean_exit
+
+    [f] = findings(_clean_exit())
+    assert "Gloo aborts on the size difference" not in f.detail and "exited" in f.detail, f.detail

@@ -764,10 +764,10 @@ def _uneven_mismatch(snap, up: dict):
             conseq += f" It aborted itself: {ab['said']}."
     return error(
         f"uneven batches: {what}: {who} left training early, and {then}{died}",
-        detail=(f"{conseq} The rank with fewer batches ran out of its epoch "
-                "first and its next collective (an epoch-end or final gather, a metric's all_reduce) met its peers' "
-                "next training step's; Gloo aborts on the size difference (\"Received data size doesn't match\"), NCCL "
-                "may hang. " + _uneven_rows(up) + "."),
+        detail=(f"{conseq} " + ("" if up.get("clean_exit") else  # runcol27 run-r27 j7: no collective met, it exited
+                "The rank with fewer batches ran out of its epoch first and its next collective (an epoch-end or final "
+                "gather, a metric's all_reduce) met its peers' next training step's; Gloo aborts on the size difference "
+                "(\"Received data size doesn't match\"), NCCL may hang. ") + _uneven_rows(up) + "."),
         fix="Use DistributedSampler(dataset, drop_last=True) so every rank gets the same number of batches, "
             "or wrap the training loop in `with model.join():`",
         subjects=_subjects(rs), evidence={"uneven": {"short": short, "by": up["by"],
