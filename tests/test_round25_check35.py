@@ -1,0 +1,33 @@
+"""check35 (issue 26, round 25, third engineer): classes from primary sources, each with a trigger and a quiet fixture.
+Pure: snapshots are built by the factory over recorded facts; no process is started."""
+from __future__ import annotations
+
+from factory import findings_of, make_snapshot
+
+TORCHRUN = {"TORCHELASTIC_RUN_ID": "j", "RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "4",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+# -- PKG010 entry: NCCL 2.23.4 on an AMD CPU (NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md
+# @258c7540, known issue; workaround NCCL_P2P_LEVEL=SYS); data/known_defects.json cpu_vendor + min_gpus_on_node --
+AMD = "nccl-2.23.4-amd-cpu-p2p-level-pxb"
+
+
+def _amd(nccl="2.23.4", vendor="AuthenticAMD", local=4, **env):
+    e = dict(TORCHRUN, LOCAL_WORLD_SIZE=str(local), WORLD_SIZE=str(local), **env)
+    snap = make_snapshot(env=e, host={"cpu_vendor": vendor}, packages={"torch": "2.6.0", "nvidia-nccl-cu12": nccl})
+    return [f for f in findings_of(snap, "PKG010") if f.evidence.get("defect") == AMD]
+
+
+def test_nccl_2_23_4_on_an_amd_cpu_with_several_gpus_is_a_known_defect_with_the_p2p_level_workaround():
+    [f] = _amd()
+    assert f.severity == "warning" and f.title.startswith("NCCL 2.23.4 has a known defect")
+    assert f.env_fix == {"NCCL_P2P_LEVEL": "SYS"} and "NCCL_P2P_LEVEL" in f.subjects
+    assert "AMD" in f.detail and "TensorRT-LLM" in f.detail
+
+
+def test_intel_cpu_unknown_vendor_one_gpu_other_release_or_workaround_set_is_quiet():
+    assert _amd(vendor="GenuineIntel") == []
+    assert _amd(vendor=None) == []  # unrecorded: not assumed
+    assert _amd(local=1) == []
+    assert _amd(nccl="2.21.5") == [] and _amd(nccl="2.26.2") == []
+    assert _amd(NCCL_P2P_LEVEL="SYS") == []
