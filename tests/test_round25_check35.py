@@ -31,3 +31,32 @@ def test_intel_cpu_unknown_vendor_one_gpu_other_release_or_workaround_set_is_qui
     assert _amd(local=1) == []
     assert _amd(nccl="2.21.5") == [] and _amd(nccl="2.26.2") == []
     assert _amd(NCCL_P2P_LEVEL="SYS") == []
+
+
+# -- GPU036 judges the AMD GPUs the process's masks leave it: ROCR_VISIBLE_DEVICES first, then HIP_VISIBLE_DEVICES
+# (else CUDA_VISIBLE_DEVICES) indexing what it left (data/visible_devices.json hip: pytorch/pytorch torch/cuda/
+# __init__.py _parse_visible_devices @cf30153c); an iGPU the job hides is not the job's --
+
+def _rocm(targets, **env):
+    snap = make_snapshot(env=env, packages={"torch": "2.11.0"}, pci={"amd_gpus": [
+        {"node": i + 1, "gfx_target_version": 0, "gfx": t, "device_id": 0} for i, t in enumerate(targets)]})
+    snap.sections["packages"]["torch_build"] = {"cuda": None, "hip": "7.2.53211"}
+    return findings_of(snap, "GPU036")
+
+
+def test_gpu036_still_names_a_visible_gpu_the_build_lacks():
+    [f] = _rocm(["gfx1201", "gfx1201", "gfx1036"])  # no mask: the iGPU is the process's too
+    assert f.severity == "warning" and "gfx1036" in f.title
+    [g] = _rocm(["gfx1201", "gfx1036"], HIP_VISIBLE_DEVICES="1")
+    assert "gfx1036" in g.title
+    [h] = _rocm(["gfx1036", "gfx1201", "gfx1201"], ROCR_VISIBLE_DEVICES="0,1", HIP_VISIBLE_DEVICES="0")
+    assert "gfx1036" in h.title
+    [u] = _rocm(["gfx1201", "gfx1036"], HIP_VISIBLE_DEVICES="GPU-5d1ef3a2")  # a UUID: not judged, all GPUs kept
+    assert "gfx1036" in u.title
+
+
+def test_gpu036_is_quiet_on_a_gpu_the_masks_hide():
+    assert _rocm(["gfx1201", "gfx1201", "gfx1036"], HIP_VISIBLE_DEVICES="0,1") == []
+    assert _rocm(["gfx1201", "gfx1201", "gfx1036"], CUDA_VISIBLE_DEVICES="1,0") == []
+    assert _rocm(["gfx1036", "gfx1201", "gfx1201"], ROCR_VISIBLE_DEVICES="1,2") == []
+    assert _rocm(["gfx1201", "gfx1036", "gfx1201"], ROCR_VISIBLE_DEVICES="0,1,2", HIP_VISIBLE_DEVICES="0,2") == []
