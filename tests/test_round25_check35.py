@@ -60,3 +60,44 @@ def test_gpu036_is_quiet_on_a_gpu_the_masks_hide():
     assert _rocm(["gfx1201", "gfx1201", "gfx1036"], CUDA_VISIBLE_DEVICES="1,0") == []
     assert _rocm(["gfx1036", "gfx1201", "gfx1201"], ROCR_VISIBLE_DEVICES="1,2") == []
     assert _rocm(["gfx1201", "gfx1036", "gfx1201"], ROCR_VISIBLE_DEVICES="0,1,2", HIP_VISIBLE_DEVICES="0,2") == []
+
+
+# -- GPU039: a Slurm step that binds GPUs per task (SLURM_GPUS_PER_TASK implies --tres-bind=gres/gpu:per_task;
+# SLURM_GPU_BIND / SLURM_TRES_BIND other than none) without --gres-flags=allow-task-sharing: the node's tasks cannot
+# reach each other's GPUs (SchedMD/slurm doc/man/man1/srun.1 @284c3b95; data/slurm_env.json gpu_task_binding) --
+
+def _gpus(n):
+    return {"count": n, "devices": [{"index": i, "name": "NVIDIA A100-SXM4-80GB", "pci_bus_id": f"00000000:{i + 7:02X}:00.0",
+                                     "uuid": f"GPU-{i:08d}-0000-0000-0000-000000000000", "cuda_capability": [8, 0],
+                                     "memory_total_mib": 81920} for i in range(n)], "pairs": []}
+
+
+def _slurm(n_visible=1, tasks="8", **extra):
+    env = {"SLURM_JOB_ID": "4711", "SLURM_STEP_ID": "0", "SLURM_NNODES": "1", "SLURM_NTASKS": tasks,
+           "SLURM_NTASKS_PER_NODE": tasks, "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0"}
+    env.update(extra)
+    snap = make_snapshot(env=env, gpus=_gpus(n_visible))
+    return findings_of(snap, "GPU039"), findings_of(snap, "GPU016")
+
+
+def test_per_task_gpu_binding_on_a_node_of_several_tasks_is_a_warning_and_not_gpu016s_missing_gpus():
+    found, gpu016 = _slurm(SLURM_GPUS_PER_TASK="1", SLURM_GPU_BIND="closest")
+    [f] = found
+    assert f.severity == "warning" and "8 tasks" in f.title and "allow-task-sharing" in f.fix
+    assert "SLURM_GRES_FLAGS" in f.subjects
+    assert [g for g in gpu016 if g.severity == "error"] == []  # each task has its own GPU, as cuda:0
+    [g] = _slurm(SLURM_GPUS_PER_TASK="1")[0]  # --gpus-per-task alone binds per task (implicit per_task)
+    assert g.severity == "warning"
+    [h] = _slurm(n_visible=2, SLURM_TRES_BIND="gres/gpu:per_task:2")[0]
+    assert "sees 2" in h.title
+
+
+def test_no_binding_binding_none_sharing_allowed_one_task_or_all_gpus_seen_is_quiet():
+    assert _slurm()[0] == []  # nothing binds
+    assert _slurm(SLURM_GPUS_PER_TASK="1", SLURM_GPU_BIND="none")[0] == []
+    assert _slurm(SLURM_GPUS_PER_TASK="1", SLURM_TRES_BIND="gres/gpu:verbose,none")[0] == []
+    assert _slurm(SLURM_GPUS_PER_TASK="1", SLURM_GRES_FLAGS="allow-task-sharing")[0] == []
+    assert _slurm(tasks="1", SLURM_GPUS_PER_TASK="1")[0] == []
+    assert _slurm(n_visible=8, SLURM_GPU_BIND="closest")[0] == []
+    # and without binding, one visible GPU of a one-GPU machine under 8 tasks stays GPU016's error
+    assert [g.severity for g in _slurm()[1]] == ["error"]
