@@ -101,3 +101,29 @@ def test_no_binding_binding_none_sharing_allowed_one_task_or_all_gpus_seen_is_qu
     assert _slurm(n_visible=8, SLURM_GPU_BIND="closest")[0] == []
     # and without binding, one visible GPU of a one-GPU machine under 8 tasks stays GPU016's error
     assert [g.severity for g in _slurm()[1]] == ["error"]
+
+
+# -- PKG002 arm: one NCCL wheel alone, of another CUDA major than torch's build: every nvidia-nccl-cuNN wheel
+# installs nvidia/nccl/lib/libnccl.so.2, which a torch 2.x CUDA wheel loads (PKG002's class) --
+
+def _wheels(torch="2.2.2", cuda="12.1", pins=None, **wheels):
+    pk = {"torch": torch, "torch_build": {"cuda": cuda, "hip": None}}
+    pk.update({k.replace("_", "-"): v for k, v in wheels.items()})
+    if pins is not None:
+        pk["torch_pins"] = pins
+    return findings_of(make_snapshot(packages=pk), "PKG002")
+
+
+def test_a_lone_nccl_wheel_of_another_cuda_major_is_the_one_torch_loads():
+    [f] = _wheels(nvidia_nccl_cu11="2.14.3", pins={"nvidia-nccl-cu12": "2.19.3"})
+    assert f.severity == "warning" and "nvidia-nccl-cu11 2.14.3" in f.title and "CUDA 12.1" in f.title
+    assert "older than the 2.19.3" in f.detail and f.fix.startswith("pip uninstall -y nvidia-nccl-cu11")
+    [g] = _wheels(nvidia_nccl_cu12="2.21.5", cuda="11.8", torch="2.1.0")
+    assert "nvidia-nccl-cu12" in g.title
+
+
+def test_the_wheel_of_torchs_own_major_an_old_torch_or_no_cuda_build_is_quiet():
+    assert _wheels(nvidia_nccl_cu12="2.19.3") == []
+    assert _wheels(nvidia_nccl_cu11="2.14.3", torch="1.12.1", cuda="11.6") == []  # NCCL linked into torch
+    assert _wheels(nvidia_nccl_cu11="2.14.3", cuda=None) == []
+    assert _wheels() == []
