@@ -127,3 +127,43 @@ def test_the_wheel_of_torchs_own_major_an_old_torch_or_no_cuda_build_is_quiet():
     assert _wheels(nvidia_nccl_cu11="2.14.3", torch="1.12.1", cuda="11.6") == []  # NCCL linked into torch
     assert _wheels(nvidia_nccl_cu11="2.14.3", cuda=None) == []
     assert _wheels() == []
+
+
+# -- GPU040: Triton before 2.2.0 finds libcuda only through ldconfig's cache (triton/common/build.py libcuda_dirs in
+# the triton-2.1.0 wheel; TRITON_LIBCUDA_PATH and LD_LIBRARY_PATH from 2.2.0: triton-lang/triton @886f8c5a;
+# data/triton_libraries.json libcuda_lookup); the cuda section's ld_cache_libcuda, read from /etc/ld.so.cache --
+
+def _triton(triton="2.1.0", cached=False, library="/usr/local/nvidia/lib64/libcuda.so.1", dist="triton"):
+    cuda = {"init_result": 0, "device_count": 4, "driver_version": 12020, "library": library, "unversioned_link": True}
+    if cached is not None:
+        cuda["ld_cache_libcuda"] = cached
+    snap = make_snapshot(env={"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}, packages={"torch": "2.1.0", dist: triton},
+                         cuda=cuda)
+    return findings_of(snap, "GPU040")
+
+
+def test_triton_2_1_with_no_libcuda_in_the_loader_cache_is_a_warning_naming_the_directory_to_cache():
+    [f] = _triton()
+    assert f.severity == "warning" and "triton 2.1.0" in f.title and "libcuda.so cannot found" in f.title
+    assert "/usr/local/nvidia/lib64" in f.fix and "ldconfig" in f.fix
+    [g] = _triton(triton="2.0.0", dist="pytorch-triton")
+    assert g.severity == "warning"
+
+
+def test_a_cached_libcuda_an_unread_cache_or_triton_2_2_is_quiet():
+    assert _triton(cached=True) == []
+    assert _triton(cached=None) == []  # the cache was not read: not assumed
+    assert _triton(triton="2.2.0") == [] and _triton(triton="3.0.0") == []
+
+
+def test_the_gatherer_reads_the_loader_cache_for_libcuda(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.cuda import ld_cache_lists
+
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "ld.so.cache").write_bytes(b"glibc-ld.so.cache1.1\x00libcudart.so.12\x00/usr/lib/libz.so.1\x00")
+    assert ld_cache_lists(Sources(environ={}, root=str(tmp_path))) is False
+    (tmp_path / "etc" / "ld.so.cache").write_bytes(b"glibc-ld.so.cache1.1\x00libcuda.so.1\x00/usr/lib/x86_64-linux-gnu/"
+                                                   b"libcuda.so.1\x00")
+    assert ld_cache_lists(Sources(environ={}, root=str(tmp_path))) is True
+    assert ld_cache_lists(Sources(environ={}, root=str(tmp_path / "none"))) is None

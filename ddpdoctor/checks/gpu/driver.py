@@ -1044,3 +1044,65 @@ def amd_gpu_vs_rocm_build(snap):
         subjects=["pkg:torch"],
         evidence={"torch": version, "torch_hip": build.get("hip"),
                   "gpus": [{"kfd_node": n, "target": g, "first_rocm_wheels": f"{s[0]}.{s[1]}"} for n, g, s in missing]})
+
+
+def _triton_libcuda_lookup() -> dict:
+    """data/triton_libraries.json libcuda_lookup: the first Triton release that finds libcuda outside ldconfig's cache."""
+    import json
+
+    with open(os.path.join(os.path.dirname(gpu_versions.DATA), "triton_libraries.json"), encoding="utf-8") as fh:
+        return json.load(fh)["libcuda_lookup"]
+
+
+@check("GPU040", "triton-libcuda-not-in-ld-cache", family="gpu", needs=("packages", "cuda"), reads=("env", "host"))
+def triton_libcuda_not_in_ld_cache(snap):
+    """A Triton that finds the CUDA driver only through ldconfig's cache, on a machine whose cache does not list it.
+
+    What it checks
+        The installed triton (or pytorch-triton) version against the first release that looks anywhere else
+        (data/triton_libraries.json libcuda_lookup: 2.2.0, read in triton-lang/triton python/triton/common/build.py
+        libcuda_dirs: up to 2.1.x only `ldconfig -p`; from 2.2.0 TRITON_LIBCUDA_PATH, then the cache, then
+        LD_LIBRARY_PATH), and whether the loader's cache lists libcuda (the cuda section's `ld_cache_libcuda`,
+        read from /etc/ld.so.cache beside the driver library the process loaded, `library`).
+
+    Why it matters
+        Every Triton compile (torch.compile's inductor, Triton kernels of libraries) first asks for libcuda's
+        directory: with none in the cache, Triton 2.1 raises "AssertionError: libcuda.so cannot found!" although
+        CUDA itself works (the process loaded the driver through LD_LIBRARY_PATH). Containers started without the
+        NVIDIA runtime, whose driver libraries are mounted by hand (GCP Batch's /usr/local/nvidia/lib64) and never
+        passed to ldconfig, meet it.
+
+    Example
+        triton 2.1.0 (torch 2.1) in a container with LD_LIBRARY_PATH=/usr/local/nvidia/lib64 and an ld.so.cache
+        that names no libcuda.
+
+    Fix
+        echo /usr/local/nvidia/lib64 > /etc/ld.so.conf.d/nvidia.conf && ldconfig (the directory of the loaded
+        libcuda), or run the container with the NVIDIA runtime (--gpus), or a torch whose triton is 2.2+
+        (TRITON_LIBCUDA_PATH).
+    """
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    cuda = snap.get("cuda") if isinstance(snap.get("cuda"), dict) else {}
+    if cuda.get("ld_cache_libcuda") is not False or not cuda.get("library"):
+        return
+    dist, have = next(((d, versions[d]) for d in TRITON_DISTRIBUTIONS if versions.get(d)), (None, None))
+    rule = _triton_libcuda_lookup()
+    since = version_tuple(rule["ldconfig_only_before"])
+    if not have or version_tuple(str(have).split("+")[0])[:3] >= since or dist == "pytorch-triton-rocm":
+        return
+    lib = str(cuda["library"])
+    where = os.path.dirname(lib)
+    src = rule["sources"][0]
+    yield warning(
+        f"{dist} {have} finds libcuda only through ldconfig's cache, which does not list it here: its first compile "
+        f"fails 'libcuda.so cannot found!'",
+        detail=(f"This process loaded the driver from {lib}, but /etc/ld.so.cache names no libcuda, and Triton before "
+                f"{rule['ldconfig_only_before']} looks nowhere else ({src['repo']} {src['path']} {src['release']}: "
+                "libcuda_dirs reads `ldconfig -p` only; 2.2.0 adds TRITON_LIBCUDA_PATH and LD_LIBRARY_PATH). Every "
+                "torch.compile (inductor) or Triton kernel launch fails; CUDA itself works."),
+        fix=(f"echo {where} | sudo tee /etc/ld.so.conf.d/nvidia.conf && sudo ldconfig   # the loaded driver's "
+             "directory; or start the container with the NVIDIA runtime (--gpus all), or a torch whose triton is >= "
+             f"{rule['ldconfig_only_before']} and export TRITON_LIBCUDA_PATH={where}"),
+        subjects=[f"pkg:{dist}", f"path:{lib}", "LD_LIBRARY_PATH"],
+        evidence={"triton": have, "distribution": dist, "library": lib, "ld_cache_libcuda": False,
+                  "ldconfig_only_before": rule["ldconfig_only_before"]})
