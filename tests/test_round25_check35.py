@@ -138,7 +138,7 @@ def _triton(triton="2.1.0", cached=False, library="/usr/local/nvidia/lib64/libcu
     if cached is not None:
         cuda["ld_cache_libcuda"] = cached
     snap = make_snapshot(env={"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}, packages={"torch": "2.1.0", dist: triton},
-                         cuda=cuda)
+                         cuda=cuda, gpus=_gpus(4))
     return findings_of(snap, "GPU040")
 
 

@@ -1054,7 +1054,7 @@ def _triton_libcuda_lookup() -> dict:
         return json.load(fh)["libcuda_lookup"]
 
 
-@check("GPU040", "triton-libcuda-not-in-ld-cache", family="gpu", needs=("packages", "cuda"), reads=("env", "host"))
+@check("GPU040", "triton-libcuda-not-in-ld-cache", family="gpu", needs=("gpus", "packages"), reads=("cuda", "env", "host"))
 def triton_libcuda_not_in_ld_cache(snap):
     """A Triton that finds the CUDA driver only through ldconfig's cache, on a machine whose cache does not list it.
 
@@ -1082,7 +1082,7 @@ def triton_libcuda_not_in_ld_cache(snap):
         (TRITON_LIBCUDA_PATH).
     """
     versions = (snap.get("packages") or {}).get("versions") or {}
-    cuda = snap.get("cuda") if isinstance(snap.get("cuda"), dict) else {}
+    cuda = snap.get("cuda") if "cuda" in snap and isinstance(snap.get("cuda"), dict) else {}
     if cuda.get("ld_cache_libcuda") is not False or not cuda.get("library"):
         return
     dist, have = next(((d, versions[d]) for d in TRITON_DISTRIBUTIONS if versions.get(d)), (None, None))
