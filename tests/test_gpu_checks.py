@@ -1168,3 +1168,40 @@ def test_gpu038_recorded_sandbox_under_a_rocm_build():
     f = one(fixture("recorded-cpu-sandbox", packages__torch_build={"hip": "6.2.41133", "cuda": None}), "GPU038")
     assert "/dev/kfd" in f.title and f.evidence["missing"] == ["/dev/kfd", "/dev/dri/renderD*"]
     none(fixture("recorded-cpu-sandbox"), "GPU038")  # its own torch build is not ROCm
+
+
+# GPU039 slurm-per-task-gpu-binding: an srun step that binds each task to its GPU (SLURM_GPUS_PER_TASK) on a node of
+# 8 tasks, this task seeing one GPU; --gres-flags=allow-task-sharing lets the tasks reach the node's GPUs (srun.1).
+# More in tests/test_round25_check35.py.
+SRUN8 = {"SLURM_JOB_ID": "1", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "8",
+         "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "CUDA_VISIBLE_DEVICES": "0"}
+
+
+def test_gpu039_per_task_binding_on_a_node_of_tasks_warns():
+    f = one(fixture("dgx-a100-8x-nvswitch", env=dict(SRUN8, SLURM_GPUS_PER_TASK="1")), "GPU039")
+    assert f.severity == "warning" and "allow-task-sharing" in f.fix
+
+
+def test_gpu039_quiet_with_task_sharing_or_no_binding():
+    none(fixture("dgx-a100-8x-nvswitch", env=dict(SRUN8, SLURM_GPUS_PER_TASK="1",
+                                                  SLURM_GRES_FLAGS="allow-task-sharing")), "GPU039")
+    none(fixture("dgx-a100-8x-nvswitch", env=SRUN8), "GPU039")
+
+
+# GPU040 triton-libcuda-not-in-ld-cache: triton 2.1 finds libcuda only through ldconfig's cache (data/
+# triton_libraries.json libcuda_lookup); the cuda section's ld_cache_libcuda says whether the cache lists it.
+def _ld_cache(listed, triton="2.1.0"):
+    def edit(s):
+        s["cuda"] = {"init_result": 0, "device_count": 8, "library": "/usr/local/nvidia/lib64/libcuda.so.1",
+                     "unversioned_link": True, "ld_cache_libcuda": listed}
+        s["packages"]["versions"]["triton"] = triton
+    return fixture("dgx-a100-8x-nvswitch", edit=edit)
+
+
+def test_gpu040_triton_2_1_with_libcuda_outside_the_loader_cache_warns():
+    assert one(_ld_cache(False), "GPU040").severity == "warning"
+
+
+def test_gpu040_quiet_when_the_cache_lists_libcuda_or_triton_looks_elsewhere():
+    none(_ld_cache(True), "GPU040")
+    none(_ld_cache(False, triton="2.3.1"), "GPU040")

@@ -187,6 +187,36 @@ def hip_mask_stack(env: Mapping[str, str]) -> Optional[dict]:
             "kept": kept, "beyond": beyond, "message": rule["no_device_message"]}
 
 
+def hip_visible_positions(env: Mapping[str, str], count: int) -> Optional[list]:
+    """Which of a host's `count` AMD GPUs (in KFD node order, the order the runtime lists its GPU agents: ddpdoctor's
+    reading, as rocminfo shows them) a ROCm process sees, by its masks (data/visible_devices.json hip):
+    ROCR_VISIBLE_DEVICES first, then HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES) indexing what it left; each
+    list stops at its first index that names no GPU. None when no mask is set or an entry is not an index (a UUID:
+    resolved by the runtime, not judged here)."""
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "visible_devices.json")
+    with open(path, encoding="utf-8") as fh:
+        rule = json.load(fh)["hip"]
+    kept = list(range(count))
+    masked = False
+    for var in [rule["first"], next((v for v in rule["then"] if str(env.get(v) or "").strip()), None)]:
+        value = str(env.get(var) or "").strip() if var else ""
+        if not value:
+            continue
+        masked = True
+        nxt = []
+        for e in (x.strip() for x in value.split(",")):
+            if not e.isdigit():
+                return None
+            if int(e) >= len(kept):
+                break
+            nxt.append(kept[int(e)])
+        kept = nxt
+    return kept if masked else None
+
+
 def rotated_visible_devices(value, rank) -> Optional[dict]:
     """{'order': [...], 'own': first entry, 'picked': the entry cuda:<rank> selects, 'rotation': k} when
     CUDA_VISIBLE_DEVICES is the per-worker rotation visible[k:] + visible[:k] of its sorted integer indices with

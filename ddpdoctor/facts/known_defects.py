@@ -81,7 +81,8 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
                      hostname: Optional[str] = None, gpu_subset: Optional[bool] = None,
                      platform: Optional[str] = None, nccl_from: Optional[str] = None,
                      graph_capture: Optional[str] = None, ranks: Optional[int] = None,
-                     net_plugins: Optional[List[str]] = None) -> Optional[str]:
+                     net_plugins: Optional[List[str]] = None, cpu_vendor: Optional[str] = None,
+                     gpus_on_node: Optional[int] = None) -> Optional[str]:
     """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
     `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
     must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
@@ -96,7 +97,15 @@ def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple
     facts.launch.nccl_graph_capture; unknown excludes); `min_ranks`: the job has at least this many ranks (`ranks`, the
     larger of the world size and this host's ranks: facts.ranks; unknown excludes); `needs_net_plugin`: NCCL loads an
     external net plugin whose name holds this word (`net_plugins`: the plugin libraries found, pci.net_plugins, and
-    NCCL_NET_PLUGIN's name; none recorded excludes, NCCL_NET_PLUGIN=none excludes)."""
+    NCCL_NET_PLUGIN's name; none recorded excludes, NCCL_NET_PLUGIN=none excludes); `cpu_vendor`: the host CPU's vendor
+    string (/proc/cpuinfo vendor_id, 'AuthenticAMD'; unrecorded excludes); `min_gpus_on_node`: the GPUs NCCL joins on
+    this node (`gpus_on_node`: this host's ranks, else its visible GPUs; unknown excludes) are at least this many."""
+    vendor = entry.get("cpu_vendor")
+    if vendor and str(cpu_vendor or "") != vendor:
+        return f"the CPU is not {vendor}" if cpu_vendor else "the CPU's vendor is not recorded"
+    fewest = entry.get("min_gpus_on_node")
+    if fewest and (gpus_on_node is None or gpus_on_node < fewest):
+        return f"{gpus_on_node or 'an unknown number of'} GPU(s) on this node, the defect needs {fewest}"
     word = entry.get("needs_net_plugin")
     if word:
         names = [str(n) for n in net_plugins or [] if n]

@@ -119,3 +119,31 @@ def expand_hostlist(nodelist: str, limit: int = 65536) -> Optional[list]:
                 if len(out) > limit:
                     return None
     return [h for h in out if h] or None
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_task_binding_table() -> dict:
+    with open(DATA, encoding="utf-8") as fh:
+        return json.load(fh)["gpu_task_binding"]
+
+
+def slurm_gpu_task_binding(env: Mapping[str, str]) -> Optional[dict]:
+    """How a Slurm step binds GPUs to its tasks (data/slurm_env.json gpu_task_binding: srun.1's --gpus-per-task,
+    --gpu-bind, --tres-bind, --gres-flags): {"by": the variable that binds, "value", "sharing": allow-task-sharing
+    given} when the step binds GPUs per task; None when nothing binds (no per-task GPU count and no binding, or a
+    binding of none, which also turns off --gpus-per-task's implicit one)."""
+    t = _gpu_task_binding_table()
+    binds = [(v, str(env.get(v) or "").strip()) for v in t["bind_variables"] if str(env.get(v) or "").strip()]
+    for var, value in binds:  # "verbose,none", "gres/gpu:none", "gres/gpu:verbose,per_task:1"
+        kinds = [k.split(":")[-1] if not k.startswith("gres/") else (k.split(":", 1)[1] if ":" in k else "")
+                 for k in value.split(",")]
+        if t["unbound"] in [k.split(":")[0] for k in kinds]:
+            return None
+    by = binds[0] if binds else None
+    if by is None:
+        per_task = [(v, str(env.get(v) or "").strip()) for v in t["per_task_variables"]]
+        by = next(((v, x) for v, x in per_task if x and (v != "SLURM_TRES_PER_TASK" or "gpu" in x)), None)
+    if by is None:
+        return None
+    flags = str(env.get(t["flags_variable"]) or "")
+    return {"by": by[0], "value": by[1], "sharing": t["sharing_flag"] in flags}

@@ -21,7 +21,7 @@ import os
 from ddpdoctor.gather import BOOL, INT, STR, Sources, gatherer
 
 FIELDS = {"init_result": INT, "init_error": STR, "device_count": INT, "driver_version": INT, "library": STR,
-          "unversioned_link": BOOL}
+          "unversioned_link": BOOL, "ld_cache_libcuda": BOOL}
 
 
 def _loaded_path(src: Sources) -> Optional[str]:
@@ -38,6 +38,17 @@ def _loaded_path(src: Sources) -> Optional[str]:
 def unversioned_link(src: Sources, library: str) -> bool:
     """Whether `libcuda.so` (the name `-lcuda` links against) exists beside the loaded driver library."""
     return os.path.exists(src.path(os.path.join(os.path.dirname(library), "libcuda.so")))
+
+
+def ld_cache_lists(src: Sources, name: str = "libcuda.so") -> Optional[bool]:
+    """Whether the dynamic loader's cache (/etc/ld.so.cache, what `ldconfig -p` prints) names a library whose name
+    starts with `name`: its string table holds every cached soname and path. None when the cache cannot be read."""
+    try:
+        with open(src.path("/etc/ld.so.cache"), "rb") as fh:
+            data = fh.read(64 << 20)
+    except OSError:
+        return None
+    return name.encode() in data
 
 
 def probe(lib: Any) -> dict:
@@ -91,4 +102,8 @@ def gather_cuda(src: Sources) -> dict:
         # (Triton links its kernel launcher with gcc ... -lcuda, torch.compile's default backend; "/usr/bin/ld:
         # cannot find -lcuda", pytorch/pytorch#103417, state-spaces/mamba#123)
         section["unversioned_link"] = unversioned_link(src, path)
+        # whether ldconfig's cache lists libcuda: Triton before 2.2 finds the driver only through `ldconfig -p` (GPU040)
+        cached = ld_cache_lists(src)
+        if cached is not None:
+            section["ld_cache_libcuda"] = cached
     return section

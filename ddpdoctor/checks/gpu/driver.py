@@ -845,12 +845,25 @@ def _compile_beyond_the_machine(snap, devices):
                    evidence={"asked": where, "triton": versions.get("triton"), "windows": windows})
 
 
-def listed_amd_gpus(snap) -> list:
+def job_amd_gpus(snap) -> list:
+    """The AMD GPUs of the snapshot (pci.amd_gpus, KFD node order) this process's masks leave it: ROCR_VISIBLE_DEVICES,
+    then HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES (facts.cuda_map.hip_visible_positions); all of them when no mask is
+    set or an entry is not an index."""
+    from ddpdoctor.facts.cuda_map import hip_visible_positions  # noqa: PLC0415
+
+    pci = (snap.get("pci") or {}) if "pci" in snap else {}
+    gpus = [g for g in pci.get("amd_gpus") or [] if isinstance(g, dict)]
+    kept = hip_visible_positions(env_of(snap) if "env" in snap else {}, len(gpus))
+    return gpus if kept is None else [gpus[i] for i in kept]
+
+
+def listed_amd_gpus(snap, visible_only: bool = False) -> list:
     """(KFD node, gfx target, first ROCm release of PyTorch's wheels with it) for each AMD GPU of the snapshot whose
-    target gpu_versions.rocm_wheel_target_since() lists; an APU's or an unlisted target is left out (no verdict on it)."""
+    target gpu_versions.rocm_wheel_target_since() lists; an APU's or an unlisted target is left out (no verdict on it).
+    `visible_only`: only the GPUs the process's masks leave it (job_amd_gpus)."""
     pci = (snap.get("pci") or {}) if "pci" in snap else {}
     out = []
-    for gpu in pci.get("amd_gpus") or []:
+    for gpu in (job_amd_gpus(snap) if visible_only else pci.get("amd_gpus") or []):
         since = gpu_versions.rocm_wheel_target_since().get(str(gpu.get("gfx") or "")) if isinstance(gpu, dict) else None
         if since is not None:
             out.append((gpu.get("node"), gpu.get("gfx"), since))
@@ -869,7 +882,7 @@ def _never_in_rocm_wheels(snap, version: str, build: dict):
         if len(parts) == 3 and all(p.isdigit() for p in parts) and \
                 f"gfx{int(parts[0])}{int(parts[1]):x}{int(parts[2]):x}" in ever:
             return  # the runtime presents the GPU as a target the build carries
-    gpus = [g for g in pci.get("amd_gpus") or [] if isinstance(g, dict) and g.get("gfx")
+    gpus = [g for g in job_amd_gpus(snap) if isinstance(g, dict) and g.get("gfx")
             and gpu_versions.gfx_parts(str(g["gfx"])) and str(g["gfx"]) not in ever]
     if not gpus:
         return
@@ -904,7 +917,7 @@ def _added_to_rocm_wheels_later(snap, version: str, build: dict):
     if str((env_of(snap) if "env" in snap else {}).get("HSA_OVERRIDE_GFX_VERSION") or "").strip():
         return
     verdicts = {}
-    for g in pci.get("amd_gpus") or []:
+    for g in job_amd_gpus(snap):
         if isinstance(g, dict) and g.get("gfx"):
             said = gpu_versions.torch_wheel_carries_gfx(version, build.get("hip"), str(g["gfx"]))
             if said in ("no", "unknown"):
@@ -972,7 +985,9 @@ def amd_gpu_vs_rocm_build(snap):
     """An AMD GPU whose architecture the installed torch's ROCm build likely carries no kernels for.
 
     What it checks
-        Each AMD GPU's ISA, as ROCm's kernel driver reports it (the KFD topology's gfx_target_version,
+        Each AMD GPU the process sees (its masks: ROCR_VISIBLE_DEVICES, then HIP_VISIBLE_DEVICES or
+        CUDA_VISIBLE_DEVICES over what it left, data/visible_devices.json; an integrated GPU the job hides is
+        not its), its ISA as ROCm's kernel driver reports it (the KFD topology's gfx_target_version,
         decoded as libhsakmt does: ROCm/ROCR-Runtime libhsakmt/src/topology.c), against the ROCm
         version torch was built with (torch.version.hip, read as text). PyTorch's own ROCm wheels
         carry a fixed list of targets (PYTORCH_ROCM_ARCH in pytorch/builder's wheel builds): gfx90a
@@ -1009,7 +1024,8 @@ def amd_gpu_vs_rocm_build(snap):
     if not version or not isinstance(build, dict) or not build.get("hip"):
         return
     hip = version_tuple(build.get("hip"))[:2]
-    missing = [(node, gfx, since) for node, gfx, since in listed_amd_gpus(snap) if len(hip) == 2 and hip < since]
+    missing = [(node, gfx, since) for node, gfx, since in listed_amd_gpus(snap, visible_only=True)
+               if len(hip) == 2 and hip < since]
     yield from _never_in_rocm_wheels(snap, version, build)
     yield from _added_to_rocm_wheels_later(snap, version, build)
     yield from _rocm_build_vs_host_rocm(snap, version, build)
@@ -1028,3 +1044,65 @@ def amd_gpu_vs_rocm_build(snap):
         subjects=["pkg:torch"],
         evidence={"torch": version, "torch_hip": build.get("hip"),
                   "gpus": [{"kfd_node": n, "target": g, "first_rocm_wheels": f"{s[0]}.{s[1]}"} for n, g, s in missing]})
+
+
+def _triton_libcuda_lookup() -> dict:
+    """data/triton_libraries.json libcuda_lookup: the first Triton release that finds libcuda outside ldconfig's cache."""
+    import json
+
+    with open(os.path.join(os.path.dirname(gpu_versions.DATA), "triton_libraries.json"), encoding="utf-8") as fh:
+        return json.load(fh)["libcuda_lookup"]
+
+
+@check("GPU040", "triton-libcuda-not-in-ld-cache", family="gpu", needs=("gpus", "packages"), reads=("cuda", "env", "host"))
+def triton_libcuda_not_in_ld_cache(snap):
+    """A Triton that finds the CUDA driver only through ldconfig's cache, on a machine whose cache does not list it.
+
+    What it checks
+        The installed triton (or pytorch-triton) version against the first release that looks anywhere else
+        (data/triton_libraries.json libcuda_lookup: 2.2.0, read in triton-lang/triton python/triton/common/build.py
+        libcuda_dirs: up to 2.1.x only `ldconfig -p`; from 2.2.0 TRITON_LIBCUDA_PATH, then the cache, then
+        LD_LIBRARY_PATH), and whether the loader's cache lists libcuda (the cuda section's `ld_cache_libcuda`,
+        read from /etc/ld.so.cache beside the driver library the process loaded, `library`).
+
+    Why it matters
+        Every Triton compile (torch.compile's inductor, Triton kernels of libraries) first asks for libcuda's
+        directory: with none in the cache, Triton 2.1 raises "AssertionError: libcuda.so cannot found!" although
+        CUDA itself works (the process loaded the driver through LD_LIBRARY_PATH). Containers started without the
+        NVIDIA runtime, whose driver libraries are mounted by hand (GCP Batch's /usr/local/nvidia/lib64) and never
+        passed to ldconfig, meet it.
+
+    Example
+        triton 2.1.0 (torch 2.1) in a container with LD_LIBRARY_PATH=/usr/local/nvidia/lib64 and an ld.so.cache
+        that names no libcuda.
+
+    Fix
+        echo /usr/local/nvidia/lib64 > /etc/ld.so.conf.d/nvidia.conf && ldconfig (the directory of the loaded
+        libcuda), or run the container with the NVIDIA runtime (--gpus), or a torch whose triton is 2.2+
+        (TRITON_LIBCUDA_PATH).
+    """
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    cuda = snap.get("cuda") if "cuda" in snap and isinstance(snap.get("cuda"), dict) else {}
+    if cuda.get("ld_cache_libcuda") is not False or not cuda.get("library"):
+        return
+    dist, have = next(((d, versions[d]) for d in TRITON_DISTRIBUTIONS if versions.get(d)), (None, None))
+    rule = _triton_libcuda_lookup()
+    since = version_tuple(rule["ldconfig_only_before"])
+    if not have or version_tuple(str(have).split("+")[0])[:3] >= since or dist == "pytorch-triton-rocm":
+        return
+    lib = str(cuda["library"])
+    where = os.path.dirname(lib)
+    src = rule["sources"][0]
+    yield warning(
+        f"{dist} {have} finds libcuda only through ldconfig's cache, which does not list it here: its first compile "
+        f"fails 'libcuda.so cannot found!'",
+        detail=(f"This process loaded the driver from {lib}, but /etc/ld.so.cache names no libcuda, and Triton before "
+                f"{rule['ldconfig_only_before']} looks nowhere else ({src['repo']} {src['path']} {src['release']}: "
+                "libcuda_dirs reads `ldconfig -p` only; 2.2.0 adds TRITON_LIBCUDA_PATH and LD_LIBRARY_PATH). Every "
+                "torch.compile (inductor) or Triton kernel launch fails; CUDA itself works."),
+        fix=(f"echo {where} | sudo tee /etc/ld.so.conf.d/nvidia.conf && sudo ldconfig   # the loaded driver's "
+             "directory; or start the container with the NVIDIA runtime (--gpus all), or a torch whose triton is >= "
+             f"{rule['ldconfig_only_before']} and export TRITON_LIBCUDA_PATH={where}"),
+        subjects=[f"pkg:{dist}", f"path:{lib}", "LD_LIBRARY_PATH"],
+        evidence={"triton": have, "distribution": dist, "library": lib, "ld_cache_libcuda": False,
+                  "ldconfig_only_before": rule["ldconfig_only_before"]})

@@ -255,8 +255,9 @@ def local_ranks_vs_gpus(snap):
         LOCAL_WORLD_SIZE (or, for the old `torch.distributed.launch`, WORLD_SIZE with a loopback
         MASTER_ADDR) against the GPUs CUDA_VISIBLE_DEVICES leaves visible. One visible GPU with
         several ranks is taken as per-rank binding (Slurm --gpu-bind, a wrapper that sets
-        CUDA_VISIBLE_DEVICES per rank) and not reported, unless the machine has only that one GPU or
-        the ranks are counted from the launch command this shell is about to run (its ranks inherit
+        CUDA_VISIBLE_DEVICES per rank) and not reported, unless the machine has only that one GPU (a Slurm
+        step that binds GPUs per task is binding even when its device cgroup leaves NVML one GPU:
+        facts.slurm.slurm_gpu_task_binding) or the ranks are counted from the launch command this shell is about to run (its ranks inherit
         this CUDA_VISIBLE_DEVICES: facts.ranks.ranks_inherit_this_environment).
         Under per-task binding, an srun task whose SLURM_LOCALID is past the one GPU it sees (no
         LOCAL_RANK remapped to 0) is reported: code that picks cuda:SLURM_LOCALID fails. A Slurm task
@@ -317,7 +318,7 @@ def local_ranks_vs_gpus(snap):
         # slices of the one GPU are GPU008's to judge
         only = v.devices[0] if v.devices else {}
         if (len(devices_of(v.gpus)) > 1 and not ranks_inherit_this_environment(snap)) \
-                or (only.get("mig") or {}).get("current") or only.get("mig_devices"):
+                or (only.get("mig") or {}).get("current") or only.get("mig_devices") or _slurm_binds_gpus(snap):
             yield from _slurm_local_id_beyond_bound_gpu(snap, v)
             return
     visible = [e.nvml for e in v.cmap.visible]
@@ -494,6 +495,72 @@ def _slurm_task_given_no_gpu(snap, v):
                     "and srun --gpu-bind=single:1 (or check `scontrol show job -d` for the GPUs each task got)",
                 subjects=["CUDA_VISIBLE_DEVICES"] + sorted(asked),
                 evidence={"slurm_gpu_request": asked, "visible_gpus": 0, "CUDA_VISIBLE_DEVICES": cvd})
+
+
+def _slurm_binds_gpus(snap) -> bool:
+    """A Slurm launch whose step binds GPUs to its tasks (facts.slurm.slurm_gpu_task_binding)."""
+    from ddpdoctor.facts.slurm import slurm_gpu_task_binding  # noqa: PLC0415
+
+    if (snap.get("launcher") or {}).get("kind") != "slurm":
+        return False
+    return slurm_gpu_task_binding((snap.get("env") or {}).get("vars") or {}) is not None
+
+
+@check("GPU039", "slurm-per-task-gpu-binding", family="gpu", needs=("gpus", "launcher", "env"))
+def slurm_per_task_gpu_binding(snap):
+    """Slurm binds each task of this node to its own GPU(s), so the job's ranks here cannot reach each other's GPUs.
+
+    What it checks
+        A Slurm step (launcher slurm) that binds GPUs per task: SLURM_GPUS_PER_TASK (or a gpu entry in
+        SLURM_TRES_PER_TASK), which implies --tres-bind=gres/gpu:per_task, or SLURM_GPU_BIND /
+        SLURM_TRES_BIND naming a binding other than none (data/slurm_env.json gpu_task_binding, from
+        SchedMD/slurm doc/man/man1/srun.1); several tasks on this node (SLURM_NTASKS_PER_NODE, the step's
+        per-node list, else the local ranks) and this process seeing fewer GPUs than that; and
+        SLURM_GRES_FLAGS without allow-task-sharing.
+
+    Why it matters
+        Each task sees only its own GPU (as cuda:0), and with the task/cgroup plugin's ConstrainDevices
+        cannot open the others. Slurm's own --gres-flags=allow-task-sharing exists for this: "useful when
+        using --gpu-bind or --tres-bind=gres/gpu to bind GPUs to specific tasks, but GPU communication
+        between tasks is also desired". CUDA IPC between the node's ranks fails: CUDA-aware MPI's
+        shared-memory CUDA transport errors out (open-mpi/ompi#11949), and NCCL, which still picks P2P
+        toward GPUs it cannot see (src/transport/p2p.cc: "CUDA 10.1 and later can use P2P with invisible
+        devices"), may fail to map the peer's memory or lose NVLink (which of the two is not known here).
+
+    Example
+        srun --ntasks-per-node=8 --gpus-per-task=1 --gpu-bind=closest python train.py on an 8-GPU node.
+
+    Fix
+        srun --gres-flags=allow-task-sharing ... (keeps the binding, lets tasks reach the node's GPUs), or
+        bind per node instead (--gpus-per-node=8 --gpu-bind=none) and pick cuda:$SLURM_LOCALID.
+    """
+    from ddpdoctor.facts.slurm import slurm_gpu_task_binding, slurm_tasks_on_this_node  # noqa: PLC0415
+
+    if (snap.get("launcher") or {}).get("kind") != "slurm":
+        return
+    env = (snap.get("env") or {}).get("vars") or {}
+    binding = slurm_gpu_task_binding(env)
+    if binding is None or binding["sharing"]:
+        return
+    v = view(snap)
+    seen = len(v.cmap.visible)
+    tasks = slurm_tasks_on_this_node(env) or local_ranks(snap)
+    if not seen or not tasks or tasks < 2 or seen >= tasks:
+        return
+    yield warning(
+        f"Slurm binds each of the {tasks} tasks on this node to its own GPU ({binding['by']}={binding['value']}): "
+        f"this task sees {seen}, and the ranks cannot reach each other's GPUs (CUDA IPC, peer-to-peer)",
+        detail=("Slurm's srun(1): --gres-flags=allow-task-sharing 'Allow tasks access to each GPU within the job's "
+                "allocation that is on the same node as the task. This is useful when using --gpu-bind or "
+                "--tres-bind=gres/gpu to bind GPUs to specific tasks, but GPU communication between tasks is also "
+                "desired' (SchedMD/slurm doc/man/man1/srun.1@284c3b95); --gpus-per-task implies "
+                "--tres-bind=gres/gpu:per_task. CUDA-aware MPI's CUDA IPC between the node's ranks fails "
+                "(open-mpi/ompi#11949); NCCL still tries P2P toward GPUs it cannot see (src/transport/p2p.cc), so it "
+                "may fail to map them or run without NVLink: which one is not known from here."),
+        fix=("srun --gres-flags=allow-task-sharing ...   # keep the binding, let tasks reach the node's GPUs\n"
+             "# or: srun --gpus-per-node=<n> --gpu-bind=none ... and pick cuda:$SLURM_LOCALID in each task"),
+        subjects=subjects([e.nvml for e in v.cmap.visible], binding["by"], "SLURM_GRES_FLAGS"),
+        evidence={"binding": binding, "tasks_on_node": tasks, "visible": seen})
 
 
 def _slurm_local_id_beyond_bound_gpu(snap, v):

@@ -23,6 +23,11 @@ def nccl_wheels_overlap(snap):
         undefined symbol: ncclMemFree" (or ncclCommRegister, ncclCommResume), or NCCL misbehaves at
         run time (rwth-i6/returnn#1802, pytorch/pytorch#186591).
 
+        One NCCL wheel alone, of another CUDA major than torch's build (nvidia-nccl-cu11 under a +cu121 torch,
+        whose own nvidia-nccl-cu12 is gone): torch loads that wheel's libnccl.so.2, an NCCL built for the
+        other CUDA release and usually older than torch's pin (torch 2.0+ wheels load NCCL from the wheel of
+        their CUDA major: Requires-Dist nvidia-nccl-cu12==... for a cu12 build).
+
     Example
         pip install torch (cu12) next to a package that pins nvidia-nccl-cu11
 
@@ -32,6 +37,9 @@ def nccl_wheels_overlap(snap):
     """
     versions = snap["packages"].get("versions") or {}
     present = {name: versions[name] for name in NCCL_WHEELS if versions.get(name)}
+    if len(present) == 1:
+        yield from _one_wheel_of_another_cuda_major(snap, versions, present)
+        return
     if len(present) < 2:
         return
     build = ((snap["packages"].get("torch_build") or {}).get("cuda") or "")
@@ -48,6 +56,34 @@ def nccl_wheels_overlap(snap):
                        if drop else "pip uninstall -y <the NCCL wheel for the other CUDA major> && "
                                     "pip install --force-reinstall <the one torch requires>"),
                   subjects=[f"pkg:{n}" for n in present], evidence={"nccl_wheels": present, "torch_cuda": build or None})
+
+
+def _one_wheel_of_another_cuda_major(snap, versions: dict, present: dict):
+    """PKG002 for a single NCCL wheel whose CUDA major is not torch's build's: the wheel of torch's major is absent, so
+    the libnccl.so.2 at nvidia/nccl/lib that torch (2.0+, or pinning an nvidia-nccl wheel) loads is that one."""
+    (wheel, have), = present.items()
+    build = str((snap["packages"].get("torch_build") or {}).get("cuda") or "")
+    torch = versions.get("torch")
+    pins = {k: v for k, v in (snap["packages"].get("torch_pins") or {}).items() if k.startswith("nvidia-nccl-")}
+    if not build or not torch or (not pins and _version(torch)[:1] < (2,)):
+        return  # no CUDA build, or a torch older than the NCCL wheels (its NCCL is linked in)
+    major = build.split(".")[0]
+    keep = f"nvidia-nccl-cu{major}"
+    if wheel == keep or not wheel.startswith("nvidia-nccl-cu"):
+        return
+    pin = pins.get(keep)
+    yield warning(f"the only NCCL wheel is {wheel} {have}, built for CUDA {wheel.rsplit('cu', 1)[1]}, under torch "
+                  f"{torch} built for CUDA {build}: torch will load it",
+                  detail=(f"NCCL wheels all install nvidia/nccl/lib/libnccl.so.2, the file a torch wheel of CUDA {major} "
+                          f"loads; its own {keep} is not installed, so every collective runs on {wheel}'s NCCL, "
+                          "built for another CUDA release" + (f" and older than the {pin} torch pins" if pin and
+                                                               _version(have) < _version(pin) else "")
+                          + ": import may fail ('undefined symbol: ncclCommRegister', pytorch/pytorch#119932) or "
+                          "NCCL's init fails in the engine that loads it (InternLM/lmdeploy#1803)."),
+                  fix=f"pip uninstall -y {wheel} && pip install {keep}" + (f"=={pin}" if pin else "")
+                      + "   # the NCCL wheel of torch's CUDA major",
+                  subjects=[f"pkg:{wheel}", "pkg:torch"],
+                  evidence={"nccl_wheels": present, "torch_cuda": build, "expected_wheel": keep, "pin": pin})
 
 
 # The first NCCL release whose default build compiles for each GPU major architecture is data with its sources

@@ -67,6 +67,11 @@ def known_defective_release(snap):
         NCCL_NET_PLUGIN's name): NCCL 2.30.5 with the SPCX (Spectrum-X) plugin can corrupt grouped
         variable-split all-to-all payloads (NVIDIA's Megatron Bridge 26.08 known issue; workaround
         NCCL_NET_PLUGIN=none NCCL_NET=IB).
+        Entries may name the host CPU's vendor and the GPUs NCCL joins on the node (`cpu_vendor`,
+        `min_gpus_on_node`: this host's ranks, else its visible GPUs): NCCL 2.23.4 on AMD CPUs has a known
+        multi-GPU AllReduce slowdown worked around by NCCL_P2P_LEVEL=SYS (NVIDIA/TensorRT-LLM
+        docs/source/performance/perf-overview.md, known issues; v2.23.4-1 src/graph/paths.cc lowered NCCL's P2P
+        default on AMD to PXB beyond two GPUs per node).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
         (src/accelerate/utils/launch.py prepare_multi_gpu_env sets ZE_AFFINITY_MASK instead of
         CUDA_VISIBLE_DEVICES; introduced by #1676, fixed by #1850 in 0.22.0), judged only when the
@@ -109,6 +114,8 @@ def known_defective_release(snap):
     named = (env.get("NCCL_NET_PLUGIN") or "").strip()
     plugins = [] if named.lower() == "none" else \
         [str(p) for p in ((snap.get("pci") or {}).get("net_plugins") or []) if p] + ([named] if named else [])
+    # the GPUs NCCL joins on this node (its system->nodes[GPU].count): this host's ranks, else the GPUs it sees
+    on_node = local_ranks(snap).value or len(gpus.get("devices") or []) or None
     for entry, nccl_known in known_defects.matching(torch, nccl):
         if entry.get("stage") == "import" and imported:
             continue  # torch was seen to import here: an import-time defect does not hold on this machine
@@ -119,7 +126,8 @@ def known_defective_release(snap):
         if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
                                           hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap), platform=host.get("platform"),
                                           nccl_from=nccl_from, graph_capture=graph_capture, ranks=ranks,
-                                          net_plugins=plugins):
+                                          net_plugins=plugins, cpu_vendor=host.get("cpu_vendor"),
+                                          gpus_on_node=on_node):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
