@@ -130,3 +130,15 @@ def test_a_span_called_from_another_thread_leaves_the_main_threads_split_alone(s
     assert S.sp_acc[recorder.DATA] == pytest.approx(0.5) and not math.isnan(S.sp_acc[recorder.DATA])
     span()   # the main thread's own call is still the optimizer's
     assert S.sp == recorder.COMPUTE and S.sp_acc[recorder.OPTIM] == pytest.approx(0.5)
+
+
+def test_a_snapshot_holding_a_number_past_pythons_digit_limit_is_bad_input_not_an_internal_error(tmp_path):
+    """r25-check/snap-stack-soft-huge: json.loads raises a plain ValueError (not JSONDecodeError) for an integer of
+    4,300+ digits (CPython's int-from-str limit), which Snapshot.load let through: exit 3, "internal error". It is a
+    SnapshotError (one `ddpdoctor: error` line, exit 2), as --config's reader already says."""
+    from ddpdoctor.pipeline.snapshot import Snapshot, SnapshotError
+
+    p = tmp_path / "snap.json"
+    p.write_text('{"schema": "ddpdoctor/snapshot/1", "sections": {"host": {"x": ' + "9" * 5001 + "}}}")
+    with pytest.raises(SnapshotError, match="snapshot .* holds a value JSON cannot give here"):
+        Snapshot.load(str(p))
