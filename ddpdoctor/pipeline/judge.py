@@ -22,4 +22,4 @@ def judge(snapshot: Snapshot, command: str = "check", only: Optional[set] = None
                 and (only is None or spec.id in only) and not (ignore and spec.id in ignore):
             families.append(spec.family)
     return Report(command=command, findings=findings, skipped=skipped, checks_run=ran, families=families,
-                  snapshot=snapshot.to_dict())
+                  snapshot=snapshot.to_dict)  # made when the markdown renderer reads it (Report.snapshot_dict)

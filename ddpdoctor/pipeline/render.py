@@ -202,7 +202,7 @@ def render_markdown(report: Report, verbose: bool = False, snapshot: Optional[di
         out += ["<details><summary>Skipped checks</summary>", ""]
         out += [f"- `{s.id}`: {s.reason}" for s in report.skipped]
         out += ["", "</details>", ""]
-    snap = snapshot if snapshot is not None else report.snapshot
+    snap = snapshot if snapshot is not None else report.snapshot_dict()
     if snap is not None:
         out += ["<details><summary>Snapshot (secrets redacted)</summary>", "", "```json",
                 json.dumps(snap, indent=2, sort_keys=True, default=str, ensure_ascii=False), "```", "", "</details>", ""]

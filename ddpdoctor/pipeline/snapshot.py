@@ -117,6 +117,8 @@ class Snapshot:
                                 f"{exc.msg}); was it truncated?") from None
         except RecursionError:
             raise SnapshotError(f"snapshot {path} is nested too deeply to be a ddpdoctor snapshot") from None
+        except ValueError as exc:  # robust25: a number of 4,300+ digits (CPython's int limit, gh-95778): exit 3 before
+            raise SnapshotError(f"snapshot {path} holds a value JSON cannot give here ({str(exc)[:120]})") from None
         try:
             return cls.from_dict(doc)
         except SnapshotError as exc:

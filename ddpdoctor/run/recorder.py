@@ -631,7 +631,9 @@ def _wrap_span(fn, part: int):
     @functools.wraps(fn)
     def span(*args, **kwargs):
         comp = S.is_compiling
-        if not S.spl or S.off or S.kind != "proc" or (comp is not None and comp()):
+        # the split follows the main thread only (robust25: zero_grad or a scheduler's step from a helper thread moved
+        # the main thread's running part into the optimizer's, and its restore could undo the main thread's own switch)
+        if not S.spl or S.off or S.kind != "proc" or _ident() != S.main or (comp is not None and comp()):
             try:
                 if kwargs:  # an empty one is not merged into a new dict (see _wrap_ddp_forward)
                     return fn(*args, **kwargs)
