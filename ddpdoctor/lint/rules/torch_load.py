@@ -571,6 +571,10 @@ def torch_load_without_map_location(t):
             continue
         if t.facts.rank0(index, call) or reach(t).branch_never_taken(index, call):
             continue  # one process loads it (its device is that process's business), or no caller takes its branch
+        if reach(t).in_launcher(index, call):
+            # the parent of a spawn-launched run only (a test()/eval() the `__main__` block calls beside the train()
+            # that spawns, round 25 held-out review's class): one process, no rank to crowd onto the saving GPU
+            continue
         if _python_objects(index, call) or _decided_elsewhere(loads, call) or _per_rank_file(call):
             continue
         if _scratch_file(call, scratch if scratch is not None else _scratch(index)):
