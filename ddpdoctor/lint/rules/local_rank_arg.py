@@ -46,7 +46,9 @@ def local_rank_argument_under_torchrun(t):
         argparse, never reads LOCAL_RANK from the environment, and uses `<args>.local_rank` to pick the device
         or the rank (`torch.cuda.set_device`, `torch.device`, `.to`/`.cuda`, `DistributedDataParallel`,
         `init_process_group`). Quiet when a library that reads LOCAL_RANK itself runs it (Trainer, accelerate,
-        deepspeed, Lightning). A preview rule (round 19): a note by default, a warning with `--preview`.
+        deepspeed, Lightning). Since round 25, with no launch line of the project naming the script, a torchrun
+        launch in the script's own comments or module docstring (a note; quiet when they also name a launcher that
+        passes --local_rank). A preview rule (round 19): a note by default, a warning with `--preview`.
 
     Why it matters
         torchrun gives each worker LOCAL_RANK in its environment only (torch/distributed/run.py); the argument

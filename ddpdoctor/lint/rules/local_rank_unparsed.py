@@ -97,7 +97,9 @@ def local_rank_argument_not_accepted(t):
         argument list. Quiet with `parse_known_args()`, with the option defined (either spelling), with an
         explicit argument list, a parser built from `parents=`, subcommands, or a file that handles `sys.argv`
         itself. A parser that defines only the underscore spelling, in a project that pins no torch below 2.0,
-        gets a note (round 23): torch >= 2.0's launcher passes `--local-rank=N`.
+        gets a note (round 23): torch >= 2.0's launcher passes `--local-rank=N`. Since round 25 also a script that
+        parses nothing itself but imports a project module (found beside it) that parses the command line at
+        import (`from option import args`): judged the same, reported at the import.
         A preview rule (round 20): a note by default, a warning with `--preview`.
 
     Why it matters

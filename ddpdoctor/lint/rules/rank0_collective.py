@@ -105,7 +105,9 @@ def collective_on_one_rank(t):
         collectives on an `Accelerator` (`accelerator.gather`, `gather_for_metrics`, `reduce`, `pad_across_processes`,
         `wait_for_everyone`) under `if accelerator.is_main_process:` (round 17), also inside a helper called there
         (round 25). The pairing idiom needs the other call under the opposite test: a call every rank makes pairs
-        nothing (round 25). A preview rule (round 9): a note by
+        nothing (round 25). Since round 25 (lint35) also `trainer.evaluate()` / `trainer.predict()` of a transformers
+        or trl Trainer under the test: evaluation_loop gathers with accelerator.gather_for_metrics
+        (data/lint_trainer_collectives.json). A preview rule (round 9): a note by
         default, a warning with `--preview`.
 
     Why it matters

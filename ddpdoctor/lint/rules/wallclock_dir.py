@@ -302,7 +302,9 @@ def wallclock_dir_every_rank(t):
         parameter (`save_checkpoint(model, self.out_dir)`). Since round 21 a date-only name (a literal strftime
         format with no hour, minute or second: `%Y%m%d`; `date.today()`) is not per rank: processes started
         together differ only across midnight (ddpdoctor/data/lint_clock.json). Since round 21 also a Lightning
-        Trainer whose strategy re-runs the script per rank makes the script's own code every-rank. A preview
+        Trainer whose strategy re-runs the script per rank makes the script's own code every-rank. Since round 25
+        a string-keyed item of a dict (`config["train"]["save_path"] = os.path.join(..., stamp)`) is followed like
+        a name. A preview
         rule (round 19): a note by default, a warning with `--preview` when the write runs on every rank.
         Since round 22 a `save_pretrained(out, is_main_process=...)` there says that
         is_main_process gates only the config (the safetensors weights are written on every rank: transformers

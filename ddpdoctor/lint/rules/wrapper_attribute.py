@@ -211,7 +211,11 @@ def wrapper_attribute_access(t):
         wrap, `def evaluate(net): net.generate(...)`) whose parameter is read the same way, unless the helper
         rebinds it (`net = net.module`) or asks `isinstance`/`hasattr` first; and quiet for a read in the other arm
         of the `if` that wraps (`if distributed: model = DDP(model) else: model.f()`) or after a `for`/`with`/walrus
-        target rebinds the name.
+        target rebinds the name. Since round 25 (lint35): a rebind in the branch exclusive with the wrap to the same
+        plain module (`else: model = model.to(device)`, nn.Module methods that return self) or to another DP/DDP
+        wrap ends nothing; a read in a `try` whose handler falls back to `x.module` (or catches AttributeError) is
+        quiet; and `outer.child = DDP(outer.child)` is reported at the wrap when a method of outer's class (of this
+        file, not __init__) reads `self.child.<name>` the wrapper has not (a note when no such method is called).
         A preview rule (round 18): a note by default, a warning with `--preview`.
 
     Why it matters
