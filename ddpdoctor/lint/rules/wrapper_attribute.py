@@ -264,8 +264,8 @@ def wrapper_attribute_access(t):
         # if, missed). Another wrapper there (`else: model = FSDP(model)`) still ends the walk: code after it is
         # written for both.
         rebinds = sorted([x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line
-                          and not _compiled_again(x, name) and not (exclusive(a.ctx, x.ctx) and
-                                                                    _same_module(index, x, name))] +
+                          and not _compiled_again(x, name) and not (_same_module(index, x, name) and
+                                                                    exclusive(a.ctx, x.ctx))] +
                          _other_bindings(scope.node, name, wrap_line))
         end = rebinds[0] if rebinds else None
         # a text gate before the walk: the names read through `name.` after the wrap, all of them the wrapper's own
