@@ -586,7 +586,7 @@ class ModuleIndex:
                     pass
                 elif cond.covers_others(stmt.test, self.flags):
                     ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
-                elif cond.mentions_rank(stmt.test, self.flags):
+                elif cond.mentions_rank(stmt.test, self.flags) and not cond.unset_rank_test(stmt.test):
                     ctx = ctx._replace(gated=True)
 
     def _stmt(self, stmt: ast.AST, scope: Scope, ctx: Ctx) -> None:

@@ -240,6 +240,20 @@ def not_distributed(test: ast.AST) -> bool:
         (unset(test.left) and is_rankish(test.comparators[0])))
 
 
+def unset_rank_test(test: ast.AST) -> bool:
+    """`local_rank == -1`, `rank is None`, `-1 in [local_rank, world_size]`: the test asks whether a launcher set the
+    rank at all, not which rank this is. In a launched run every rank has a value in [0, world_size) (torch's
+    launchers export RANK/LOCAL_RANK that way: torch/distributed/run.py, data/lint_env_types.json), so the test has
+    the same value on every rank: `if local_rank == -1: raise/return` leaves the rest of the block to every rank
+    (round 25, fr166 Lainshower/CoT-Internalize: `if -1 in [local_rank, world_size]: raise ValueError(...)` had
+    made its whole main() a rank-gated block, a LINT013 miss)."""
+    if not_distributed(test):
+        return True
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In) and \
+        _is_minus_one(test.left) and isinstance(test.comparators[0], (ast.List, ast.Tuple, ast.Set)) and \
+        any(is_rankish(e) for e in test.comparators[0].elts)
+
+
 def body_rank0(test: ast.AST, flags: Flags = None, depth: int = 0) -> bool:
     """The body of `if test:` runs on rank 0 only (also `local_rank == -1 or get_rank() == 0`: one
     process, or rank 0 of many)."""

@@ -237,6 +237,8 @@ class ProjectFacts:
             else:
                 if cond.covers_others(test, flags) or (single and cond.single_process(test, 1)):
                     rank0 = True
+                elif cond.unset_rank_test(test):
+                    continue  # past `if local_rank == -1: raise/return` (or its else): every launched rank
                 elif cond.mentions_rank(test, flags):
                     gated = True
         return rank0, gated or rank0

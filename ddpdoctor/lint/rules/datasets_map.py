@@ -8,6 +8,7 @@ import os
 from typing import Optional, Tuple
 
 from . import rule
+from ._reach import reach
 from ..names import dotted
 from ._common import is_distributed, nodes_through_assigns
 
@@ -22,6 +23,12 @@ def _catalogue() -> Tuple[frozenset, frozenset, str]:
     with open(_DATA, encoding="utf-8") as fh:
         doc = json.load(fh)
     return frozenset(doc["loaders"]), frozenset(f["name"] for f in doc["first"]), doc["fact"]["source"]
+
+
+def _cached_methods() -> Tuple[str, ...]:
+    """Dataset methods that write a cache file: map, and filter (which runs map) (lint_datasets.json cached_methods)."""
+    with open(_DATA, encoding="utf-8") as fh:
+        return tuple(k for k in json.load(fh)["cached_methods"] if k != "source")
 
 
 _LAZY = ("to_iterable_dataset",)   # datasets arrow_dataset.py Dataset.to_iterable_dataset (lint_datasets.json "cache")
@@ -57,7 +64,9 @@ def datasets_map_every_rank(t):
         `keep_in_memory=True`, not under a rank-0 test, not inside a main-process-first context
         (`training_args.main_process_first()`, `accelerator.main_process_first()`, `torch_distributed_zero_first`;
         ddpdoctor/data/lint_datasets.json) and in a function with no barrier. One finding per file, at the first
-        such map. A preview rule (round 20): a note by default, a warning with `--preview`.
+        such map. Since round 25 also `ds.filter(...)`, which runs `map` and writes its kept indices to a cache file
+        the same way (lint_datasets.json cached_methods). A preview rule (round 20): a note by default, a warning
+        with `--preview`.
 
     Why it matters
         Every rank runs the same transform (N times the CPU, each with its own `num_proc` workers) and writes the
@@ -73,9 +82,12 @@ def datasets_map_every_rank(t):
         the map: rank 0 computes it, the others load the cache.
     """
     index = t.index
-    maps = index.by_name.get("map")
+    # `.map` and the methods that write their result through it (`.filter`: round 25, fr167 RohitPawar2406/SSMT-Project,
+    # a miss; data/lint_datasets.json cached_methods)
+    maps = [c for m in _cached_methods() for c in index.by_name.get(m, ())]
     if not maps:
         return
+    maps.sort(key=lambda c: (c.line, c.node.col_offset))
     loaders, firsts, source = _catalogue()
     if not any(q in index.by_qual for q in loaders):
         return
@@ -102,9 +114,11 @@ def datasets_map_every_rank(t):
         origin = _loaded(call.node.func.value, call.scope, index, loaders)
         if origin is None:
             continue
+        if reach(t).in_launcher(index, call):
+            continue   # the parent of a spawn-launched run maps once, before mp.spawn hands the result to the ranks
         yield t.finding(
             "warning", call.node,
-            f"`{call.text or 'map'}()` of a dataset loaded at line {origin.lineno} runs on every rank and writes the "
+            f"`{call.text or call.name}()` of a dataset loaded at line {origin.lineno} runs on every rank and writes the "
             "same cache file on each: run it on the main process first",
             detail=("Each rank computes the same transform and writes the same Arrow cache file at once (N times "
                     "the work, racing writers). transformers' TrainingArguments.main_process_first (and accelerate's "

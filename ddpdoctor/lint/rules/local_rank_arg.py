@@ -3,6 +3,7 @@ held-out review found; a preview rule)."""
 from __future__ import annotations
 
 import ast
+import os
 from typing import Optional
 
 from . import rule
@@ -45,7 +46,9 @@ def local_rank_argument_under_torchrun(t):
         argparse, never reads LOCAL_RANK from the environment, and uses `<args>.local_rank` to pick the device
         or the rank (`torch.cuda.set_device`, `torch.device`, `.to`/`.cuda`, `DistributedDataParallel`,
         `init_process_group`). Quiet when a library that reads LOCAL_RANK itself runs it (Trainer, accelerate,
-        deepspeed, Lightning). A preview rule (round 19): a note by default, a warning with `--preview`.
+        deepspeed, Lightning). Since round 25, with no launch line of the project naming the script, a torchrun
+        launch in the script's own comments or module docstring (a note; quiet when they also name a launcher that
+        passes --local_rank). A preview rule (round 19): a note by default, a warning with `--preview`.
 
     Why it matters
         torchrun gives each worker LOCAL_RANK in its environment only (torch/distributed/run.py); the argument
@@ -62,12 +65,24 @@ def local_rank_argument_under_torchrun(t):
         or read `int(os.environ["LOCAL_RANK"])` where the device is picked.
     """
     ctx = t.context
-    if ctx is None:
-        return
     index = t.index
     launches = [l for l in ctx.launches_of(t.real_path)
-                if l.launcher == "torchrun" or (l.launcher == "torch.distributed.launch" and l.use_env)]
-    if not launches or ctx.passes_local_rank(t.real_path) is not None:
+                if l.launcher == "torchrun" or (l.launcher == "torch.distributed.launch" and l.use_env)] \
+        if ctx is not None else []
+    if ctx is not None and ctx.passes_local_rank(t.real_path) is not None:
+        return
+    shown = bool(launches)
+    if not launches and (ctx is None or not ctx.launches_of(t.real_path)):
+        # round 25: no launch line of the project names this script; the script's own comments or module docstring
+        # may (`# torchrun --nproc_per_node=4 train.py`): a note, and only when none of them names a launcher that
+        # passes --local_rank (torch.distributed.launch without --use-env, deepspeed)
+        own = _own_launches(t)
+        if any(l.launcher == "deepspeed" or (l.launcher == "torch.distributed.launch" and not l.use_env)
+               for l in own):
+            return
+        launches = [l for l in own if l.launcher == "torchrun" or
+                    (l.launcher == "torch.distributed.launch" and l.use_env)]
+    if not launches:
         return
     options = [(c, _option(c)) for c in index.by_name.get("add_argument", ())]
     options = [(c, d) for c, d in options if d is not None]
@@ -82,17 +97,33 @@ def local_rank_argument_under_torchrun(t):
         if not used:
             continue
         launch = launches[0]
-        shown = repr(default.value) if isinstance(default, ast.Constant) else (dotted(default) or "its default")
+        value = repr(default.value) if isinstance(default, ast.Constant) else (dotted(default) or "its default")
         yield t.finding(
-            "warning", call.node,
+            "warning" if shown else "info", call.node,
             f"{dotted(used[0])} picks the device here, but {launch.source}:{launch.line} launches this script with "
-            f"{launch.launcher}, which passes no --local_rank: every rank keeps the default {shown}",
+            f"{launch.launcher}, which passes no --local_rank: every rank keeps the default {value}"
+            + ("" if shown else " (the launch is read from the script's own comments)"),
             detail=("torchrun sets LOCAL_RANK in each worker's environment and adds nothing to its command line, so "
                     f"the argparse option (line {option.line}) holds its default on every rank: all ranks pick the "
                     "same GPU, or none sets up distributed training when the default is -1."),
             fix=('parser.add_argument("--local_rank", "--local-rank", type=int, '
                  'default=int(os.environ.get("LOCAL_RANK", 0)))'),
-            evidence={"option_line": option.line, "default": shown, "launch": f"{launch.source}:{launch.line}",
+            evidence={"option_line": option.line, "default": value, "launch": f"{launch.source}:{launch.line}",
                       "launcher": launch.launcher, "source": _SOURCE},
             subjects=["arg:local_rank"])
         return
+
+
+def _own_launches(t) -> list:
+    """Launch lines in the script's own comments and module docstring (`# torchrun --nproc_per_node 2 train.py`,
+    `\"\"\"Usage: python -m torch.distributed.launch ...\"\"\"`), whatever file name the copied line names."""
+    from ..launchinfo import parse_launches  # noqa: PLC0415
+    body = getattr(t.index.tree, "body", None) or []
+    first = body[0] if body else None
+    lo, hi = (first.lineno, first.end_lineno) if isinstance(first, ast.Expr) and isinstance(
+        first.value, ast.Constant) and isinstance(first.value.value, str) else (0, -1)
+    lines = [(l if lo <= no <= hi else l.split("#", 1)[1] if "#" in l else "") for no, l in enumerate(t.lines, 1)]
+    text = "\n".join(lines)
+    if "torchrun" not in text and "launch" not in text and "deepspeed" not in text:
+        return []
+    return parse_launches(text, os.path.basename(t.real_path))

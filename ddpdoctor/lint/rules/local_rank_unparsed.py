@@ -97,7 +97,9 @@ def local_rank_argument_not_accepted(t):
         argument list. Quiet with `parse_known_args()`, with the option defined (either spelling), with an
         explicit argument list, a parser built from `parents=`, subcommands, or a file that handles `sys.argv`
         itself. A parser that defines only the underscore spelling, in a project that pins no torch below 2.0,
-        gets a note (round 23): torch >= 2.0's launcher passes `--local-rank=N`.
+        gets a note (round 23): torch >= 2.0's launcher passes `--local-rank=N`. Since round 25 also a script that
+        parses nothing itself but imports a project module (found beside it) that parses the command line at
+        import (`from option import args`): judged the same, reported at the import.
         A preview rule (round 20): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -118,6 +120,7 @@ def local_rank_argument_not_accepted(t):
     ctx = t.context
     index = t.index
     if not index.by_name.get("parse_args"):
+        yield from _imported_parser(t, ctx, index)
         return
     launches = [l for l in ctx.launches_of(t.real_path) if l.launcher == "torch.distributed.launch" and not l.use_env] \
         if ctx is not None else []
@@ -176,3 +179,119 @@ def local_rank_argument_not_accepted(t):
                       "passed": " or ".join(_facts()["options"]), "source": sources},
             subjects=["arg:local_rank"])
         return
+
+
+def _module_parser(tree: ast.Module):
+    """A project module that parses the command line when it is imported (`parser = argparse.ArgumentParser(...)`
+    ... `args = parser.parse_args()` at its top level, reid's option.py): (the parse_args statement, the option
+    strings its add_argument calls define, whether one cannot be read), or None when it does not, or when it builds
+    the parser from `parents=`, has subcommands, uses parse_known_args or reads sys.argv itself."""
+    parsers = set()
+    argparse_names = {"argparse.ArgumentParser"}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "argparse":
+            argparse_names |= {a.asname or a.name for a in node.names if a.name == "ArgumentParser"}
+        elif isinstance(node, ast.Import):
+            argparse_names |= {f"{a.asname}.ArgumentParser" for a in node.names if a.name == "argparse" and a.asname}
+    parse = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            call = node.value
+            if dotted(call.func) in argparse_names and not any(k.arg == "parents" for k in call.keywords):
+                parsers |= {dotted(x) for x in node.targets if dotted(x)}
+            elif isinstance(call.func, ast.Attribute) and call.func.attr == "parse_args" and \
+                    dotted(call.func.value) in parsers and not call.args and not call.keywords:
+                parse = node
+    if parse is None:
+        return None
+    options, unreadable = [], False
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and dotted(n) == "sys.argv":
+            return None
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            if n.func.attr in ("add_subparsers", "parse_known_args"):
+                return None
+            if n.func.attr == "add_argument":
+                for a in n.args:
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                        options.append(a.value)
+                    else:
+                        unreadable = True
+    return parse, options, unreadable
+
+
+def _imported_parser(t, ctx, index):
+    """Round 25 (fr167 zhangweidong1130/reid, a reader's miss): the launched script parses nothing itself but imports
+    its `args` from a project module that parses the command line at import (`from option import args`), found
+    beside it (lint/project.py reads such modules, never imports them). The same judgement as a parser of the
+    script's own, reported at the import."""
+    imported = getattr(t.facts, "imported", None) or {}
+    if not imported:
+        return
+    launches = [l for l in ctx.launches_of(t.real_path) if l.launcher == "torch.distributed.launch" and not l.use_env] \
+        if ctx is not None else []
+    shown = bool(launches)
+    launches += _own_comment_launches(t)
+    if not launches or _edits_argv(index):
+        return
+    here = os.path.dirname(os.path.abspath(t.real_path))
+    for node in index.tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and (node.level or 0) <= 1:
+            mods = [node.module]
+        elif isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        else:
+            continue
+        for mod in mods:
+            rel = os.path.join(*mod.split("."))
+            path = next((os.path.normpath(c) for c in (os.path.join(here, rel + ".py"),
+                                                      os.path.join(here, rel, "__init__.py"))
+                         if os.path.normpath(c) in imported), None)
+            if path is None:
+                continue
+            got = _module_parser(imported[path])
+            if got is None:
+                continue
+            parse, options, unreadable = got
+            if unreadable:
+                return
+            names = _spellings()
+            spelled = {n for n in names for o in options if o.startswith(n)}
+            launch = launches[0]
+            where = f"{os.path.basename(path)}:{parse.lineno}"
+            if spelled:
+                major = ctx.max_major("torch", t.real_path) if ctx is not None else None
+                if spelled != {"--local_rank"} or not (major is None or major >= 2):
+                    return
+                yield t.finding(
+                    "info", node,
+                    f"the arguments come from {where}, whose parser defines only --local_rank, but "
+                    f"{launch.source}:{launch.line} launches this script with torch.distributed.launch, which passes "
+                    "--local-rank=N from torch 2.0: every rank exits with 'unrecognized arguments' on torch >= 2.0",
+                    detail=("torch >= 2.0's torch.distributed.launch (torch/distributed/run.py config_from_args) "
+                            "appends `--local-rank=N`; argparse does not treat `--local-rank` as `--local_rank`. The "
+                            f"module {os.path.basename(path)} parses the command line when this script imports it. "
+                            "Right on torch < 2.0 (which passed --local_rank)."),
+                    fix='parser.add_argument("--local-rank", "--local_rank", type=int, '
+                        'default=int(os.environ.get("LOCAL_RANK", 0)))   # in ' + os.path.basename(path),
+                    evidence={"launch": f"{launch.source}:{launch.line}", "launcher": launch.launcher,
+                              "parser": where, "passed": " or ".join(_facts()["options"]),
+                              "torch_pin": (ctx.pin_for("torch", t.real_path) if ctx is not None else None) or "none"},
+                    subjects=["arg:local_rank"])
+                return
+            sources = "; ".join(f"{s['repo']} {s['commit'][:7]}: {s['path']}" for s in _facts()["sources"])
+            yield t.finding(
+                "warning" if shown else "info", node,
+                f"the arguments come from {where}, whose parse_args() accepts no --local_rank, but "
+                f"{launch.source}:{launch.line} launches this script with torch.distributed.launch, which adds "
+                "--local-rank=N (--local_rank=N before torch 2.0) to its command line: every rank exits with "
+                "'unrecognized arguments'",
+                detail=("torch.distributed.launch without --use-env appends the local rank option to the script's "
+                        f"arguments for each process it starts; {os.path.basename(path)} parses them when imported "
+                        "and argparse exits with status 2 on an option the parser does not define."),
+                fix=('parser.add_argument("--local-rank", "--local_rank", type=int, '
+                     'default=int(os.environ.get("LOCAL_RANK", 0)))   # in ' + os.path.basename(path)),
+                evidence={"launch": f"{launch.source}:{launch.line}", "launcher": launch.launcher, "parser": where,
+                          "passed": " or ".join(_facts()["options"]), "source": sources},
+                subjects=["arg:local_rank"])
+            return

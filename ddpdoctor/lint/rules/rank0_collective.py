@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ast
+import json
+import os
 from typing import Optional
 
 from . import rule
@@ -103,7 +105,9 @@ def collective_on_one_rank(t):
         collectives on an `Accelerator` (`accelerator.gather`, `gather_for_metrics`, `reduce`, `pad_across_processes`,
         `wait_for_everyone`) under `if accelerator.is_main_process:` (round 17), also inside a helper called there
         (round 25). The pairing idiom needs the other call under the opposite test: a call every rank makes pairs
-        nothing (round 25). A preview rule (round 9): a note by
+        nothing (round 25). Since round 25 (lint35) also `trainer.evaluate()` / `trainer.predict()` of a transformers
+        or trl Trainer under the test: evaluation_loop gathers with accelerator.gather_for_metrics
+        (data/lint_trainer_collectives.json). A preview rule (round 9): a note by
         default, a warning with `--preview`.
 
     Why it matters
@@ -165,6 +169,7 @@ def collective_on_one_rank(t):
                     evidence={"collective": call.text, "source": _ACCELERATE_SOURCE},
                 )
     yield from _helper_collectives(t, index)
+    yield from _trainer_collectives(t, index)
 
 
 def _op(text: str) -> str:
@@ -239,3 +244,72 @@ def _helper_collectives(t, index):
                 evidence={"collective": inner, "through": call.text, "source": _MPI_SOURCE if mpi else _SOURCE},
             )
             break
+
+
+_TRAINER_DATA = None
+
+
+def _trainer_data() -> dict:
+    """data/lint_trainer_collectives.json: the Trainer methods that gather across processes, and which classes are
+    Trainers (transformers' and trl's `...Trainer`)."""
+    global _TRAINER_DATA
+    if _TRAINER_DATA is None:
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data",
+                            "lint_trainer_collectives.json")
+        with open(path, encoding="utf-8") as fh:
+            _TRAINER_DATA = json.load(fh)
+    return _TRAINER_DATA
+
+
+def _is_trainer_qual(q: str, data: dict) -> bool:
+    mods = tuple(m + "." for m in data["classes"]["modules"])
+    return q.startswith(mods) and q.rsplit(".", 1)[-1].endswith(data["classes"]["suffix"])
+
+
+def _trainer_names(index, data) -> set:
+    """Names bound to a Trainer: `trainer = SFTTrainer(...)` (trl), `Trainer(...)`, or a class of this file derived
+    from one (`class MyTrainer(Trainer)`)."""
+    out = set()
+    for a in index.assigns:
+        c = a.call
+        if c is None:
+            continue
+        q = c.qual or ""
+        if _is_trainer_qual(q, data):
+            out.update(a.targets)
+            continue
+        klass = index.class_of_call(c)
+        if klass is not None and any(_is_trainer_qual(b, data) for b in index.class_bases(klass)):
+            out.update(a.targets)
+    return out
+
+
+def _trainer_collectives(t, index):
+    """`trainer.evaluate()` / `trainer.predict()` of a transformers/trl Trainer under a rank-0 test (fr167
+    yantrikos/yantrik-os: `if is_main: ... trainer.evaluate()` after trainer.train() under torchrun, the reader's sure
+    entry, missed at first read): evaluation_loop gathers the losses with accelerator.gather_for_metrics, an
+    all_gather the other processes never join. The same call outside the test in the same function pairs it."""
+    data = _trainer_data()
+    methods = data["methods"]
+    if not any(index.by_name.get(m) for m in methods):
+        return
+    names = _trainer_names(index, data)
+    if not names:
+        return
+    for name in methods:
+        for call in index.by_name.get(name, ()):
+            if call.recv not in names or not t.facts.rank0(index, call, single=False):
+                continue
+            if any(c is not call and c.name == name and c.recv == call.recv and
+                   not t.facts.rank0(index, c, single=False) for c in call.scope.calls):
+                continue  # every rank evaluates too, elsewhere in the same function
+            yield t.finding(
+                "warning", call.node,
+                f"{call.text}() runs on rank 0 only; the Trainer gathers the evaluation's results across processes "
+                "(accelerator.gather_for_metrics), which the other ranks never join (a hang)",
+                detail=methods[name],
+                fix=(f"# call {call.text}() on every process (outside the rank-0 test); print or save its metrics "
+                     "on rank 0 only"),
+                evidence={"collective": "accelerator.gather_for_metrics", "through": call.text,
+                          "source": "; ".join(data["source"])},
+            )

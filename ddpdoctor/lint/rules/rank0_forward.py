@@ -401,14 +401,21 @@ def _rebound_before(name: str, wrap_line: int, call: Call) -> bool:
 def _global_model_in_callee(index: ModuleIndex, call: Call, bindings: list):
     """`estimate_loss()` under `if master_process:` where estimate_loss runs the module-level DDP `model`
     (nanoGPT): the function takes no argument, it reads the global. Also `self.evaluate()` where the
-    method runs `self.net`, the DDP model the object holds."""
+    method runs `self.net`, the DDP model the object holds, and a function nested in the wrapping one that reads
+    the wrapped name from its enclosing scope (round 25)."""
     fn = index.function_of(call.node.func, call.scope)
     if fn is None or fn.kind != "function":
         return None
     for s in index.reachable(fn):
         for name, wrap_line, bound_in in bindings:
             held = (bound_in.kind == "module" and _visible(name, bound_in, s)) or (
-                name.startswith("self.") and bound_in.cls is not None and bound_in.cls is s.cls)
+                name.startswith("self.") and bound_in.cls is not None and bound_in.cls is s.cls) or (
+                # a function nested in the one that wraps, called there after the wrap: its free name is the DDP
+                # model (round 25, fr166 yashp5/transformer: `def estimate_loss(): ... model(x, y)` inside train(),
+                # called under `if rank == 0:`, a miss)
+                bound_in.kind == "function" and "." not in name and call.scope is bound_in and
+                call.line > wrap_line and s is not bound_in and _visible(name, bound_in, s) and
+                not _rebound_before(name, wrap_line, call))
             if not held:
                 continue
             # the name itself, or a local alias of it (`net = self.net`), run here or handed to a helper
@@ -528,7 +535,7 @@ def ddp_forward_on_one_rank(t):
         (`evaluate(ddp_model)`, also defined in another module of the project and not linted, unless it
         unwraps `model.module` first) or the module-level DDP model (nanoGPT's `estimate_loss()` under
         `if master_process:`; a star import, `from engine import *`, counts as importing engine's
-        functions). Quiet under `if local_rank == -1:` (no DDP there) and when the name
+        functions), or (round 25) a function nested in the wrapping one that runs the wrapped name it closes over. Quiet under `if local_rank == -1:` (no DDP there) and when the name
         was rebound to a fresh model (`model = Model.from_pretrained(ckpt)`) before the call; a call
         handed the wrapped model that hands it back (`model, loss = train_one_epoch(model, ...)`,
         `model = model.to(device)`) does not make it fresh.

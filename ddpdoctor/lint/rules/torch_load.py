@@ -528,8 +528,9 @@ def torch_load_without_map_location(t):
         each rank reads back what it saved from its own GPU), temporary files and buffers, and loads whose other branch already
         passes `map_location` are not reported (unless the branch is `if torch.cuda.is_available():`, which every rank of a GPU
         job takes: round 18), nor is a CPU-only gloo job (round 16: every file of the run joins
-        a gloo group and none names CUDA, NCCL or a GPU, so its checkpoints hold CPU tensors). Consecutive loads in
-        one block are one finding.
+        a gloo group and none names CUDA, NCCL or a GPU, so its checkpoints hold CPU tensors), nor a load only the
+        parent of a spawn-launched run reaches (round 25: a test() the `__main__` block calls beside the train()
+        that spawns). Consecutive loads in one block are one finding.
         Where the file comes from decides the severity: a file the project itself saves from GPU
         tensors (matched by its path pieces anywhere in the files linted), or a resume of the
         checkpoints the project saves from the GPU (a path named like a checkpoint, or a path
@@ -571,6 +572,10 @@ def torch_load_without_map_location(t):
             continue
         if t.facts.rank0(index, call) or reach(t).branch_never_taken(index, call):
             continue  # one process loads it (its device is that process's business), or no caller takes its branch
+        if reach(t).in_launcher(index, call):
+            # the parent of a spawn-launched run only (a test()/eval() the `__main__` block calls beside the train()
+            # that spawns, round 25 held-out review's class): one process, no rank to crowd onto the saving GPU
+            continue
         if _python_objects(index, call) or _decided_elsewhere(loads, call) or _per_rank_file(call):
             continue
         if _scratch_file(call, scratch if scratch is not None else _scratch(index)):

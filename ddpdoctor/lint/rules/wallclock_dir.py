@@ -175,9 +175,37 @@ def _path_nodes(node: ast.AST):
             todo.extend(ast.iter_child_nodes(n))
 
 
+def _item_name(node: ast.AST):
+    """`config["train"]["save_path"]` -> 'config["train"]["save_path"]': an item of a dict named by constant string
+    keys under a dotted name, kept as a name of its own (round 25, fr167 zly7/segment-anything-2: the run folder
+    stored in the loaded config, `config["train"]["save_path"] = os.path.join(..., formatted_time)`); None otherwise."""
+    keys = []
+    while isinstance(node, ast.Subscript):
+        if not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            return None
+        keys.append(node.slice.value)
+        node = node.value
+    base = dotted(node) if keys else None
+    return base + "".join(f'["{k}"]' for k in reversed(keys)) if base else None
+
+
 def _path_names(node: ast.AST) -> Set[str]:
-    """The dotted names a path expression is built from (see _path_nodes)."""
-    return {d for n in _path_nodes(node) if isinstance(n, (ast.Name, ast.Attribute)) for d in [dotted(n)] if d}
+    """The dotted names (and string-keyed items, `config["out"]`) a path expression is built from (see _path_nodes)."""
+    out = set()
+    for n in _path_nodes(node):
+        d = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else _item_name(n) if isinstance(n, ast.Subscript) \
+            else None
+        if d:
+            out.add(d)
+    return out
+
+
+def _assign_targets(a) -> list:
+    """The names an assignment binds, with string-keyed dict items (`config["train"]["save_path"] = ...`)."""
+    out = [x for x in a.targets if x]
+    if isinstance(a.node, ast.Assign):
+        out += [n for n in (_item_name(x) for x in a.node.targets if isinstance(x, ast.Subscript)) if n]
+    return out
 
 
 def _stamped(index) -> Dict[tuple, ast.AST]:
@@ -196,9 +224,8 @@ def _stamped(index) -> Dict[tuple, ast.AST]:
             via = [o for o in (_lookup(tainted, n, a.scope, index) for n in sorted(_path_names(a.value)))
                    if o is not None]
             if via or _reads_clock(a.value, index, a.scope, helpers):
-                for target in a.targets:
-                    if target:
-                        tainted.setdefault(_key(target, a.scope, index), via[0] if via else a.node)
+                for target in _assign_targets(a):
+                    tainted.setdefault(_key(target, a.scope, index), via[0] if via else a.node)
         for call in index.calls:
             # `save_checkpoint(model, self.ckpt_dir)`: a function of this file handed a clock-built name writes
             # through its parameter (round 20: the held-out set's folders written through the project's helpers)
@@ -275,7 +302,9 @@ def wallclock_dir_every_rank(t):
         parameter (`save_checkpoint(model, self.out_dir)`). Since round 21 a date-only name (a literal strftime
         format with no hour, minute or second: `%Y%m%d`; `date.today()`) is not per rank: processes started
         together differ only across midnight (ddpdoctor/data/lint_clock.json). Since round 21 also a Lightning
-        Trainer whose strategy re-runs the script per rank makes the script's own code every-rank. A preview
+        Trainer whose strategy re-runs the script per rank makes the script's own code every-rank. Since round 25
+        a string-keyed item of a dict (`config["train"]["save_path"] = os.path.join(..., stamp)`) is followed like
+        a name. A preview
         rule (round 19): a note by default, a warning with `--preview` when the write runs on every rank.
         Since round 22 a `save_pretrained(out, is_main_process=...)` there says that
         is_main_process gates only the config (the safetensors weights are written on every rank: transformers

@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import FrozenSet, List, Tuple
 
 from . import rule
+from ..analysis import exclusive
 from ..names import dotted
 from ._common import DDP
 
@@ -64,6 +65,23 @@ def _scope_facts(scope_node: ast.AST) -> Tuple[dict, dict, dict]:
                     for later in node.values[i + 1:]:
                         guards.setdefault(base, []).append(
                             (later.lineno, getattr(later, "end_lineno", later.lineno)))
+        if isinstance(node, ast.Try) and node.body:
+            # `try: preds = model.generate(...) except: preds = model.module.generate(...)` (fr121 XYaoooo/DPT): the
+            # handler reads `x.module` (or catches AttributeError): the body's reads through x are handled there
+            body_span = (node.body[0].lineno, max(getattr(b, "end_lineno", None) or b.lineno for b in node.body))
+            for h in node.handlers:
+                caught = dotted(h.type) if h.type is not None else None
+                if h.type is not None and not isinstance(h.type, ast.Tuple) and \
+                        caught not in ("Exception", "BaseException", "AttributeError"):
+                    continue
+                bases = {dotted(c.value) for st in h.body for c in ast.walk(st)
+                         if isinstance(c, ast.Attribute) and c.attr == "module" and
+                         isinstance(c.value, (ast.Name, ast.Attribute))}
+                if caught == "AttributeError":
+                    bases |= {dotted(c.value) for st in node.body for c in ast.walk(st)
+                              if isinstance(c, ast.Attribute) and isinstance(c.value, (ast.Name, ast.Attribute))}
+                for base in bases - {None}:
+                    guards.setdefault(base, []).append(body_span)
         if isinstance(node, (ast.If, ast.IfExp)):
             span = (node.lineno, getattr(node, "end_lineno", node.lineno))
             # `if hasattr(m, "x"):` and `m.x if hasattr(m, "x") else d` (round 23, fr158 ultralytics' trainer
@@ -135,6 +153,28 @@ def _other_arms(scope_node: ast.AST, wrap: ast.AST) -> List[Tuple[int, int]]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _same_module_methods() -> FrozenSet[str]:
+    with open(_DATA, encoding="utf-8") as fh:
+        return frozenset(json.load(fh)["same_module_methods"]["methods"])
+
+
+def _same_module(index, assign, name: str) -> bool:
+    """`name.to(device)`, `name.cuda().train()` (nn.Module methods that return the module itself:
+    data/wrapper_attributes.json same_module_methods), or another DataParallel/DDP wrap of it (`DataParallel(name)
+    .cuda()`, which has no attribute of the model either): after such a rebind the name is still the plain module,
+    or a wrapper without the model's attributes."""
+    value = assign.value
+    seen = False
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+            value.func.attr in _same_module_methods():
+        value, seen = value.func.value, True
+    if seen and dotted(value) == name:
+        return True
+    return isinstance(value, ast.Call) and (index.qual(value.func, assign.scope) or "") in _DP + _DDPS and \
+        bool(value.args) and dotted(value.args[0]) == name
+
+
 def _compiled_again(assign, name: str) -> bool:
     """`model = torch.compile(model)` after the wrap (round 26, fr148 Orolol/gptoughts estimate_mfu, generate): the
     OptimizedModule torch.compile returns forwards every unknown attribute to the module it compiled
@@ -171,7 +211,11 @@ def wrapper_attribute_access(t):
         wrap, `def evaluate(net): net.generate(...)`) whose parameter is read the same way, unless the helper
         rebinds it (`net = net.module`) or asks `isinstance`/`hasattr` first; and quiet for a read in the other arm
         of the `if` that wraps (`if distributed: model = DDP(model) else: model.f()`) or after a `for`/`with`/walrus
-        target rebinds the name.
+        target rebinds the name. Since round 25 (lint35): a rebind in the branch exclusive with the wrap to the same
+        plain module (`else: model = model.to(device)`, nn.Module methods that return self) or to another DP/DDP
+        wrap ends nothing; a read in a `try` whose handler falls back to `x.module` (or catches AttributeError) is
+        quiet; and `outer.child = DDP(outer.child)` is reported at the wrap when a method of outer's class (of this
+        file, not __init__) reads `self.child.<name>` the wrapper has not (a note when no such method is called).
         A preview rule (round 18): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -214,8 +258,15 @@ def wrapper_attribute_access(t):
     for a, name, known, kind, how in wraps:
         scope = a.scope
         wrap_line = a.node.lineno
+        # a rebind to the same plain module in the other branch of a test the wrap sits in (`if distributed: model =
+        # DDP(model)` ... `else: model = model.cuda()`) runs only when the wrap does not: it ends nothing on the
+        # wrapped path (round 25, fr167 blackfeather-wang/AdaFocus: the wrapper handed to validate() after such an
+        # if, missed). Another wrapper there (`else: model = FSDP(model)`) still ends the walk: code after it is
+        # written for both.
         rebinds = sorted([x.node.lineno for x in scope.assigns if name in x.targets and x.node.lineno > wrap_line
-                          and not _compiled_again(x, name)] + _other_bindings(scope.node, name, wrap_line))
+                          and not _compiled_again(x, name) and not (_same_module(index, x, name) and
+                                                                    exclusive(a.ctx, x.ctx))] +
+                         _other_bindings(scope.node, name, wrap_line))
         end = rebinds[0] if rebinds else None
         # a text gate before the walk: the names read through `name.` after the wrap, all of them the wrapper's own
         # (`model.train()`, `model.module`, `model.parameters()`): nothing to report, no walk (bench_lint: a walk per
@@ -296,6 +347,7 @@ def wrapper_attribute_access(t):
                       "lines": sorted({b.lineno for b in bad}),
                       "source": source + ("; " + _prepare_facts()["source"] if how else "")},
         )
+    yield from _child_replaced(t, index, dp_known, ddp_known, source, memo)
     for helper, param, site, got, kind, name, wrap_line in handed:
         n = got[0]
         others = sorted({b.attr for b in got[1:]} - {n.attr})
@@ -395,3 +447,82 @@ def _prepared_models(t, index) -> List[tuple]:
             if called and not frozen:
                 out.append((a, target))
     return out
+
+
+def _child_replaced(t, index, dp_known, ddp_known, source, memo):
+    """`outer.child = DistributedDataParallel(outer.child, ...)` where `outer` is an object of a class of this file
+    whose methods read `self.child.<name>` (round 25, fr167 zly7/segment-anything-2: `pedestrain_sam_model.sam2_model
+    = DDP(pedestrain_sam_model.sam2_model)`, then PedestrainSAM2's forward calls `self.sam2_model.sam_prompt_encoder`):
+    the attribute now holds the wrapper, whose own names are all nn.Module.__getattr__ finds. Reported at the wrap,
+    with the reads. __init__ is skipped (it ran before the wrap), as are reads under an isinstance/hasattr test of
+    the attribute, methods that rebind it, and names the wrapper has. A warning when a method with such a read is
+    called somewhere in the file (or is forward/__call__), else a note."""
+    text = index.source or ""
+    for a in index.assigns:
+        call = a.call
+        if call is None or len(a.targets) != 1 or not isinstance(a.targets[0], str) or a.targets[0].count(".") != 1:
+            continue
+        target = a.targets[0]
+        obj, child = target.split(".")
+        if obj in ("self", "cls"):
+            continue
+        q = call.qual or ""
+        if q in _DP:
+            known, kind = dp_known, "DataParallel"
+        elif q in _DDPS:
+            known, kind = ddp_known, "DistributedDataParallel"
+        else:
+            continue
+        first = call.arg(0, "module")
+        if first is None or dotted(first) != target:
+            continue  # the child itself is wrapped in place
+        value = None
+        s = a.scope
+        while s is not None and value is None:
+            value = s.values.get(obj)
+            s = s.parent
+        if not isinstance(value, ast.Call):
+            continue
+        klass = index.local_class(value.func, a.scope)
+        if klass is None:
+            continue
+        hits = []
+        for name, method in klass.functions.items():
+            if name == "__init__":
+                continue
+            facts = memo.get(id(method))
+            if facts is None:
+                facts = memo[id(method)] = _scope_facts(method.node)
+            loads, stores, guards = facts
+            key = f"self.{child}"
+            if any(n.attr == child for n in stores.get("self", ())):
+                continue  # the method rebinds the attribute (`self.child = self.child.module`)
+            spans = guards.get(key, ())
+            got = [n for n in loads.get(key, ()) if n.attr not in known and
+                   not any(lo <= n.lineno <= hi for lo, hi in spans)]
+            if got:
+                called = name in ("forward", "__call__") or re.search(r"\." + re.escape(name) + r"\(", text)
+                hits.append((method, got, bool(called)))
+        if not hits or t.facts.dead(a.scope, index):
+            continue
+        owner = {id(n): m.name for m, got, _c in hits for n in got}
+        reads = sorted((n for _m, got, _c in hits for n in got), key=lambda n: (n.lineno, n.col_offset))
+        attrs = sorted({n.attr for n in reads})
+        methods = sorted({m.name for m, _g, _c in hits})
+        removed = _removed().get(kind, {})
+        if all(x in removed for x in attrs):
+            continue
+        yield t.finding(
+            "warning" if any(c for _m, _g, c in hits) else "info", a.node,
+            f"`{target}` becomes the {kind} wrapper here, but {klass.name}.{owner[id(reads[0])]}() reads "
+            f"`self.{child}.{reads[0].attr}` (line {reads[0].lineno}), which the wrapper has not: AttributeError "
+            "once the wrap runs" + (f" (also {', '.join(a_ for a_ in attrs if a_ != reads[0].attr)})"
+                                    if len(attrs) > 1 else ""),
+            detail=(f"{kind} holds the model as its submodule `module`; nn.Module.__getattr__ finds only the "
+                    f"wrapper's own parameters, buffers and submodules, so every `self.{child}.<name>` read of "
+                    f"{klass.name}'s methods ({', '.join(methods)}) raises AttributeError after this assignment."),
+            fix=(f"# wrap the module whose forward runs the step, or read self.{child}.module.<name> in "
+                 f"{klass.name}; keep a handle to the plain child before wrapping"),
+            evidence={"wrapper": kind, "name": target, "attribute": reads[0].attr, "wrap_line": a.node.lineno,
+                      "lines": [n.lineno for n in reads], "class": klass.name, "source": source},
+        )
