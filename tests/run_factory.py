@@ -106,3 +106,20 @@ def hooked_recorder(monkeypatch):
     monkeypatch.setattr(recorder, "_arm", lambda on: None)
     recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
     return S, Base, Loader
+
+
+def sampled_split(monkeypatch, part: int):
+    """The recorder inside a sampled step with `part` of the split open and a fake clock (every field of the recorder's
+    state comes back after the test): (S, clock), clock[0] the time _sp reads."""
+    from ddpdoctor.run import recorder
+
+    S = recorder.S
+    for name in type(S).__slots__:
+        if hasattr(S, name):
+            monkeypatch.setattr(S, name, getattr(S, name))
+    clock = [100.0]
+    for name, value in (("spl", True), ("sp", part), ("sp_t", 100.0), ("sp_acc", [0.0] * recorder.NPARTS),
+                        ("off", False), ("kind", "proc"), ("main", recorder._ident()), ("is_compiling", None)):
+        setattr(S, name, value)
+    monkeypatch.setattr(recorder._sp, "__defaults__", (lambda: clock[0],))
+    return S, clock

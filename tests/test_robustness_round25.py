@@ -96,16 +96,9 @@ def test_a_pace_findings_detail_names_the_extremes_past_a_few_ranks():
 
 @pytest.fixture
 def sampled_step(monkeypatch):
-    S = recorder.S
-    for name in type(S).__slots__:
-        if hasattr(S, name):
-            monkeypatch.setattr(S, name, getattr(S, name))
-    clock = [100.0]
-    for name, value in (("spl", True), ("sp", recorder.DATA), ("sp_t", 100.0), ("sp_acc", [0.0] * recorder.NPARTS),
-                        ("off", False), ("kind", "proc"), ("main", recorder._ident()), ("is_compiling", None)):
-        setattr(S, name, value)
-    monkeypatch.setattr(recorder._sp, "__defaults__", (lambda: clock[0],))
-    return S, clock
+    from run_factory import sampled_split
+
+    return sampled_split(monkeypatch, recorder.DATA)
 
 
 def test_a_span_called_from_another_thread_leaves_the_main_threads_split_alone(sampled_step):

@@ -9,23 +9,12 @@ import pytest
 from ddpdoctor.run import recorder
 
 
-def _keep_state(monkeypatch, S) -> None:
-    for name in type(S).__slots__:
-        if hasattr(S, name):
-            monkeypatch.setattr(S, name, getattr(S, name))
-
-
 @pytest.fixture
 def sampled_tail(monkeypatch):
     """The recorder as a sampled step leaves it after the optimizer's post hook: the tail open, a fake clock."""
-    S = recorder.S
-    _keep_state(monkeypatch, S)
-    clock = [100.0]
-    for name, value in (("spl", True), ("sp", recorder.TAIL), ("sp_t", 100.0), ("sp_acc", [0.0] * recorder.NPARTS),
-                        ("off", False), ("kind", "proc"), ("main", recorder._ident()), ("is_compiling", None)):
-        setattr(S, name, value)
-    monkeypatch.setattr(recorder._sp, "__defaults__", (lambda: clock[0],))
-    return S, clock
+    from run_factory import sampled_split
+
+    return sampled_split(monkeypatch, recorder.TAIL)
 
 
 def _tick(clock, s):
