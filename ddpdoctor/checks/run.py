@@ -2449,8 +2449,8 @@ def held_by_the_host(snap):
 # rank's MEDIAN over 10 steps is the figure, not one step's. Half the step is the bar: then the
 # input pipeline, not the model, the collectives or the GPU, sets the pace, and a faster GPU or more ranks would not
 # make the job faster. One rank alone above it is RUN020's data straggler, not this.
-INPUT_BOUND_SHARE = 0.5
-INPUT_MIN_STEPS = 10
+INPUT_BOUND_SHARE = pace.knowledge()["data"]["bar"]  # 0.5 (data/step_pace.json, with RUN030's and RUN031's bars)
+INPUT_MIN_STEPS = pace.knowledge()["data"]["min_steps"]  # 10
 _DL_DOC = ("torch/utils/data/dataloader.py (torch 2.13.0, pytorch/pytorch @cf30153c) DataLoader: num_workers \"``0`` "
            "means that the data will be loaded in the main process. (default: ``0``)\"; persistent_workers keeps the "
            "workers between epochs; prefetch_factor batches are loaded in advance by each worker")
@@ -2636,7 +2636,7 @@ def _own_collectives_per_step(rows: list) -> Optional[tuple]:
         return None
     (line, op, size), _ = lines.most_common(1)[0]
     file, _, n = str(line).rpartition(":")
-    where = f"{file.rsplit('/', 1)[-1]}:{n}" if file else str(line)
+    where = f"{_short(file)}:{n}" if file else str(line)
     return sorted(rates)[len(rates) // 2], where, op, (f"{size} bytes" if isinstance(size, int) else "unknown size")
 
 
