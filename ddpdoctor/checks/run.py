@@ -324,7 +324,7 @@ def _skipped_at_stall(snap):
     lines = [_line_of(r) for r in coll] + [_line_of(r) for r in others]
     c = coll[0].get("last_collective") or {}
     if _left_loop_early(coll, others):
-        yield _loop_exit_parted(snap, coll, others, c, lines)
+        yield _loop_exit_parted(snap, rs, coll, others, c, lines)
         return
     yield error(
         f"{_ranks(coll)} wait{'s' if len(coll) == 1 else ''} in {c.get('op')}() at {_where(coll[0].get('user_frame'))}, "
@@ -347,7 +347,7 @@ def _left_loop_early(coll: list, others: list) -> bool:
         r.get("after_loop") is not True for r in others)
 
 
-def _loop_exit_parted(snap, coll: list, others: list, c: dict, lines: list):
+def _loop_exit_parted(snap, rs: list, coll: list, others: list, c: dict, lines: list):
     """RUN001 when the odd ranks left their loop early: the cause is the stop condition, not an `if` around the call."""
     tdl = _train_dl(coll[0])[0]
     at = (f" after batch {tdl.get('n')}{_of_len(tdl)}" if isinstance(tdl.get("n"), int) else "")
@@ -366,7 +366,7 @@ def _loop_exit_parted(snap, coll: list, others: list, c: dict, lines: list):
         fix=("Decide the stop on every rank together, at the same step: stop = torch.tensor(int(<your condition>)); "
              "dist.all_reduce(stop, op=dist.ReduceOp.MAX); if stop.item(): break  (or compute it on rank 0 and "
              "dist.broadcast it)"),
-        subjects=_subjects(coll + others), evidence=_evidence(snap, _stalled(snap)))
+        subjects=_subjects(coll + others), evidence=_evidence(snap, rs))
 
 
 ELSEWHERE = {"backward": "went on to the DDP gradient all-reduce of its next backward",
