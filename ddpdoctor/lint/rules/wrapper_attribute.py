@@ -371,8 +371,6 @@ def _hands_suspect(t, index, scope, name: str, after: int, known) -> bool:
     model to a helper walk its function, 3.4x bench_lint's time): some call after line `after` in `scope` hands `name`
     to a plain function of the module whose text reads an attribute through the matching parameter that the wrapper
     does not answer."""
-    if not _hands_on(index, scope, name, after):
-        return False
     functions = index.module.functions
     for c in scope.calls:
         if c.line <= after or not isinstance(c.node.func, ast.Name) or c.node.func.id not in functions:
@@ -392,14 +390,6 @@ def _hands_suspect(t, index, scope, name: str, after: int, known) -> bool:
             if {m.group(1) for text in lines for m in pattern.finditer(text)} - known:
                 return True
     return False
-
-
-def _hands_on(index, scope, name: str, after: int) -> bool:
-    """A cheap gate: some call after line `after` in `scope` to a function of the module gets `name` as an argument."""
-    functions = index.module.functions
-    return any(c.line > after and isinstance(c.node.func, ast.Name) and c.node.func.id in functions and
-               any(isinstance(a, ast.Name) and a.id == name for a in list(c.node.args) +
-                   [k.value for k in c.node.keywords]) for c in scope.calls)
 
 
 def _handed_to_helpers(index, scope, name: str, wrap_line: int, end, spans) -> List[tuple]:
